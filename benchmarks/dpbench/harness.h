@@ -1,0 +1,38 @@
+#pragma once
+// The dpbench harness: turns flags into a training run, measures it (warm-up
+// excluded), prints a summary on stdout and writes the JSON report.
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dpb::bench {
+
+struct BenchOptions {
+  std::string mode = "single";
+  std::string model = "lenet";
+  std::string dataset = "synthetic";
+  std::string devices = "cpu";
+  int64_t batch = 64;
+  int64_t steps = 20;
+  int64_t warmup = 3;
+  int threads = 0;  // per device; 0 = all hardware threads
+  uint64_t seed = 0;
+  std::string optimizer = "sgd";
+  float lr = 0.01f;
+  float momentum = 0.9f;
+  float weight_decay = -1.0f;
+  std::string schedule = "constant";
+  int64_t lr_warmup = 0;
+  std::string json_path;
+};
+
+// Runs the benchmark; returns the report (already written when json_path is set).
+nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::string>& argv, std::ostream& out);
+
+// The CLI: parses argv, runs, returns the process exit code. Errors are one line on stderr.
+int main_cli(int argc, char** argv);
+
+}  // namespace dpb::bench

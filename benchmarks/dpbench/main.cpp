@@ -1,0 +1,3 @@
+#include "benchmarks/dpbench/harness.h"
+
+int main(int argc, char** argv) { return dpb::bench::main_cli(argc, argv); }

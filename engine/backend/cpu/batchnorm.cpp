@@ -1,0 +1,110 @@
+// Batch normalisation on oneDNN (training, inference, backward), with the running
+// statistics kept the way PyTorch keeps them.
+#include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cpu/dnnl_util.h"
+
+namespace dpb::cpu {
+
+namespace {
+using namespace dnnl;
+const auto kScaleShift = normalization_flags::use_scale | normalization_flags::use_shift;
+
+struct BnFwd {
+  batch_normalization_forward::primitive_desc pd;
+  batch_normalization_forward prim;
+};
+struct BnBwd {
+  batch_normalization_backward prim;
+};
+
+std::shared_ptr<BnFwd> get_forward(CpuContext& ctx, const dims& d, float eps, bool training) {
+  return ctx.cached<BnFwd>(key(training ? "bn_fwd_train" : "bn_fwd_eval", d[0], d[1], d[2], d[3],
+                               static_cast<int64_t>(eps * 1e9f)),
+                           [&] {
+                             auto flags = training ? kScaleShift : (kScaleShift | normalization_flags::use_global_stats);
+                             batch_normalization_forward::desc desc(
+                                 training ? prop_kind::forward_training : prop_kind::forward_inference,
+                                 md(d, tag::nchw), eps, flags);
+                             batch_normalization_forward::primitive_desc pd(desc, ctx.engine());
+                             return BnFwd{pd, batch_normalization_forward(pd)};
+                           });
+}
+}  // namespace
+
+void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                             ops::BatchNormSaved& saved, Tensor& running_mean, Tensor& running_var,
+                             float momentum, float eps) {
+  auto& ctx = context(x.device().index);
+  const dims d = dims4(x);
+  const int64_t C = d[1];
+  if (!saved.mean.defined() || saved.mean.numel() != C) {
+    saved.mean = Tensor::empty({C}, x.device());
+    saved.var = Tensor::empty({C}, x.device());
+  }
+  auto f = get_forward(ctx, d, eps, true);
+  auto cmd = md({C}, tag::x);
+  run(ctx, f->prim,
+      {{DNNL_ARG_SRC, mem(md(d, tag::nchw), ctx, x)},
+       {DNNL_ARG_DST, mem(md(d, tag::nchw), ctx, y)},
+       {DNNL_ARG_SCALE, mem(cmd, ctx, gamma)},
+       {DNNL_ARG_SHIFT, mem(cmd, ctx, beta)},
+       {DNNL_ARG_MEAN, mem(cmd, ctx, saved.mean)},
+       {DNNL_ARG_VARIANCE, mem(cmd, ctx, saved.var)}});
+  const double n = static_cast<double>(d[0] * d[2] * d[3]);
+  const float unbias = n > 1 ? static_cast<float>(n / (n - 1)) : 1.0f;
+  const float* mean = saved.mean.data();
+  const float* var = saved.var.data();
+  float* rm = running_mean.data();
+  float* rv = running_var.data();
+  for (int64_t c = 0; c < C; ++c) {
+    rm[c] = (1.0f - momentum) * rm[c] + momentum * mean[c];
+    rv[c] = (1.0f - momentum) * rv[c] + momentum * var[c] * unbias;
+  }
+}
+
+void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                            const Tensor& running_mean, const Tensor& running_var, float eps) {
+  auto& ctx = context(x.device().index);
+  const dims d = dims4(x);
+  auto f = get_forward(ctx, d, eps, false);
+  auto cmd = md({d[1]}, tag::x);
+  run(ctx, f->prim,
+      {{DNNL_ARG_SRC, mem(md(d, tag::nchw), ctx, x)},
+       {DNNL_ARG_DST, mem(md(d, tag::nchw), ctx, y)},
+       {DNNL_ARG_SCALE, mem(cmd, ctx, gamma)},
+       {DNNL_ARG_SHIFT, mem(cmd, ctx, beta)},
+       {DNNL_ARG_MEAN, mem(cmd, ctx, running_mean)},
+       {DNNL_ARG_VARIANCE, mem(cmd, ctx, running_var)}});
+}
+
+void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const ops::BatchNormSaved& saved,
+                        Tensor& dx, Tensor& dgamma, Tensor& dbeta, float eps, bool accumulate) {
+  auto& ctx = context(x.device().index);
+  const dims d = dims4(x);
+  auto b = ctx.cached<BnBwd>(key("bn_bwd", d[0], d[1], d[2], d[3], static_cast<int64_t>(eps * 1e9f)), [&] {
+    batch_normalization_backward::desc desc(prop_kind::backward, md(d, tag::nchw), md(d, tag::nchw), eps,
+                                            kScaleShift);
+    batch_normalization_backward::primitive_desc pd(desc, ctx.engine(), get_forward(ctx, d, eps, true)->pd);
+    return BnBwd{batch_normalization_backward(pd)};
+  });
+  Tensor dg = accumulate ? Tensor::empty(dgamma.shape(), dgamma.device()) : dgamma;
+  Tensor dbt = accumulate ? Tensor::empty(dbeta.shape(), dbeta.device()) : dbeta;
+  auto cmd = md({d[1]}, tag::x);
+  run(ctx, b->prim,
+      {{DNNL_ARG_SRC, mem(md(d, tag::nchw), ctx, x)},
+       {DNNL_ARG_DIFF_DST, mem(md(d, tag::nchw), ctx, dy)},
+       {DNNL_ARG_MEAN, mem(cmd, ctx, saved.mean)},
+       {DNNL_ARG_VARIANCE, mem(cmd, ctx, saved.var)},
+       {DNNL_ARG_SCALE, mem(cmd, ctx, gamma)},
+       // oneDNN 2.6 validates a SHIFT argument in backward although it never reads it.
+       {DNNL_ARG_SHIFT, mem(cmd, ctx, gamma)},
+       {DNNL_ARG_DIFF_SRC, mem(md(d, tag::nchw), ctx, dx)},
+       {DNNL_ARG_DIFF_SCALE, mem(cmd, ctx, dg)},
+       {DNNL_ARG_DIFF_SHIFT, mem(cmd, ctx, dbt)}});
+  if (accumulate) {
+    axpy(1.0f, dg, dgamma);
+    axpy(1.0f, dbt, dbeta);
+  }
+}
+
+}  // namespace dpb::cpu

@@ -1,0 +1,56 @@
+#include "engine/backend/cpu/cpu_context.h"
+
+#include <omp.h>
+
+#include <array>
+#include <atomic>
+#include <thread>
+
+#include "engine/core/error.h"
+
+namespace dpb::cpu {
+
+namespace {
+constexpr int kMaxCpuDevices = 64;
+std::atomic<int>& budget() {
+  static std::atomic<int> b{0};
+  return b;
+}
+}  // namespace
+
+CpuContext::CpuContext(int index) : index_(index), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+
+CpuContext& context(int index) {
+  DPB_CHECK(index >= 0 && index < kMaxCpuDevices)
+      << "logical CPU device cpu:" << index << " out of range (0.." << kMaxCpuDevices - 1 << ")";
+  static std::array<std::unique_ptr<CpuContext>, kMaxCpuDevices> contexts;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = contexts[static_cast<size_t>(index)];
+  if (!slot) slot = std::make_unique<CpuContext>(index);
+  return *slot;
+}
+
+int hardware_threads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+void set_threads_per_device(int threads) {
+  DPB_CHECK(threads >= 1) << "threads per device must be >= 1, got " << threads;
+  budget().store(threads);
+}
+
+int threads_per_device() {
+  const int b = budget().load();
+  return b > 0 ? b : hardware_threads();
+}
+
+CpuDeviceScope::CpuDeviceScope(int index) : previous_threads_(omp_get_max_threads()) {
+  (void)context(index);
+  omp_set_num_threads(threads_per_device());
+}
+
+CpuDeviceScope::~CpuDeviceScope() { omp_set_num_threads(previous_threads_); }
+
+}  // namespace dpb::cpu

@@ -1,0 +1,37 @@
+#pragma once
+// The CPU implementations of the ops in engine/backend/ops.h (same contracts; see there).
+// Called through ops:: dispatch, which checks devices first.
+#include "engine/backend/ops.h"
+
+namespace dpb::cpu {
+
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const ops::Conv2dParams& p);
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const ops::Conv2dParams& p);
+void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db, const ops::Conv2dParams& p,
+                             bool accumulate);
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
+void linear_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx);
+void linear_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db, bool accumulate);
+void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                             ops::BatchNormSaved& saved, Tensor& running_mean, Tensor& running_var, float momentum,
+                             float eps);
+void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                            const Tensor& running_mean, const Tensor& running_var, float eps);
+void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const ops::BatchNormSaved& saved,
+                        Tensor& dx, Tensor& dgamma, Tensor& dbeta, float eps, bool accumulate);
+void relu_forward(const Tensor& x, Tensor& y);
+void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
+void pool2d_forward(ops::PoolKind kind, const Tensor& x, Tensor& y, Tensor& workspace, const ops::Pool2dParams& p);
+void pool2d_backward(ops::PoolKind kind, const Tensor& dy, const Tensor& workspace, Tensor& dx,
+                     const ops::Pool2dParams& p);
+void global_avgpool_forward(const Tensor& x, Tensor& y);
+void global_avgpool_backward(const Tensor& dy, Tensor& dx);
+void add(const Tensor& a, const Tensor& b, Tensor& out);
+void axpy(float alpha, const Tensor& x, Tensor& acc);
+void scale(Tensor& x, float alpha);
+float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, int64_t* correct);
+float mse_loss(const Tensor& pred, const Tensor& target, Tensor& dpred);
+void sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, const ops::SgdHyper& h, bool first);
+void adam_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const ops::AdamHyper& h, int64_t step);
+
+}  // namespace dpb::cpu

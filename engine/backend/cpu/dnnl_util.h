@@ -1,0 +1,39 @@
+#pragma once
+// Small helpers shared by the oneDNN-based CPU ops: memory descriptors over our
+// contiguous tensors, memory objects without copies, cache keys, and execution.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <string>
+#include <unordered_map>
+
+#include "engine/backend/cpu/cpu_context.h"
+#include "engine/tensor/tensor.h"
+
+namespace dpb::cpu {
+
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+using dims = dnnl::memory::dims;
+
+inline dnnl::memory::desc md(const dims& d, tag t) { return dnnl::memory::desc(d, dt::f32, t); }
+
+inline dnnl::memory mem(const dnnl::memory::desc& d, CpuContext& ctx, const Tensor& t) {
+  return dnnl::memory(d, ctx.engine(), t.data());
+}
+
+// Key: op name followed by its integer parameters.
+template <typename... Ints>
+std::string key(const char* op, Ints... values) {
+  std::string k = op;
+  ((k += ':', k += std::to_string(static_cast<long long>(values))), ...);
+  return k;
+}
+
+inline void run(CpuContext& ctx, const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args) {
+  p.execute(ctx.stream(), args);
+  ctx.stream().wait();
+}
+
+inline dims dims4(const Tensor& t) { return {t.size(0), t.size(1), t.size(2), t.size(3)}; }
+
+}  // namespace dpb::cpu

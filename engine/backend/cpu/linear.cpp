@@ -1,0 +1,79 @@
+// Linear layers on oneDNN matmul. Weights are stored (out, in) as in PyTorch; the
+// transposes are expressed as memory strides (format tag `ba`), never copied.
+#include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cpu/dnnl_util.h"
+
+namespace dpb::cpu {
+
+namespace {
+using namespace dnnl;
+
+struct Matmul {
+  matmul prim;
+};
+
+// dst (M, N) = src (M, K) x wei (K, N) [+ bias (1, N)] [+ dst when accumulate]
+std::shared_ptr<Matmul> get_matmul(CpuContext& ctx, const char* name, int64_t M, int64_t K, int64_t N, tag src_tag,
+                                   tag wei_tag, bool bias, bool accumulate) {
+  return ctx.cached<Matmul>(
+      key(name, M, K, N, static_cast<int>(src_tag), static_cast<int>(wei_tag), bias, accumulate), [&] {
+        auto src = md({M, K}, src_tag), wei = md({K, N}, wei_tag), dst = md({M, N}, tag::ab);
+        primitive_attr attr;
+        if (accumulate) {
+          post_ops po;
+          po.append_sum(1.0f);
+          attr.set_post_ops(po);
+        }
+        auto d = bias ? matmul::desc(src, wei, md({1, N}, tag::ab), dst) : matmul::desc(src, wei, dst);
+        return Matmul{matmul(matmul::primitive_desc(d, attr, ctx.engine()))};
+      });
+}
+
+// sum over rows of dy (M, N) into db (N)
+void bias_grad(const Tensor& dy, Tensor& db, bool accumulate) {
+  const int64_t M = dy.size(0), N = dy.size(1);
+  const float* g = dy.data();
+  float* out = db.data();
+#pragma omp parallel for schedule(static) if (M * N > (1 << 16))
+  for (int64_t j = 0; j < N; ++j) {
+    float s = accumulate ? out[j] : 0.0f;
+    for (int64_t i = 0; i < M; ++i) s += g[i * N + j];
+    out[j] = s;
+  }
+}
+}  // namespace
+
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  auto& ctx = context(x.device().index);
+  const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
+  auto m = get_matmul(ctx, "linear_fwd", M, K, N, tag::ab, tag::ba, b.defined(), false);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(md({M, K}, tag::ab), ctx, x)},
+                                       {DNNL_ARG_WEIGHTS, mem(md({K, N}, tag::ba), ctx, w)},
+                                       {DNNL_ARG_DST, mem(md({M, N}, tag::ab), ctx, y)}};
+  if (b.defined()) args.emplace(DNNL_ARG_BIAS, mem(md({1, N}, tag::ab), ctx, b));
+  run(ctx, m->prim, args);
+}
+
+void linear_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx) {
+  auto& ctx = context(dy.device().index);
+  const int64_t M = dy.size(0), K = dy.size(1), N = w.size(1);
+  auto m = get_matmul(ctx, "linear_bwd_data", M, K, N, tag::ab, tag::ab, false, false);
+  run(ctx, m->prim,
+      {{DNNL_ARG_SRC, mem(md({M, K}, tag::ab), ctx, dy)},
+       {DNNL_ARG_WEIGHTS, mem(md({K, N}, tag::ab), ctx, w)},
+       {DNNL_ARG_DST, mem(md({M, N}, tag::ab), ctx, dx)}});
+}
+
+void linear_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db, bool accumulate) {
+  auto& ctx = context(x.device().index);
+  // dw (out, in) = dy^T (out, batch) x x (batch, in)
+  const int64_t M = dy.size(1), K = dy.size(0), N = x.size(1);
+  auto m = get_matmul(ctx, "linear_bwd_weights", M, K, N, tag::ba, tag::ab, false, accumulate);
+  run(ctx, m->prim,
+      {{DNNL_ARG_SRC, mem(md({M, K}, tag::ba), ctx, dy)},
+       {DNNL_ARG_WEIGHTS, mem(md({K, N}, tag::ab), ctx, x)},
+       {DNNL_ARG_DST, mem(md({M, N}, tag::ab), ctx, dw)}});
+  if (db.defined()) bias_grad(dy, db, accumulate);
+}
+
+}  // namespace dpb::cpu

@@ -1,0 +1,98 @@
+// Max/average pooling and global average pooling on oneDNN.
+#include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cpu/dnnl_util.h"
+
+namespace dpb::cpu {
+
+namespace {
+using namespace dnnl;
+
+struct PoolFwd {
+  pooling_forward::primitive_desc pd;
+  pooling_forward prim;
+};
+struct PoolBwd {
+  pooling_backward prim;
+};
+
+algorithm alg(ops::PoolKind k) {
+  // PyTorch's AvgPool2d counts padding by default (count_include_pad=True).
+  return k == ops::PoolKind::max ? algorithm::pooling_max : algorithm::pooling_avg_include_padding;
+}
+
+struct Window {
+  dims kernel, strides, pad;
+};
+
+std::shared_ptr<PoolFwd> get_forward(CpuContext& ctx, ops::PoolKind k, const dims& src, const dims& dst,
+                                     const Window& w) {
+  return ctx.cached<PoolFwd>(key("pool_fwd", static_cast<int>(k), src[0], src[1], src[2], src[3], w.kernel[0],
+                                 w.kernel[1], w.strides[0], w.strides[1], w.pad[0]),
+                             [&] {
+                               pooling_forward::desc d(prop_kind::forward_training, alg(k), md(src, tag::nchw),
+                                                       md(dst, tag::nchw), w.strides, w.kernel, w.pad, w.pad);
+                               pooling_forward::primitive_desc pd(d, ctx.engine());
+                               return PoolFwd{pd, pooling_forward(pd)};
+                             });
+}
+
+void forward(ops::PoolKind k, const Tensor& x, Tensor& y, Tensor* workspace, const dims& ydims, const Window& w) {
+  auto& ctx = context(x.device().index);
+  const dims src = dims4(x);
+  auto f = get_forward(ctx, k, src, ydims, w);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(md(src, tag::nchw), ctx, x)},
+                                       {DNNL_ARG_DST, mem(md(ydims, tag::nchw), ctx, y)}};
+  const auto ws_md = f->pd.workspace_desc();
+  if (ws_md.get_size() > 0) {
+    DPB_CHECK(workspace != nullptr) << "max pooling needs a workspace";
+    const auto words = static_cast<int64_t>((ws_md.get_size() + 3) / 4);
+    if (!workspace->defined() || workspace->numel() < words) *workspace = Tensor::empty({words}, x.device());
+    args.emplace(DNNL_ARG_WORKSPACE, memory(ws_md, ctx.engine(), workspace->data()));
+  }
+  run(ctx, f->prim, args);
+}
+
+void backward(ops::PoolKind k, const Tensor& dy, const Tensor* workspace, Tensor& dx, const dims& dst,
+              const Window& w) {
+  auto& ctx = context(dy.device().index);
+  const dims src = dims4(dx);
+  auto f = get_forward(ctx, k, src, dst, w);
+  auto b = ctx.cached<PoolBwd>(key("pool_bwd", static_cast<int>(k), src[0], src[1], src[2], src[3], w.kernel[0],
+                                   w.kernel[1], w.strides[0], w.strides[1], w.pad[0]),
+                               [&] {
+                                 pooling_backward::desc d(alg(k), md(src, tag::nchw), md(dst, tag::nchw), w.strides,
+                                                          w.kernel, w.pad, w.pad);
+                                 pooling_backward::primitive_desc pd(d, ctx.engine(), f->pd);
+                                 return PoolBwd{pooling_backward(pd)};
+                               });
+  std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, mem(md(dst, tag::nchw), ctx, dy)},
+                                       {DNNL_ARG_DIFF_SRC, mem(md(src, tag::nchw), ctx, dx)}};
+  const auto ws_md = f->pd.workspace_desc();
+  if (ws_md.get_size() > 0) {
+    DPB_CHECK(workspace != nullptr && workspace->defined()) << "max-pool backward without the forward's workspace";
+    args.emplace(DNNL_ARG_WORKSPACE, memory(ws_md, ctx.engine(), workspace->data()));
+  }
+  run(ctx, b->prim, args);
+}
+}  // namespace
+
+void pool2d_forward(ops::PoolKind kind, const Tensor& x, Tensor& y, Tensor& workspace, const ops::Pool2dParams& p) {
+  forward(kind, x, y, &workspace, dims4(y), {{p.kernel, p.kernel}, {p.stride, p.stride}, {p.padding, p.padding}});
+}
+
+void pool2d_backward(ops::PoolKind kind, const Tensor& dy, const Tensor& workspace, Tensor& dx,
+                     const ops::Pool2dParams& p) {
+  backward(kind, dy, &workspace, dx, dims4(dy), {{p.kernel, p.kernel}, {p.stride, p.stride}, {p.padding, p.padding}});
+}
+
+void global_avgpool_forward(const Tensor& x, Tensor& y) {
+  const int64_t H = x.size(2), W = x.size(3);
+  forward(ops::PoolKind::avg, x, y, nullptr, {x.size(0), x.size(1), 1, 1}, {{H, W}, {H, W}, {0, 0}});
+}
+
+void global_avgpool_backward(const Tensor& dy, Tensor& dx) {
+  const int64_t H = dx.size(2), W = dx.size(3);
+  backward(ops::PoolKind::avg, dy, nullptr, dx, {dx.size(0), dx.size(1), 1, 1}, {{H, W}, {H, W}, {0, 0}});
+}
+
+}  // namespace dpb::cpu

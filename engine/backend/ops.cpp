@@ -1,0 +1,250 @@
+// Dispatch of every op on the device of its tensors. Shapes are checked here once,
+// so backends can assume them; oneDNN errors become dpb::Error naming the op.
+#include "engine/backend/ops.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <type_traits>
+
+#include "engine/backend/cpu/cpu_ops.h"
+#if DPB_WITH_CUDA
+#include "engine/backend/cuda/runtime.h"
+#endif
+
+#if DPB_WITH_CUDA
+#define CUDA_ONLY(...) __VA_ARGS__
+#else
+#define CUDA_ONLY(...)
+#endif
+
+namespace dpb::ops {
+
+namespace {
+
+void same_device(const char* op, const Device& d, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts) {
+    if (t->defined())
+      DPB_CHECK(t->device() == d) << op << ": tensors on different devices (" << d << " and " << t->device() << ")";
+  }
+}
+
+void expect_shape(const char* op, const char* what, const Tensor& t, const Shape& s) {
+  DPB_CHECK(t.defined() && t.shape() == s) << op << ": " << what << " has shape "
+                                           << (t.defined() ? t.shape().str() : "(undefined)") << ", expected " << s;
+}
+
+void expect_ndim(const char* op, const char* what, const Tensor& t, int ndim, const char* layout) {
+  DPB_CHECK(t.defined() && t.ndim() == ndim)
+      << op << ": " << what << " must be " << layout << ", got shape " << (t.defined() ? t.shape().str() : "(undefined)");
+}
+
+// Runs cpu_impl on CPU devices; on CUDA devices runs cuda_impl when the build has one
+// for this op, else fails naming the op.
+struct NoCuda {};
+
+template <typename F, typename G = NoCuda>
+auto dispatch(const char* op, const Device& d, F&& cpu_impl, G&& cuda_impl = {}) {
+  if (d.is_cuda()) {
+#if DPB_WITH_CUDA
+    if constexpr (!std::is_same_v<std::decay_t<G>, NoCuda>) return cuda_impl();
+#endif
+    DPB_FAIL() << op << " on " << d << ": no CUDA implementation of this op in this build";
+  }
+  try {
+    return cpu_impl();
+  } catch (const dnnl::error& e) {
+    DPB_FAIL() << op << " on " << d << ": oneDNN error " << e.status << ": " << e.what();
+  }
+}
+
+Shape conv_out(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  return {x.size(0), w.size(0), window_out(x.size(2), static_cast<int>(w.size(2)), p.stride, p.padding),
+          window_out(x.size(3), static_cast<int>(w.size(3)), p.stride, p.padding)};
+}
+
+void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
+  expect_ndim(op, "input", x, 4, "(N, C, H, W)");
+  expect_ndim(op, "weight", w, 4, "(O, I, kH, kW)");
+  DPB_CHECK(x.size(1) == w.size(1)) << op << ": input has " << x.size(1) << " channels, weight expects " << w.size(1);
+  DPB_CHECK(p.stride >= 1 && p.padding >= 0) << op << ": stride " << p.stride << ", padding " << p.padding;
+  expect_shape(op, "output", y, conv_out(x, w, p));
+}
+
+void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor& y) {
+  expect_ndim(op, "input", x, 2, "(N, in_features)");
+  expect_ndim(op, "weight", w, 2, "(out_features, in_features)");
+  DPB_CHECK(x.size(1) == w.size(1)) << op << ": input has " << x.size(1) << " features, weight expects " << w.size(1);
+  expect_shape(op, "output", y, {x.size(0), w.size(0)});
+}
+
+}  // namespace
+
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2dParams& p) {
+  check_conv("conv2d_forward", x, w, y, p);
+  same_device("conv2d_forward", x.device(), {&w, &b, &y});
+  dispatch("conv2d_forward", x.device(), [&] { cpu::conv2d_forward(x, w, b, y, p); });
+}
+
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
+  check_conv("conv2d_backward_data", dx, w, dy, p);
+  same_device("conv2d_backward_data", dy.device(), {&w, &dx});
+  dispatch("conv2d_backward_data", dy.device(), [&] { cpu::conv2d_backward_data(dy, w, dx, p); });
+}
+
+void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db, const Conv2dParams& p,
+                             bool accumulate) {
+  check_conv("conv2d_backward_weights", x, dw, dy, p);
+  same_device("conv2d_backward_weights", x.device(), {&dy, &dw, &db});
+  dispatch("conv2d_backward_weights", x.device(),
+           [&] { cpu::conv2d_backward_weights(x, dy, dw, db, p, accumulate); });
+}
+
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  check_linear("linear_forward", x, w, y);
+  same_device("linear_forward", x.device(), {&w, &b, &y});
+  dispatch("linear_forward", x.device(), [&] { cpu::linear_forward(x, w, b, y); });
+}
+
+void linear_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx) {
+  check_linear("linear_backward_data", dx, w, dy);
+  same_device("linear_backward_data", dy.device(), {&w, &dx});
+  dispatch("linear_backward_data", dy.device(), [&] { cpu::linear_backward_data(dy, w, dx); });
+}
+
+void linear_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db, bool accumulate) {
+  check_linear("linear_backward_weights", x, dw, dy);
+  same_device("linear_backward_weights", x.device(), {&dy, &dw, &db});
+  dispatch("linear_backward_weights", x.device(), [&] { cpu::linear_backward_weights(x, dy, dw, db, accumulate); });
+}
+
+void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                             BatchNormSaved& saved, Tensor& running_mean, Tensor& running_var, float momentum,
+                             float eps) {
+  expect_ndim("batchnorm_forward", "input", x, 4, "(N, C, H, W)");
+  const Shape c{x.size(1)};
+  expect_shape("batchnorm_forward", "weight", gamma, c);
+  expect_shape("batchnorm_forward", "running_var", running_var, c);
+  expect_shape("batchnorm_forward", "output", y, x.shape());
+  same_device("batchnorm_forward", x.device(), {&gamma, &beta, &y, &running_mean, &running_var});
+  dispatch("batchnorm_forward", x.device(), [&] {
+    cpu::batchnorm_forward_train(x, gamma, beta, y, saved, running_mean, running_var, momentum, eps);
+  });
+}
+
+void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                            const Tensor& running_mean, const Tensor& running_var, float eps) {
+  expect_ndim("batchnorm_forward", "input", x, 4, "(N, C, H, W)");
+  expect_shape("batchnorm_forward", "output", y, x.shape());
+  same_device("batchnorm_forward", x.device(), {&gamma, &beta, &y, &running_mean, &running_var});
+  dispatch("batchnorm_forward", x.device(),
+           [&] { cpu::batchnorm_forward_eval(x, gamma, beta, y, running_mean, running_var, eps); });
+}
+
+void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const BatchNormSaved& saved,
+                        Tensor& dx, Tensor& dgamma, Tensor& dbeta, float eps, bool accumulate) {
+  expect_shape("batchnorm_backward", "grad_output", dy, x.shape());
+  expect_shape("batchnorm_backward", "grad_input", dx, x.shape());
+  same_device("batchnorm_backward", x.device(), {&dy, &gamma, &dx, &dgamma, &dbeta});
+  dispatch("batchnorm_backward", x.device(),
+           [&] { cpu::batchnorm_backward(x, dy, gamma, saved, dx, dgamma, dbeta, eps, accumulate); });
+}
+
+void relu_forward(const Tensor& x, Tensor& y) {
+  expect_shape("relu_forward", "output", y, x.shape());
+  same_device("relu_forward", x.device(), {&y});
+  dispatch("relu_forward", x.device(), [&] { cpu::relu_forward(x, y); });
+}
+
+void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
+  expect_shape("relu_backward", "grad_output", dy, y.shape());
+  expect_shape("relu_backward", "grad_input", dx, y.shape());
+  same_device("relu_backward", y.device(), {&dy, &dx});
+  dispatch("relu_backward", y.device(), [&] { cpu::relu_backward(y, dy, dx); });
+}
+
+void pool2d_forward(PoolKind kind, const Tensor& x, Tensor& y, Tensor& workspace, const Pool2dParams& p) {
+  expect_ndim("pool2d_forward", "input", x, 4, "(N, C, H, W)");
+  DPB_CHECK(p.kernel >= 1 && p.stride >= 1 && p.padding >= 0 && 2 * p.padding <= p.kernel)
+      << "pool2d: kernel " << p.kernel << ", stride " << p.stride << ", padding " << p.padding
+      << " (padding must be at most half the kernel)";
+  expect_shape("pool2d_forward", "output", y,
+               {x.size(0), x.size(1), window_out(x.size(2), p.kernel, p.stride, p.padding),
+                window_out(x.size(3), p.kernel, p.stride, p.padding)});
+  same_device("pool2d_forward", x.device(), {&y});
+  dispatch("pool2d_forward", x.device(), [&] { cpu::pool2d_forward(kind, x, y, workspace, p); });
+}
+
+void pool2d_backward(PoolKind kind, const Tensor& dy, const Tensor& workspace, Tensor& dx, const Pool2dParams& p) {
+  expect_ndim("pool2d_backward", "grad_output", dy, 4, "(N, C, H, W)");
+  expect_ndim("pool2d_backward", "grad_input", dx, 4, "(N, C, H, W)");
+  same_device("pool2d_backward", dy.device(), {&dx, &workspace});
+  dispatch("pool2d_backward", dy.device(), [&] { cpu::pool2d_backward(kind, dy, workspace, dx, p); });
+}
+
+void global_avgpool_forward(const Tensor& x, Tensor& y) {
+  expect_ndim("global_avgpool_forward", "input", x, 4, "(N, C, H, W)");
+  DPB_CHECK(y.numel() == x.size(0) * x.size(1)) << "global_avgpool_forward: output " << y.shape() << " for input "
+                                                << x.shape();
+  same_device("global_avgpool_forward", x.device(), {&y});
+  dispatch("global_avgpool_forward", x.device(), [&] { cpu::global_avgpool_forward(x, y); });
+}
+
+void global_avgpool_backward(const Tensor& dy, Tensor& dx) {
+  expect_ndim("global_avgpool_backward", "grad_input", dx, 4, "(N, C, H, W)");
+  DPB_CHECK(dy.numel() == dx.size(0) * dx.size(1)) << "global_avgpool_backward: grad_output " << dy.shape()
+                                                   << " for input " << dx.shape();
+  same_device("global_avgpool_backward", dy.device(), {&dx});
+  dispatch("global_avgpool_backward", dy.device(), [&] { cpu::global_avgpool_backward(dy, dx); });
+}
+
+void add(const Tensor& a, const Tensor& b, Tensor& out) {
+  expect_shape("add", "second operand", b, a.shape());
+  expect_shape("add", "output", out, a.shape());
+  same_device("add", a.device(), {&b, &out});
+  dispatch("add", a.device(), [&] { cpu::add(a, b, out); },
+           [&] { CUDA_ONLY(cuda::add(a.device().index, a.data(), b.data(), out.data(), a.numel())); });
+}
+
+void axpy(float alpha, const Tensor& x, Tensor& acc) {
+  DPB_CHECK(x.numel() == acc.numel()) << "axpy: " << x.shape() << " into " << acc.shape();
+  same_device("axpy", x.device(), {&acc});
+  dispatch("axpy", x.device(), [&] { cpu::axpy(alpha, x, acc); },
+           [&] { CUDA_ONLY(cuda::axpy(x.device().index, alpha, x.data(), acc.data(), x.numel())); });
+}
+
+void scale(Tensor& x, float alpha) {
+  dispatch("scale", x.device(), [&] { cpu::scale(x, alpha); },
+           [&] { CUDA_ONLY(cuda::scale(x.device().index, x.data(), alpha, x.numel())); });
+}
+
+float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, int64_t* correct) {
+  expect_ndim("cross_entropy", "logits", logits, 2, "(N, classes)");
+  DPB_CHECK(labels.dtype() == DType::i32 && labels.ndim() == 1 && labels.size(0) == logits.size(0))
+      << "cross_entropy: labels must be (N) int32 for logits " << logits.shape() << ", got " << labels.shape() << " "
+      << dtype_name(labels.dtype());
+  if (dlogits.defined()) expect_shape("cross_entropy", "grad", dlogits, logits.shape());
+  same_device("cross_entropy", logits.device(), {&labels, &dlogits});
+  return dispatch("cross_entropy", logits.device(),
+                  [&] { return cpu::softmax_cross_entropy(logits, labels, dlogits, correct); });
+}
+
+float mse_loss(const Tensor& pred, const Tensor& target, Tensor& dpred) {
+  DPB_CHECK(pred.numel() == target.numel()) << "mse_loss: prediction " << pred.shape() << " vs target "
+                                            << target.shape();
+  same_device("mse_loss", pred.device(), {&target, &dpred});
+  return dispatch("mse_loss", pred.device(), [&] { return cpu::mse_loss(pred, target, dpred); });
+}
+
+void sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, const SgdHyper& h, bool first) {
+  DPB_CHECK(grad.numel() == param.numel()) << "sgd_step: grad " << grad.shape() << " for param " << param.shape();
+  same_device("sgd_step", param.device(), {&grad, &buf});
+  dispatch("sgd_step", param.device(), [&] { cpu::sgd_step(param, grad, buf, h, first); });
+}
+
+void adam_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h, int64_t step) {
+  DPB_CHECK(grad.numel() == param.numel()) << "adam_step: grad " << grad.shape() << " for param " << param.shape();
+  same_device("adam_step", param.device(), {&grad, &m, &v});
+  dispatch("adam_step", param.device(), [&] { cpu::adam_step(param, grad, m, v, h, step); });
+}
+
+}  // namespace dpb::ops

@@ -1,0 +1,116 @@
+#pragma once
+// The engine's operations: one function per op, dispatched on the device of the
+// tensors (CPU: oneDNN + small loops in backend/cpu; CUDA: backend/cuda).
+// All tensors passed to one call live on the same device (checked).
+// Layout: activations (N, C, H, W), linear weights (out, in), conv weights (O, I, kH, kW).
+// Ops write into caller-provided outputs, so layers own their buffers.
+#include <cstdint>
+
+#include "engine/tensor/tensor.h"
+
+namespace dpb::ops {
+
+struct Conv2dParams {
+  int stride = 1;
+  int padding = 0;
+};
+
+struct Pool2dParams {
+  int kernel = 2;
+  int stride = 2;
+  int padding = 0;
+};
+
+enum class PoolKind { max, avg };
+
+// Output spatial size of a convolution or pooling window.
+inline int64_t window_out(int64_t in, int kernel, int stride, int padding) {
+  return (in + 2 * padding - kernel) / stride + 1;
+}
+
+// --- convolution ---------------------------------------------------------------
+// y (N, O, Ho, Wo) = conv(x (N, I, H, W), w (O, I, k, k)) + b (O) ; b may be undefined.
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2dParams& p);
+// dx = conv_transpose(dy, w)
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p);
+// dw (+)= corr(x, dy), db (+)= sum(dy) over N, H, W ; db may be undefined.
+// With accumulate, results are added to dw/db (gradient accumulation), else they overwrite.
+void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db, const Conv2dParams& p,
+                             bool accumulate);
+
+// --- linear ----------------------------------------------------------------------
+// y (N, out) = x (N, in) * w^T (in, out) + b (out) ; b may be undefined.
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
+// dx (N, in) = dy (N, out) * w (out, in)
+void linear_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx);
+// dw (out, in) (+)= dy^T x ; db (out) (+)= sum_n dy ; db may be undefined.
+void linear_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db, bool accumulate);
+
+// --- batch norm (per channel of (N, C, H, W)) ------------------------------------------------
+struct BatchNormSaved {
+  Tensor mean;     // (C) batch mean
+  Tensor var;      // (C) biased batch variance
+};
+// Training: normalises with batch statistics, saves them, and updates the running
+// statistics the way PyTorch does (running_var uses the unbiased batch variance).
+void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                             BatchNormSaved& saved, Tensor& running_mean, Tensor& running_var, float momentum,
+                             float eps);
+// Evaluation: normalises with the running statistics.
+void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                            const Tensor& running_mean, const Tensor& running_var, float eps);
+// Backward of the training forward: dx; dgamma/dbeta (+)= as in conv2d_backward_weights.
+void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const BatchNormSaved& saved,
+                        Tensor& dx, Tensor& dgamma, Tensor& dbeta, float eps, bool accumulate);
+
+// --- activations, pooling, element-wise --------------------------------------------------------
+void relu_forward(const Tensor& x, Tensor& y);
+// Uses the forward output y (relu'(x) = y > 0), so the forward may run in place.
+void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
+
+// `workspace` holds what max-pool backward needs (the argmax); allocated by the op.
+void pool2d_forward(PoolKind kind, const Tensor& x, Tensor& y, Tensor& workspace, const Pool2dParams& p);
+void pool2d_backward(PoolKind kind, const Tensor& dy, const Tensor& workspace, Tensor& dx, const Pool2dParams& p);
+
+// y (N, C) = mean over H, W of x (N, C, H, W)
+void global_avgpool_forward(const Tensor& x, Tensor& y);
+void global_avgpool_backward(const Tensor& dy, Tensor& dx);
+
+// out = a + b (same shapes; out may alias a or b)
+void add(const Tensor& a, const Tensor& b, Tensor& out);
+// acc += alpha * x
+void axpy(float alpha, const Tensor& x, Tensor& acc);
+// x *= alpha
+void scale(Tensor& x, float alpha);
+
+// --- losses ----------------------------------------------------------------------
+// Mean softmax cross-entropy of logits (N, C) against labels (N) i32; writes
+// dlogits = (softmax - onehot) / N when dlogits is defined. Returns the loss, and the
+// number of correct argmax predictions in *correct when not null.
+float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, int64_t* correct = nullptr);
+// Mean squared error over all elements; dpred = 2 (pred - target) / numel when defined.
+float mse_loss(const Tensor& pred, const Tensor& target, Tensor& dpred);
+
+// --- optimizer steps (in place on the parameter's device) ------------------------------------
+struct SgdHyper {
+  float lr = 0.01f;
+  float momentum = 0.0f;
+  float dampening = 0.0f;
+  float weight_decay = 0.0f;
+  bool nesterov = false;
+};
+// PyTorch's SGD: `buf` is the momentum buffer; `first` says it holds no history yet.
+void sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, const SgdHyper& h, bool first);
+
+struct AdamHyper {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  bool decoupled = false;  // AdamW
+};
+// PyTorch's Adam/AdamW; `step` counts from 1.
+void adam_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h, int64_t step);
+
+}  // namespace dpb::ops

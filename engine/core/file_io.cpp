@@ -1,0 +1,79 @@
+#include "engine/core/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/core/error.h"
+
+namespace dpb {
+
+namespace {
+std::string parent_dir(const std::string& path) {
+  auto parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+}  // namespace
+
+void check_writable(const std::string& path) {
+  DPB_CHECK(!path.empty()) << "empty output path";
+  const std::string dir = parent_dir(path);
+  struct stat st {};
+  DPB_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      << "cannot write '" << path << "': directory '" << dir << "' does not exist";
+  DPB_CHECK(::access(dir.c_str(), W_OK) == 0)
+      << "cannot write '" << path << "': directory '" << dir << "' is not writable";
+  DPB_CHECK(!(::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))
+      << "cannot write '" << path << "': it is a directory";
+}
+
+void write_file_atomic(const std::string& path, std::string_view contents) {
+  check_writable(path);
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  DPB_CHECK(fd >= 0) << "cannot create a temporary file next to '" << path << "': " << std::strerror(errno);
+  size_t done = 0;
+  while (done < contents.size()) {
+    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      DPB_FAIL() << "writing '" << path << "' failed: " << std::strerror(err) << " (the previous file is intact)";
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    DPB_FAIL() << "flushing '" << path << "' failed: " << std::strerror(err) << " (the previous file is intact)";
+  }
+  ::chmod(tmp.c_str(), 0644);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    DPB_FAIL() << "renaming the new '" << path << "' into place failed: " << std::strerror(err);
+  }
+  const int dfd = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  DPB_CHECK(in.good()) << "cannot open '" << path << "': " << std::strerror(errno);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace dpb

@@ -1,0 +1,16 @@
+#pragma once
+// Atomic file writes: write a temp file in the same directory, fsync it, rename it
+// over the target, fsync the directory. Readers see the old file or the new one,
+// never a half-written one; a failure leaves the previous file intact.
+#include <string>
+#include <string_view>
+
+namespace dpb {
+
+void write_file_atomic(const std::string& path, std::string_view contents);
+// Throws dpb::Error (naming the path and the reason) if `path` could not be written
+// atomically: its directory is missing or not writable, or it names a directory.
+void check_writable(const std::string& path);
+std::string read_file(const std::string& path);
+
+}  // namespace dpb

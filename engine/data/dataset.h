@@ -1,0 +1,37 @@
+#pragma once
+// Dataset: random access to samples, as torch.utils.data.Dataset. A sample is an
+// input (sample_shape()) and a target: a class label, or a regression vector of
+// target_width() values. Batches are assembled by make_batch (and the DataLoader).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/nn/loss.h"
+#include "engine/tensor/tensor.h"
+
+namespace dpb {
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual std::string name() const = 0;
+  virtual int64_t size() const = 0;
+  virtual Shape sample_shape() const = 0;
+  virtual LossKind target_kind() const = 0;
+  // Classes (cross-entropy) or regression width (mse).
+  virtual int64_t target_width() const = 0;
+  // Writes sample `index` into x (sample_shape().numel() floats) and its target into
+  // *label (classification) or target (target_width() floats, regression).
+  virtual void get(int64_t index, float* x, int32_t* label, float* target) const = 0;
+};
+
+struct Batch {
+  Tensor x;       // (N, sample_shape...)
+  Tensor target;  // (N) i32 labels or (N, width) f32
+  int64_t size() const { return x.defined() ? x.size(0) : 0; }
+};
+
+// Gathers the samples at `indices` into a batch on the CPU.
+Batch make_batch(const Dataset& ds, const std::vector<int64_t>& indices);
+
+}  // namespace dpb

@@ -1,0 +1,125 @@
+// The model zoo, selectable by name. Parameter names follow PyTorch's module paths
+// (torchvision's resnet18, the LeNet-5 of the PyTorch tutorials) so weights can be
+// exchanged with PyTorch through safetensors checkpoints.
+#include <functional>
+#include <map>
+
+#include "engine/models/model.h"
+#include "engine/nn/basic_block.h"
+#include "engine/nn/flatten.h"
+#include "engine/nn/global_avg_pool2d.h"
+#include "engine/nn/linear.h"
+#include "engine/nn/pool2d.h"
+
+namespace dpb {
+
+namespace {
+
+Shape image_or(const ModelOptions& o, Shape fallback) { return o.image[0] == 0 ? fallback : o.image; }
+
+// Linear 10 -> 1: the smallest model, regression with MSE (the DataParallel tutorial's seed example).
+std::unique_ptr<Model> simple(Generator& gen, const ModelOptions&) {
+  auto m = std::make_unique<Model>(ModelSpec{"simple", Shape{10}, 1, LossKind::mse, false});
+  m->add("fc", std::make_unique<Linear>(10, 1, true, &gen));
+  return m;
+}
+
+// 784-512-512-10 on flattened 28x28 images.
+std::unique_ptr<Model> mlp(Generator& gen, const ModelOptions& o) {
+  const Shape img = image_or(o, Shape{1, 28, 28});
+  auto m = std::make_unique<Model>(ModelSpec{"mlp", img, o.classes, LossKind::cross_entropy, false});
+  m->add("flatten", std::make_unique<Flatten>());
+  m->add("fc1", std::make_unique<Linear>(img.numel(), 512, true, &gen));
+  m->add("relu1", std::make_unique<ReLU>(true));
+  m->add("fc2", std::make_unique<Linear>(512, 512, true, &gen));
+  m->add("relu2", std::make_unique<ReLU>(true));
+  m->add("fc3", std::make_unique<Linear>(512, o.classes, true, &gen));
+  return m;
+}
+
+// LeNet-5: conv(6, 5x5) - pool - conv(16, 5x5) - pool - 120 - 84 - classes. A 28x28 input is
+// padded by 2 in the first convolution (the classic MNIST variant) so both 28x28 grey and
+// 32x32 colour images reach the 16x5x5 feature map.
+std::unique_ptr<Model> lenet(Generator& gen, const ModelOptions& o) {
+  const Shape img = image_or(o, Shape{1, 28, 28});
+  DPB_CHECK(img[1] == img[2] && (img[1] == 28 || img[1] == 32))
+      << "lenet takes 28x28 or 32x32 images, got " << img[1] << "x" << img[2];
+  const int pad = img[1] == 28 ? 2 : 0;
+  auto m = std::make_unique<Model>(ModelSpec{"lenet", img, o.classes, LossKind::cross_entropy, false});
+  m->add("conv1", std::make_unique<Conv2d>(img[0], 6, 5, 1, pad, true, &gen));
+  m->add("relu1", std::make_unique<ReLU>(true));
+  m->add("pool1", MaxPool2d(2, 2));
+  m->add("conv2", std::make_unique<Conv2d>(6, 16, 5, 1, 0, true, &gen));
+  m->add("relu2", std::make_unique<ReLU>(true));
+  m->add("pool2", MaxPool2d(2, 2));
+  m->add("flatten", std::make_unique<Flatten>());
+  m->add("fc1", std::make_unique<Linear>(16 * 5 * 5, 120, true, &gen));
+  m->add("relu3", std::make_unique<ReLU>(true));
+  m->add("fc2", std::make_unique<Linear>(120, 84, true, &gen));
+  m->add("relu4", std::make_unique<ReLU>(true));
+  m->add("fc3", std::make_unique<Linear>(84, o.classes, true, &gen));
+  return m;
+}
+
+// ResNet-18, CIFAR variant: 3x3 stem with stride 1 and no max-pool; four stages of two
+// BasicBlocks (64, 128, 256, 512 channels), global average pool, fully connected.
+std::unique_ptr<Model> resnet18(Generator& gen, const ModelOptions& o) {
+  const Shape img = image_or(o, Shape{3, 32, 32});
+  auto m = std::make_unique<Model>(ModelSpec{"resnet18", img, o.classes, LossKind::cross_entropy, true});
+  m->add("conv1", std::make_unique<Conv2d>(img[0], 64, 3, 1, 1, false, &gen));
+  m->add("bn1", std::make_unique<BatchNorm2d>(64));
+  m->add("relu", std::make_unique<ReLU>(true));
+  int64_t in = 64;
+  const int64_t widths[] = {64, 128, 256, 512};
+  for (int stage = 0; stage < 4; ++stage) {
+    auto layer = std::make_unique<Sequential>();
+    const int64_t out = widths[stage];
+    layer->add("0", std::make_unique<BasicBlock>(in, out, stage == 0 ? 1 : 2, &gen));
+    layer->add("1", std::make_unique<BasicBlock>(out, out, 1, &gen));
+    m->add("layer" + std::to_string(stage + 1), std::move(layer));
+    in = out;
+  }
+  m->add("avgpool", std::make_unique<GlobalAvgPool2d>());
+  m->add("fc", std::make_unique<Linear>(512, o.classes, true, &gen));
+  return m;
+}
+
+// Linear 5000 -> 10000 -> 5000 with ReLU, MSE regression: ~100 M parameters, the classic
+// model to cut across two devices.
+std::unique_ptr<Model> widemlp(Generator& gen, const ModelOptions&) {
+  auto m = std::make_unique<Model>(ModelSpec{"widemlp", Shape{5000}, 5000, LossKind::mse, false});
+  m->add("fc1", std::make_unique<Linear>(5000, 10000, true, &gen));
+  m->add("relu", std::make_unique<ReLU>(true));
+  m->add("fc2", std::make_unique<Linear>(10000, 5000, true, &gen));
+  return m;
+}
+
+using Builder = std::function<std::unique_ptr<Model>(Generator&, const ModelOptions&)>;
+
+const std::map<std::string, Builder>& builders() {
+  static const std::map<std::string, Builder> b{
+      {"simple", simple}, {"mlp", mlp}, {"lenet", lenet}, {"resnet18", resnet18}, {"widemlp", widemlp}};
+  return b;
+}
+
+}  // namespace
+
+const std::vector<std::string>& model_names() {
+  static const std::vector<std::string> names{"simple", "mlp", "lenet", "resnet18", "widemlp"};
+  return names;
+}
+
+std::unique_ptr<Model> build_model(const std::string& name, Generator& gen, const ModelOptions& options) {
+  auto it = builders().find(name);
+  if (it == builders().end()) {
+    std::string valid;
+    for (const auto& n : model_names()) valid += (valid.empty() ? "" : ", ") + n;
+    DPB_FAIL() << "unknown model '" << name << "' (valid: " << valid << ")";
+  }
+  DPB_CHECK(options.classes >= 2) << "a classifier needs at least 2 classes, got " << options.classes;
+  auto model = it->second(gen, options);
+  model->set_needs_input_grad(false);
+  return model;
+}
+
+}  // namespace dpb

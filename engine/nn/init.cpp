@@ -1,0 +1,10 @@
+#include "engine/nn/init.h"
+
+namespace dpb::init {
+
+void uniform(Tensor& t, float bound, Generator& gen) {
+  float* p = t.host_data();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = gen.uniform(-bound, bound);
+}
+
+}  // namespace dpb::init

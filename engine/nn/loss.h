@@ -1,0 +1,22 @@
+#pragma once
+// Losses over a batch: mean softmax cross-entropy (classification, i32 labels) and
+// mean squared error (regression, f32 targets of the output's shape).
+#include <string>
+
+#include "engine/tensor/tensor.h"
+
+namespace dpb {
+
+enum class LossKind { cross_entropy, mse };
+
+std::string loss_name(LossKind k);
+
+struct LossResult {
+  float loss = 0.0f;
+  int64_t correct = 0;  // correct argmax predictions (cross-entropy only)
+  Tensor grad;          // d loss / d output, when requested
+};
+
+LossResult compute_loss(LossKind kind, const Tensor& output, const Tensor& target, bool need_grad);
+
+}  // namespace dpb

@@ -1,0 +1,76 @@
+#pragma once
+// Module: a layer or a composite of layers with an explicit backward (Caffe/llm.c
+// style; there is no general autograd). forward(x) keeps what backward needs;
+// backward(dy) returns dx, writes parameter gradients and marks each ready.
+//
+// Parameters, buffers and children are registered by name, so named_parameters()
+// yields PyTorch's module paths ("layer1.0.conv1.weight") for checkpoints and
+// weight exchange. clone() copies structure and values; replicate(device) is a
+// clone on another device (what DataParallel does each step).
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/nn/parameter.h"
+
+namespace dpb {
+
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  virtual Tensor forward(const Tensor& x) = 0;
+  virtual Tensor backward(const Tensor& grad_out) = 0;
+  virtual std::string type_name() const = 0;
+  // Multiply-accumulates x2 of one forward pass for a single sample of `input` shape
+  // (without the batch dim); sets *output to the per-sample output shape.
+  virtual int64_t forward_flops(const Shape& input, Shape* output) const = 0;
+
+  std::vector<std::pair<std::string, Parameter*>> named_parameters();
+  std::vector<Parameter*> parameters();
+  std::vector<std::pair<std::string, Tensor*>> named_buffers();
+  std::vector<std::pair<std::string, Module*>> named_children();
+  int64_t parameter_count();
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // When false, backward may skip computing the input gradient (first layer of a model).
+  virtual void set_needs_input_grad(bool on) { needs_input_grad_ = on; }
+  bool needs_input_grad() const { return needs_input_grad_; }
+
+  void zero_grad();
+  void to(Device device);
+  Device device();
+
+  // A fresh module with the same configuration and uninitialised values.
+  virtual std::unique_ptr<Module> clone_structure() const = 0;
+  std::unique_ptr<Module> clone() const;
+  std::unique_ptr<Module> replicate(Device device) const;
+  // Copies parameter and buffer values from a module of the same structure.
+  void copy_state_from(Module& other);
+
+ protected:
+  Parameter& register_parameter(std::string name, Tensor value);
+  Tensor& register_buffer(std::string name, Tensor value);
+  template <typename M>
+  M& register_module(std::string name, std::unique_ptr<M> child) {
+    M& ref = *child;
+    children_.emplace_back(std::move(name), std::move(child));
+    return ref;
+  }
+  bool training_ = true;
+  bool needs_input_grad_ = true;
+
+ private:
+  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Parameter*>>& out);
+  void collect_buffers(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out);
+
+  std::vector<std::pair<std::string, std::unique_ptr<Parameter>>> params_;
+  std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> buffers_;
+  std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
+};
+
+}  // namespace dpb

@@ -1,0 +1,24 @@
+#include "engine/nn/parameter.h"
+
+namespace dpb {
+
+bool Parameter::begin_grad() {
+  if (!grad_.defined() || grad_.shape() != data_.shape() || grad_.device() != data_.device()) {
+    grad_ = Tensor::empty(data_.shape(), data_.device());
+    grad_is_zero_ = true;
+  }
+  const bool accumulate = !grad_is_zero_;
+  grad_is_zero_ = false;
+  return accumulate;
+}
+
+void Parameter::mark_grad_ready() {
+  for (auto& h : hooks_) h(*this);
+}
+
+void Parameter::to(Device device) {
+  data_ = data_.to(device);
+  if (grad_.defined()) grad_ = grad_.to(device);
+}
+
+}  // namespace dpb

@@ -1,0 +1,48 @@
+#pragma once
+// Parameter: a trainable tensor, its gradient, and the grad-ready hooks.
+//
+// Gradients accumulate (as in PyTorch) until zero_grad(); a backward asks
+// begin_grad() whether to overwrite (first contribution since zero_grad) or add.
+// A layer calls mark_grad_ready() as soon as a parameter's gradient for this
+// backward is complete; DDP's reducer registers hooks here to launch bucket
+// all-reduces while the rest of backward still runs.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/tensor/tensor.h"
+
+namespace dpb {
+
+class Parameter {
+ public:
+  using Hook = std::function<void(Parameter&)>;
+
+  explicit Parameter(Tensor data) : data_(std::move(data)) {}
+
+  Tensor& data() { return data_; }
+  const Tensor& data() const { return data_; }
+  Tensor& grad() { return grad_; }
+  const Tensor& grad() const { return grad_; }
+
+  // Allocates the gradient if needed; returns true when this backward must add to it.
+  bool begin_grad();
+  void zero_grad() { grad_is_zero_ = true; }
+  // True when no gradient was written since zero_grad() (the grad tensor holds stale values).
+  bool grad_is_zero() const { return grad_is_zero_; }
+
+  void add_grad_ready_hook(Hook hook) { hooks_.push_back(std::move(hook)); }
+  void clear_grad_ready_hooks() { hooks_.clear(); }
+  void mark_grad_ready();
+
+  // Moves data (and the gradient, if any) to another device.
+  void to(Device device);
+
+ private:
+  Tensor data_;
+  Tensor grad_;
+  bool grad_is_zero_ = true;
+  std::vector<Hook> hooks_;
+};
+
+}  // namespace dpb

@@ -1,0 +1,74 @@
+#pragma once
+// Optimizers over Parameters, stepping each on its own device: SGD (momentum,
+// dampening, nesterov, weight decay), Adam and AdamW, with PyTorch's update rules.
+// A parameter with no gradient since zero_grad() is skipped, as PyTorch skips
+// parameters whose .grad is None.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend/ops.h"
+#include "engine/nn/parameter.h"
+
+namespace dpb {
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<Parameter*> params) : params_(std::move(params)) {}
+  virtual ~Optimizer() = default;
+
+  virtual void step() = 0;
+  virtual std::string name() const = 0;
+  virtual float lr() const = 0;
+  virtual void set_lr(float lr) = 0;
+  // Named state tensors (momentum buffers, moments) for checkpoints.
+  virtual std::vector<std::pair<std::string, Tensor*>> state() = 0;
+  void zero_grad();
+  const std::vector<Parameter*>& params() const { return params_; }
+
+ protected:
+  std::vector<Parameter*> params_;
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Parameter*> params, const ops::SgdHyper& h);
+  void step() override;
+  std::string name() const override { return "sgd"; }
+  float lr() const override { return h_.lr; }
+  void set_lr(float lr) override { h_.lr = lr; }
+  std::vector<std::pair<std::string, Tensor*>> state() override;
+
+ private:
+  ops::SgdHyper h_;
+  std::vector<Tensor> buf_;
+  std::vector<bool> has_buf_;
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Parameter*> params, const ops::AdamHyper& h);
+  void step() override;
+  std::string name() const override { return h_.decoupled ? "adamw" : "adam"; }
+  float lr() const override { return h_.lr; }
+  void set_lr(float lr) override { h_.lr = lr; }
+  std::vector<std::pair<std::string, Tensor*>> state() override;
+
+ private:
+  ops::AdamHyper h_;
+  std::vector<Tensor> m_, v_;
+  std::vector<int64_t> steps_;
+};
+
+struct OptimizerOptions {
+  std::string name = "sgd";  // sgd | adam | adamw
+  float lr = 0.01f;
+  float momentum = 0.9f;
+  float weight_decay = -1.0f;  // < 0: the optimizer's default (0; AdamW 0.01 as in PyTorch)
+  bool nesterov = false;
+};
+
+// Throws dpb::Error naming the valid optimizers for an unknown name.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, std::vector<Parameter*> params);
+
+}  // namespace dpb

@@ -1,0 +1,82 @@
+#include "engine/tensor/allocator.h"
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+
+#include "engine/core/error.h"
+#if DPB_WITH_CUDA
+#include "engine/backend/cuda/runtime.h"
+#endif
+
+namespace dpb {
+
+namespace {
+constexpr int kMaxDevices = 64;
+constexpr size_t kCpuAlignment = 64;
+
+struct Counters {
+  std::atomic<int64_t> current{0};
+  std::atomic<int64_t> peak{0};
+  std::atomic<int64_t> allocations{0};
+};
+
+Counters& counters(const Device& d) {
+  static std::array<Counters, kMaxDevices> cpu;
+  static std::array<Counters, kMaxDevices> cuda;
+  DPB_CHECK(d.index >= 0 && d.index < kMaxDevices)
+      << "device index " << d.index << " out of range (0.." << kMaxDevices - 1 << ")";
+  return d.is_cpu() ? cpu[static_cast<size_t>(d.index)] : cuda[static_cast<size_t>(d.index)];
+}
+
+void account_alloc(Counters& c, size_t bytes) {
+  const int64_t now = c.current.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
+  int64_t peak = c.peak.load();
+  while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {
+  }
+  c.allocations.fetch_add(1);
+}
+}  // namespace
+
+void* device_alloc(const Device& device, size_t bytes) {
+  if (bytes == 0) bytes = kCpuAlignment;
+  void* p = nullptr;
+  if (device.is_cpu()) {
+    const size_t rounded = (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+    p = std::aligned_alloc(kCpuAlignment, rounded);
+    DPB_CHECK(p != nullptr) << "out of host memory allocating " << bytes << " bytes on " << device;
+  } else {
+#if DPB_WITH_CUDA
+    p = cuda::device_malloc(device.index, bytes);
+#else
+    DPB_FAIL() << "cannot allocate on " << device << ": this build has no CUDA backend (configure with -DDPB_CUDA=ON)";
+#endif
+  }
+  account_alloc(counters(device), bytes);
+  return p;
+}
+
+void device_free(const Device& device, void* ptr, size_t bytes) noexcept {
+  if (!ptr) return;
+  if (bytes == 0) bytes = kCpuAlignment;
+  if (device.is_cpu()) {
+    std::free(ptr);
+  } else {
+#if DPB_WITH_CUDA
+    cuda::device_free(device.index, ptr);
+#endif
+  }
+  if (device.index >= 0 && device.index < kMaxDevices) counters(device).current.fetch_sub(static_cast<int64_t>(bytes));
+}
+
+MemoryStats memory_stats(const Device& device) {
+  auto& c = counters(device);
+  return {c.current.load(), c.peak.load(), c.allocations.load()};
+}
+
+void reset_peak_memory(const Device& device) {
+  auto& c = counters(device);
+  c.peak.store(c.current.load());
+}
+
+}  // namespace dpb

@@ -1,0 +1,89 @@
+#pragma once
+// Tensor: contiguous storage + shape + dtype + device. Copies of a Tensor share storage
+// (like torch.Tensor); slice(begin, end) is a view of rows along dim 0 (a scatter chunk).
+// There are no general strided views: everything the engine builds is contiguous.
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/tensor/allocator.h"
+#include "engine/tensor/device.h"
+#include "engine/tensor/dtype.h"
+#include "engine/tensor/shape.h"
+
+namespace dpb {
+
+class Storage {
+ public:
+  Storage(Device device, size_t bytes) : device_(device), bytes_(bytes), data_(device_alloc(device, bytes)) {}
+  ~Storage() { device_free(device_, data_, bytes_); }
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  const Device& device() const { return device_; }
+
+ private:
+  Device device_;
+  size_t bytes_;
+  void* data_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  static Tensor empty(const Shape& shape, Device device = Device::cpu(), DType dtype = DType::f32);
+  static Tensor zeros(const Shape& shape, Device device = Device::cpu());
+  static Tensor full(const Shape& shape, float value, Device device = Device::cpu());
+  // Host values copied into a new tensor on `device`.
+  static Tensor from_vector(const Shape& shape, const std::vector<float>& values, Device device = Device::cpu());
+  static Tensor from_labels(const std::vector<int32_t>& labels, Device device = Device::cpu());
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  int ndim() const { return shape_.ndim(); }
+  int64_t size(int dim) const { return shape_[dim]; }
+  int64_t numel() const { return shape_.numel(); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  DType dtype() const { return dtype_; }
+  const Device& device() const { return storage_->device(); }
+
+  float* data() const { return static_cast<float*>(storage_->data()) + offset_; }
+  int32_t* data_i32() const { return static_cast<int32_t*>(storage_->data()) + offset_; }
+  // Host access, only on CPU tensors (checked).
+  float* host_data() const;
+
+  // Rows [begin, end) along dim 0, sharing storage.
+  Tensor slice(int64_t begin, int64_t end) const;
+  // Same storage, new shape with the same number of elements.
+  Tensor view(const Shape& shape) const;
+  // A new tensor with its own storage and the same contents.
+  Tensor clone() const;
+  // This tensor's contents on `device` (shares storage when already there).
+  Tensor to(Device device) const;
+  // Copies src (same numel, any device) into this tensor's storage.
+  void copy_from(const Tensor& src);
+  // Host copy of the contents.
+  std::vector<float> to_vector() const;
+  std::vector<int32_t> to_labels() const;
+  // Scalar value of a one-element tensor.
+  float item() const;
+
+  void fill(float value);
+  void zero() { fill(0.0f); }
+  bool shares_storage_with(const Tensor& o) const { return storage_ == o.storage_; }
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  int64_t offset_ = 0;  // in elements
+  Shape shape_;
+  DType dtype_ = DType::f32;
+};
+
+// Copies between any two devices (host, logical CPU devices, CUDA devices).
+void copy_bytes(const Device& dst_dev, void* dst, const Device& src_dev, const void* src, size_t bytes);
+
+}  // namespace dpb

@@ -1,0 +1,255 @@
+// The CPU ops against direct (naive) reference implementations.
+#include "engine/backend/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/core/rng.h"
+
+namespace dpb {
+namespace {
+
+Tensor rnd(const Shape& s, uint64_t seed) {
+  Generator g(seed);
+  Tensor t = Tensor::empty(s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = static_cast<float>(g.normal());
+  return t;
+}
+
+void expect_close(const Tensor& a, const std::vector<double>& ref, double tol = 1e-4) {
+  ASSERT_EQ(a.numel(), static_cast<int64_t>(ref.size()));
+  for (size_t i = 0; i < ref.size(); ++i)
+    ASSERT_NEAR(a.data()[i], ref[i], tol * (1 + std::fabs(ref[i]))) << "element " << i;
+}
+
+std::vector<double> conv_ref(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int pad) {
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), O = w.size(0), K = w.size(2);
+  const int64_t Ho = (H + 2 * pad - K) / stride + 1, Wo = (W + 2 * pad - K) / stride + 1;
+  std::vector<double> y(static_cast<size_t>(N * O * Ho * Wo));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t i = 0; i < Ho; ++i)
+        for (int64_t j = 0; j < Wo; ++j) {
+          double s = b.defined() ? b.data()[o] : 0.0;
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t p = 0; p < K; ++p)
+              for (int64_t q = 0; q < K; ++q) {
+                const int64_t hi = i * stride - pad + p, wi = j * stride - pad + q;
+                if (hi < 0 || hi >= H || wi < 0 || wi >= W) continue;
+                s += static_cast<double>(x.data()[((n * C + c) * H + hi) * W + wi]) *
+                     w.data()[((o * C + c) * K + p) * K + q];
+              }
+          y[static_cast<size_t>(((n * O + o) * Ho + i) * Wo + j)] = s;
+        }
+  return y;
+}
+
+TEST(Ops, Conv2dForwardMatchesDirectConvolution) {
+  for (auto [stride, pad] : {std::pair{1, 0}, {1, 1}, {2, 1}}) {
+    Tensor x = rnd({2, 3, 7, 7}, 1), w = rnd({4, 3, 3, 3}, 2), b = rnd({4}, 3);
+    const int64_t ho = ops::window_out(7, 3, stride, pad);
+    Tensor y = Tensor::empty({2, 4, ho, ho});
+    ops::conv2d_forward(x, w, b, y, {stride, pad});
+    expect_close(y, conv_ref(x, w, b, stride, pad));
+  }
+}
+
+TEST(Ops, Conv2dBackwardWeightsAccumulates) {
+  Tensor x = rnd({2, 2, 5, 5}, 4), dy = rnd({2, 3, 5, 5}, 5);
+  Tensor dw = Tensor::empty({3, 2, 3, 3}), db = Tensor::empty({3});
+  ops::conv2d_backward_weights(x, dy, dw, db, {1, 1}, false);
+  const auto once_w = dw.to_vector();
+  const auto once_b = db.to_vector();
+  ops::conv2d_backward_weights(x, dy, dw, db, {1, 1}, true);
+  for (size_t i = 0; i < once_w.size(); ++i) EXPECT_NEAR(dw.data()[i], 2 * once_w[i], 1e-4);
+  for (size_t i = 0; i < once_b.size(); ++i) EXPECT_NEAR(db.data()[i], 2 * once_b[i], 1e-4);
+  // db is the sum of dy over N, H, W.
+  for (int64_t o = 0; o < 3; ++o) {
+    double s = 0;
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t k = 0; k < 25; ++k) s += dy.data()[(n * 3 + o) * 25 + k];
+    EXPECT_NEAR(once_b[static_cast<size_t>(o)], s, 1e-4);
+  }
+}
+
+TEST(Ops, LinearForwardAndBackward) {
+  Tensor x = rnd({3, 5}, 6), w = rnd({4, 5}, 7), b = rnd({4}, 8), dy = rnd({3, 4}, 9);
+  Tensor y = Tensor::empty({3, 4});
+  ops::linear_forward(x, w, b, y);
+  std::vector<double> ref(12), dx_ref(15), dw_ref(20);
+  for (int n = 0; n < 3; ++n)
+    for (int o = 0; o < 4; ++o) {
+      double s = b.data()[o];
+      for (int i = 0; i < 5; ++i) s += static_cast<double>(x.data()[n * 5 + i]) * w.data()[o * 5 + i];
+      ref[static_cast<size_t>(n * 4 + o)] = s;
+    }
+  expect_close(y, ref);
+  for (int n = 0; n < 3; ++n)
+    for (int i = 0; i < 5; ++i) {
+      double s = 0;
+      for (int o = 0; o < 4; ++o) s += static_cast<double>(dy.data()[n * 4 + o]) * w.data()[o * 5 + i];
+      dx_ref[static_cast<size_t>(n * 5 + i)] = s;
+    }
+  for (int o = 0; o < 4; ++o)
+    for (int i = 0; i < 5; ++i) {
+      double s = 0;
+      for (int n = 0; n < 3; ++n) s += static_cast<double>(dy.data()[n * 4 + o]) * x.data()[n * 5 + i];
+      dw_ref[static_cast<size_t>(o * 5 + i)] = s;
+    }
+  Tensor dx = Tensor::empty({3, 5}), dw = Tensor::empty({4, 5}), db = Tensor::empty({4});
+  ops::linear_backward_data(dy, w, dx);
+  ops::linear_backward_weights(x, dy, dw, db, false);
+  expect_close(dx, dx_ref);
+  expect_close(dw, dw_ref);
+  ops::linear_backward_weights(x, dy, dw, db, true);
+  for (auto& v : dw_ref) v *= 2;
+  expect_close(dw, dw_ref);
+}
+
+TEST(Ops, BatchNormTrainNormalisesAndUpdatesRunningStats) {
+  Tensor x = rnd({4, 2, 3, 3}, 10);
+  Tensor gamma = Tensor::from_vector({2}, {2.0f, 0.5f}), beta = Tensor::from_vector({2}, {1.0f, -1.0f});
+  Tensor rm = Tensor::zeros({2}), rv = Tensor::full({2}, 1.0f), y = Tensor::empty(x.shape());
+  ops::BatchNormSaved saved;
+  ops::batchnorm_forward_train(x, gamma, beta, y, saved, rm, rv, 0.1f, 1e-5f);
+  for (int c = 0; c < 2; ++c) {
+    double mean = 0, var = 0;
+    for (int n = 0; n < 4; ++n)
+      for (int k = 0; k < 9; ++k) mean += x.data()[(n * 2 + c) * 9 + k];
+    mean /= 36;
+    for (int n = 0; n < 4; ++n)
+      for (int k = 0; k < 9; ++k) var += std::pow(x.data()[(n * 2 + c) * 9 + k] - mean, 2);
+    var /= 36;
+    EXPECT_NEAR(saved.mean.data()[c], mean, 1e-5);
+    EXPECT_NEAR(saved.var.data()[c], var, 1e-4);
+    EXPECT_NEAR(rm.data()[c], 0.1 * mean, 1e-5);
+    EXPECT_NEAR(rv.data()[c], 0.9 + 0.1 * var * 36.0 / 35.0, 1e-4);  // unbiased, as PyTorch
+    for (int n = 0; n < 4; ++n)
+      for (int k = 0; k < 9; ++k) {
+        const int i = (n * 2 + c) * 9 + k;
+        EXPECT_NEAR(y.data()[i], gamma.data()[c] * (x.data()[i] - mean) / std::sqrt(var + 1e-5) + beta.data()[c],
+                    1e-4);
+      }
+  }
+  Tensor ye = Tensor::empty(x.shape());
+  ops::batchnorm_forward_eval(x, gamma, beta, ye, rm, rv, 1e-5f);
+  const int i = 5;  // channel 0
+  EXPECT_NEAR(ye.data()[i], 2.0 * (x.data()[i] - rm.data()[0]) / std::sqrt(rv.data()[0] + 1e-5) + 1.0, 1e-4);
+}
+
+TEST(Ops, PoolingMatchesDefinition) {
+  Tensor x = rnd({1, 2, 4, 4}, 11), y = Tensor::empty({1, 2, 2, 2}), ws;
+  ops::pool2d_forward(ops::PoolKind::max, x, y, ws, {2, 2, 0});
+  Tensor ya = Tensor::empty({1, 2, 2, 2});
+  ops::pool2d_forward(ops::PoolKind::avg, x, ya, ws, {2, 2, 0});
+  for (int c = 0; c < 2; ++c)
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j) {
+        float mx = -1e30f;
+        double sum = 0;
+        for (int p = 0; p < 2; ++p)
+          for (int q = 0; q < 2; ++q) {
+            const float v = x.data()[(c * 4 + 2 * i + p) * 4 + 2 * j + q];
+            mx = std::max(mx, v);
+            sum += v;
+          }
+        EXPECT_FLOAT_EQ(y.data()[(c * 2 + i) * 2 + j], mx);
+        EXPECT_NEAR(ya.data()[(c * 2 + i) * 2 + j], sum / 4, 1e-6);
+      }
+  Tensor g = Tensor::empty({1, 2});
+  ops::global_avgpool_forward(x, g);
+  double s0 = 0;
+  for (int k = 0; k < 16; ++k) s0 += x.data()[k];
+  EXPECT_NEAR(g.data()[0], s0 / 16, 1e-6);
+}
+
+TEST(Ops, ReluAndAdd) {
+  Tensor x = Tensor::from_vector({4}, {-1, 2, 0, 3}), y = Tensor::empty({4});
+  ops::relu_forward(x, y);
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{0, 2, 0, 3}));
+  Tensor dy = Tensor::from_vector({4}, {1, 1, 1, 1}), dx = Tensor::empty({4});
+  ops::relu_backward(y, dy, dx);
+  EXPECT_EQ(dx.to_vector(), (std::vector<float>{0, 1, 0, 1}));
+  ops::add(x, y, y);
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{-1, 4, 0, 6}));
+  ops::axpy(0.5f, x, y);
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{-1.5f, 5, 0, 7.5f}));
+  ops::scale(y, 2);
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{-3, 10, 0, 15}));
+}
+
+TEST(Ops, SoftmaxCrossEntropyValueGradientAndAccuracy) {
+  Tensor z = Tensor::from_vector({2, 3}, {1, 2, 3, 0, 0, 5});
+  Tensor labels = Tensor::from_labels({2, 0});
+  Tensor dz = Tensor::empty({2, 3});
+  int64_t correct = -1;
+  const float loss = ops::softmax_cross_entropy(z, labels, dz, &correct);
+  const double l0 = std::log(std::exp(1) + std::exp(2) + std::exp(3)) - 3;
+  const double l1 = std::log(2 + std::exp(5)) - 0;
+  EXPECT_NEAR(loss, (l0 + l1) / 2, 1e-6);
+  EXPECT_EQ(correct, 1);
+  const double p02 = std::exp(3) / (std::exp(1) + std::exp(2) + std::exp(3));
+  EXPECT_NEAR(dz.data()[2], (p02 - 1) / 2, 1e-6);
+  double row = 0;
+  for (int j = 0; j < 3; ++j) row += dz.data()[3 + j];
+  EXPECT_NEAR(row, 0, 1e-6);
+  Tensor bad = Tensor::from_labels({3, 0});
+  EXPECT_THROW(ops::softmax_cross_entropy(z, bad, dz), Error);
+}
+
+TEST(Ops, MseLoss) {
+  Tensor p = Tensor::from_vector({2, 2}, {1, 2, 3, 4}), t = Tensor::from_vector({2, 2}, {1, 1, 1, 1});
+  Tensor d = Tensor::empty({2, 2});
+  EXPECT_NEAR(ops::mse_loss(p, t, d), (0 + 1 + 4 + 9) / 4.0, 1e-6);
+  EXPECT_EQ(d.to_vector(), (std::vector<float>{0, 0.5f, 1, 1.5f}));
+}
+
+TEST(Ops, ShapeErrorsAreClear) {
+  Tensor x = rnd({2, 3, 5, 5}, 1), w = rnd({4, 2, 3, 3}, 2), y = Tensor::empty({2, 4, 3, 3});
+  try {
+    ops::conv2d_forward(x, w, Tensor(), y, {1, 0});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("input has 3 channels, weight expects 2"), std::string::npos) << e.what();
+  }
+  Tensor a = Tensor::empty({2, 3}, Device::cpu(0)), b = Tensor::empty({2, 3}, Device::cpu(1)), o = Tensor::empty({2, 3});
+  EXPECT_THROW(ops::add(a, b, o), Error);
+}
+
+TEST(Ops, OptimizerStepsFollowPyTorchFormulas) {
+  // SGD with momentum 0.9, weight decay 0.1, two steps.
+  Tensor p = Tensor::from_vector({1}, {1.0f}), g = Tensor::from_vector({1}, {0.5f}), buf = Tensor::empty({1});
+  ops::SgdHyper h;
+  h.lr = 0.1f;
+  h.momentum = 0.9f;
+  h.weight_decay = 0.1f;
+  ops::sgd_step(p, g, buf, h, true);
+  double d = 0.5 + 0.1 * 1.0, b = d, pv = 1.0 - 0.1 * b;
+  EXPECT_NEAR(p.data()[0], pv, 1e-6);
+  ops::sgd_step(p, g, buf, h, false);
+  d = 0.5 + 0.1 * pv;
+  b = 0.9 * b + d;
+  pv -= 0.1 * b;
+  EXPECT_NEAR(p.data()[0], pv, 1e-6);
+  // Nesterov.
+  Tensor pn = Tensor::from_vector({1}, {1.0f}), bn = Tensor::empty({1});
+  h.weight_decay = 0;
+  h.nesterov = true;
+  ops::sgd_step(pn, g, bn, h, true);
+  EXPECT_NEAR(pn.data()[0], 1.0 - 0.1 * (0.5 + 0.9 * 0.5), 1e-6);
+  // Adam, first step moves by lr * sign(g) (bias-corrected), AdamW decays first.
+  Tensor pa = Tensor::from_vector({1}, {1.0f}), m = Tensor::zeros({1}), v = Tensor::zeros({1});
+  ops::AdamHyper ah;
+  ah.lr = 0.01f;
+  ops::adam_step(pa, g, m, v, ah, 1);
+  EXPECT_NEAR(pa.data()[0], 1.0 - 0.01 * 0.5 / (0.5 + 1e-8), 1e-6);
+  Tensor pw = Tensor::from_vector({1}, {1.0f}), mw = Tensor::zeros({1}), vw = Tensor::zeros({1});
+  ah.decoupled = true;
+  ah.weight_decay = 0.1f;
+  ops::adam_step(pw, g, mw, vw, ah, 1);
+  EXPECT_NEAR(pw.data()[0], 1.0 * (1 - 0.01 * 0.1) - 0.01, 1e-6);
+}
+
+}  // namespace
+}  // namespace dpb

@@ -1,0 +1,96 @@
+#include "engine/models/model.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/core/rng.h"
+
+namespace dpb {
+namespace {
+
+TEST(Models, ParameterCountsMatchPyTorch) {
+  // Counts of the equivalent torch.nn modules (torchvision-style resnet18 CIFAR variant).
+  const std::vector<std::pair<std::string, int64_t>> expected{
+      {"simple", 11}, {"mlp", 669706}, {"lenet", 61706}, {"resnet18", 11173962}};
+  for (const auto& [name, count] : expected) {
+    Generator g(0);
+    EXPECT_EQ(build_model(name, g)->parameter_count(), count) << name;
+  }
+}
+
+TEST(Models, PyTorchParameterNames) {
+  Generator g(0);
+  auto r = build_model("resnet18", g);
+  auto names = r->named_parameters();
+  EXPECT_EQ(names.front().first, "conv1.weight");
+  EXPECT_EQ(names.back().first, "fc.bias");
+  bool has_downsample = false, has_block = false;
+  for (auto& [n, p] : names) {
+    has_downsample |= n == "layer2.0.downsample.0.weight";
+    has_block |= n == "layer1.0.conv1.weight";
+  }
+  EXPECT_TRUE(has_downsample);
+  EXPECT_TRUE(has_block);
+  auto buffers = r->named_buffers();
+  EXPECT_EQ(buffers.front().first, "bn1.running_mean");
+  auto l = build_model("lenet", g);
+  EXPECT_EQ(l->named_parameters()[0].first, "conv1.weight");
+  EXPECT_EQ(l->named_parameters()[9].first, "fc3.bias");
+}
+
+TEST(Models, LenetTakesGreyAndColourImages) {
+  Generator g(0);
+  ModelOptions colour;
+  colour.image = Shape{3, 32, 32};
+  auto l = build_model("lenet", g, colour);
+  EXPECT_EQ(l->spec().input, (Shape{3, 32, 32}));
+  Tensor y = l->forward(Tensor::zeros({2, 3, 32, 32}));
+  EXPECT_EQ(y.shape(), (Shape{2, 10}));
+  auto grey = build_model("lenet", g);
+  EXPECT_EQ(grey->forward(Tensor::zeros({2, 1, 28, 28})).shape(), (Shape{2, 10}));
+}
+
+TEST(Models, WrongInputShapeIsAClearError) {
+  Generator g(0);
+  auto m = build_model("lenet", g);
+  try {
+    m->forward(Tensor::zeros({2, 3, 32, 32}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model 'lenet' expects input (N, 1, 28, 28)"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Models, UnknownNameListsValidOnes) {
+  Generator g(0);
+  try {
+    build_model("resnet50", g);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("valid: simple, mlp, lenet, resnet18, widemlp"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Models, ForwardFlopsOfResnet18) {
+  Generator g(0);
+  auto r = build_model("resnet18", g);
+  // ~0.56 GMACs per 32x32 image for the CIFAR ResNet-18.
+  EXPECT_NEAR(static_cast<double>(r->flops_per_sample()) / 2e9, 0.556, 0.01);
+}
+
+TEST(Models, ReplicateCopiesValuesToAnotherDevice) {
+  Generator g(0);
+  auto m = build_model("mlp", g);
+  auto r = m->replicate(Device::cpu(1));
+  auto a = m->named_parameters(), b = r->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_EQ(b[i].second->data().device(), Device::cpu(1));
+    EXPECT_EQ(a[i].second->data().to_vector(), b[i].second->data().to_vector());
+  }
+}
+
+}  // namespace
+}  // namespace dpb

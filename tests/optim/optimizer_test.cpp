@@ -1,0 +1,70 @@
+#include "engine/optim/optimizer.h"
+
+#include <gtest/gtest.h>
+
+namespace dpb {
+namespace {
+
+TEST(Optimizer, SkipsParametersWithoutGradient) {
+  Parameter a(Tensor::full({2}, 1.0f)), b(Tensor::full({2}, 1.0f));
+  OptimizerOptions o;
+  o.lr = 0.5f;
+  o.momentum = 0;
+  auto opt = make_optimizer(o, {&a, &b});
+  a.begin_grad();
+  a.grad().fill(1.0f);
+  opt->step();
+  EXPECT_EQ(a.data().to_vector(), (std::vector<float>{0.5f, 0.5f}));
+  EXPECT_EQ(b.data().to_vector(), (std::vector<float>{1.0f, 1.0f}));
+}
+
+TEST(Optimizer, GradientsAccumulateUntilZeroGrad) {
+  Parameter p(Tensor::full({1}, 0.0f));
+  EXPECT_FALSE(p.begin_grad());
+  p.grad().fill(1.0f);
+  EXPECT_TRUE(p.begin_grad());
+  p.zero_grad();
+  EXPECT_TRUE(p.grad_is_zero());
+  EXPECT_FALSE(p.begin_grad());
+}
+
+TEST(Optimizer, GradReadyHooksFire) {
+  Parameter p(Tensor::full({1}, 0.0f));
+  int fired = 0;
+  p.add_grad_ready_hook([&](Parameter& q) {
+    EXPECT_EQ(&q, &p);
+    ++fired;
+  });
+  p.mark_grad_ready();
+  p.mark_grad_ready();
+  EXPECT_EQ(fired, 2);
+}
+
+TEST(Optimizer, NamesAndDefaults) {
+  Parameter p(Tensor::full({1}, 1.0f));
+  OptimizerOptions o;
+  o.name = "adamw";
+  EXPECT_EQ(make_optimizer(o, {&p})->name(), "adamw");
+  o.name = "rmsprop";
+  try {
+    make_optimizer(o, {&p});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("valid: sgd, adam, adamw"), std::string::npos);
+  }
+}
+
+TEST(Optimizer, SgdMomentumStateIsExposed) {
+  Parameter p(Tensor::full({3}, 1.0f));
+  OptimizerOptions o;
+  auto opt = make_optimizer(o, {&p});
+  EXPECT_TRUE(opt->state().empty());
+  p.begin_grad();
+  p.grad().fill(1.0f);
+  opt->step();
+  ASSERT_EQ(opt->state().size(), 1u);
+  EXPECT_EQ(opt->state()[0].first, "momentum_buffer.0");
+}
+
+}  // namespace
+}  // namespace dpb

@@ -1,0 +1,99 @@
+#include "engine/tensor/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/backend/device_info.h"
+
+namespace dpb {
+namespace {
+
+TEST(Tensor, ShapeAndFill) {
+  Tensor t = Tensor::full({2, 3, 4}, 1.5f);
+  EXPECT_EQ(t.numel(), 24);
+  EXPECT_EQ(t.shape(), (Shape{2, 3, 4}));
+  EXPECT_EQ(t.shape().row_numel(), 12);
+  for (float v : t.to_vector()) EXPECT_EQ(v, 1.5f);
+  EXPECT_EQ(t.shape().str(), "(2, 3, 4)");
+}
+
+TEST(Tensor, SliceIsAViewAlongDim0) {
+  Tensor t = Tensor::from_vector({4, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  Tensor s = t.slice(1, 3);
+  EXPECT_EQ(s.shape(), (Shape{2, 2}));
+  EXPECT_EQ(s.to_vector(), (std::vector<float>{2, 3, 4, 5}));
+  s.fill(9);
+  EXPECT_EQ(t.to_vector(), (std::vector<float>{0, 1, 9, 9, 9, 9, 6, 7}));
+  EXPECT_TRUE(s.shares_storage_with(t));
+  EXPECT_EQ(t.slice(4, 4).numel(), 0);
+  EXPECT_THROW(t.slice(3, 5), Error);
+}
+
+TEST(Tensor, CloneIsIndependentAndViewShares) {
+  Tensor t = Tensor::from_vector({2, 2}, {1, 2, 3, 4});
+  Tensor c = t.clone();
+  c.fill(0);
+  EXPECT_EQ(t.to_vector()[0], 1);
+  Tensor v = t.view({4});
+  v.data()[3] = 7;
+  EXPECT_EQ(t.to_vector()[3], 7);
+  EXPECT_THROW(t.view({3}), Error);
+}
+
+TEST(Tensor, LabelsAndItem) {
+  Tensor l = Tensor::from_labels({3, 1, 2});
+  EXPECT_EQ(l.dtype(), DType::i32);
+  EXPECT_EQ(l.to_labels(), (std::vector<int32_t>{3, 1, 2}));
+  EXPECT_THROW(l.to_vector(), Error);
+  EXPECT_EQ(Tensor::full({1}, 2.5f).item(), 2.5f);
+}
+
+TEST(Tensor, CopyBetweenLogicalCpuDevices) {
+  Tensor a = Tensor::from_vector({3}, {1, 2, 3}, Device::cpu(0));
+  Tensor b = a.to(Device::cpu(1));
+  EXPECT_EQ(b.device(), Device::cpu(1));
+  EXPECT_FALSE(b.shares_storage_with(a));
+  EXPECT_EQ(b.to_vector(), a.to_vector());
+  EXPECT_TRUE(a.to(Device::cpu(0)).shares_storage_with(a));
+}
+
+TEST(Tensor, MemoryStatsTrackPeak) {
+  const Device d = Device::cpu(7);
+  reset_peak_memory(d);
+  const auto before = memory_stats(d);
+  {
+    Tensor t = Tensor::empty({1024}, d);
+    EXPECT_EQ(memory_stats(d).current_bytes, before.current_bytes + 4096);
+  }
+  const auto after = memory_stats(d);
+  EXPECT_EQ(after.current_bytes, before.current_bytes);
+  EXPECT_GE(after.peak_bytes, before.current_bytes + 4096);
+}
+
+TEST(Device, ParseAndErrors) {
+  EXPECT_EQ(Device::parse("cpu"), Device::cpu(0));
+  EXPECT_EQ(Device::parse("cpu:3"), Device::cpu(3));
+  EXPECT_EQ(Device::parse("cuda:1"), Device::cuda(1));
+  EXPECT_EQ(Device::cuda(2).str(), "cuda:2");
+  try {
+    Device::parse("tpu:0");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("valid: cpu, cpu:N, cuda, cuda:N"), std::string::npos);
+  }
+  EXPECT_THROW(Device::parse("cpu:x"), Error);
+}
+
+TEST(Tensor, CudaWithoutDeviceIsAClearError) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is present: CUDA tensors are covered by tests/cuda";
+  try {
+    Tensor::empty({4}, Device::cuda(0));
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    const std::string w = e.what();
+    EXPECT_TRUE(w.find("no CUDA backend") != std::string::npos || w.find("is not available") != std::string::npos)
+        << w;
+  }
+}
+
+}  // namespace
+}  // namespace dpb

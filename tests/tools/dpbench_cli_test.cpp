@@ -1,0 +1,96 @@
+// The dpbench binary end to end: a run writes a report with the promised fields;
+// bad input gives one clear line on stderr and a non-zero exit.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+Result run(const std::string& args) {
+  const std::string base = std::filesystem::temp_directory_path() / ("dpb_cli_" + std::to_string(::getpid()));
+  const std::string cmd = std::string(DPBENCH_BIN) + " " + args + " >" + base + ".out 2>" + base + ".err";
+  Result r;
+  const int status = std::system(cmd.c_str());
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(base + ".out");
+  r.err = slurp(base + ".err");
+  std::remove((base + ".out").c_str());
+  std::remove((base + ".err").c_str());
+  return r;
+}
+
+int lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+TEST(DpbenchCli, WritesReportWithThroughputAndStepTime) {
+  const std::string json = std::filesystem::temp_directory_path() / ("dpb_report_" + std::to_string(::getpid()) + ".json");
+  const Result r = run("--mode=single --model=mlp --batch=8 --steps=4 --warmup=1 --threads=1 --json=" + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("samples/s"), std::string::npos) << r.out;
+  const auto rep = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(rep["schema"], "dpbench.report/1");
+  EXPECT_EQ(rep["config"]["mode"], "single");
+  EXPECT_EQ(rep["config"]["model"], "mlp");
+  EXPECT_EQ(rep["config"]["global_batch"], 8);
+  const auto& run0 = rep["runs"][0];
+  EXPECT_GT(run0["throughput_samples_per_s"].get<double>(), 0.0);
+  const double median = run0["step_time_s"]["median"].get<double>();
+  EXPECT_GT(median, 0.0);
+  EXPECT_NEAR(run0["throughput_samples_per_s"].get<double>(), 8.0 / median, 1e-6 * 8.0 / median);
+  EXPECT_EQ(run0["step_time_s"]["count"], 4);
+  EXPECT_EQ(run0["loss_per_step"].size(), 5u);
+  EXPECT_EQ(run0["devices"][0]["samples"], 32);
+  EXPECT_GT(run0["devices"][0]["peak_memory_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(rep["tool"]["name"], "dpbench");
+  EXPECT_TRUE(rep["env"].contains("onednn"));
+  std::remove(json.c_str());
+}
+
+TEST(DpbenchCli, UnknownModelListsValidChoices) {
+  const Result r = run("--model=resnet50");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("resnet50"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("lenet"), std::string::npos) << r.err;
+}
+
+TEST(DpbenchCli, ZeroBatchIsRejected) {
+  const Result r = run("--batch=0");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--batch"), std::string::npos) << r.err;
+  EXPECT_LE(lines(r.err), 2) << r.err;
+}
+
+TEST(DpbenchCli, UnwritableReportPathFailsBeforeWork) {
+  const Result r = run("--model=mlp --steps=1 --json=/nonexistent_dpb_dir/r.json");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("training"), std::string::npos) << "must fail before training: " << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+}
+
+TEST(DpbenchCli, UnknownModeListsValidChoices) {
+  const Result r = run("--mode=fsdp");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("single"), std::string::npos) << r.err;
+}
+
+}  // namespace
