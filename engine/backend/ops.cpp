@@ -62,12 +62,12 @@ Shape conv_out(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
           window_out(x.size(3), static_cast<int>(w.size(3)), p.stride, p.padding)};
 }
 
-void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
+void check_conv(const char* op, const Tensor& x, const Tensor& w, const Shape& y, const Conv2dParams& p) {
   expect_ndim(op, "input", x, 4, "(N, C, H, W)");
   expect_ndim(op, "weight", w, 4, "(O, I, kH, kW)");
   DPB_CHECK(x.size(1) == w.size(1)) << op << ": input has " << x.size(1) << " channels, weight expects " << w.size(1);
   DPB_CHECK(p.stride >= 1 && p.padding >= 0) << op << ": stride " << p.stride << ", padding " << p.padding;
-  expect_shape(op, "output", y, conv_out(x, w, p));
+  DPB_CHECK(y == conv_out(x, w, p)) << op << ": output has shape " << y << ", expected " << conv_out(x, w, p);
 }
 
 void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor& y) {
@@ -79,21 +79,28 @@ void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor
 
 }  // namespace
 
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2dParams& p) {
-  check_conv("conv2d_forward", x, w, y, p);
-  same_device("conv2d_forward", x.device(), {&w, &b, &y});
-  dispatch("conv2d_forward", x.device(), [&] { cpu::conv2d_forward(x, w, b, y, p); });
+Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
+  expect_ndim("conv2d_forward", "input", x, 4, "(N, C, H, W)");
+  expect_ndim("conv2d_forward", "weight", w, 4, "(O, I, kH, kW)");
+  const Shape out = conv_out(x, w, p);
+  DPB_CHECK(out[2] > 0 && out[3] > 0) << "conv2d_forward: input " << x.shape() << " is smaller than the kernel "
+                                      << w.shape();
+  check_conv("conv2d_forward", x, w, out, p);
+  same_device("conv2d_forward", x.device(), {&w, &b});
+  return dispatch("conv2d_forward", x.device(), [&] { return cpu::conv2d_forward(x, w, b, p); });
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
-  check_conv("conv2d_backward_data", dx, w, dy, p);
+  check_conv("conv2d_backward_data", dx, w, dy.shape(), p);
+  DPB_CHECK(dx.device().is_cpu() || dx.is_plain()) << "conv2d_backward_data: blocked tensor on " << dx.device();
   same_device("conv2d_backward_data", dy.device(), {&w, &dx});
   dispatch("conv2d_backward_data", dy.device(), [&] { cpu::conv2d_backward_data(dy, w, dx, p); });
 }
 
 void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db, const Conv2dParams& p,
                              bool accumulate) {
-  check_conv("conv2d_backward_weights", x, dw, dy, p);
+  check_conv("conv2d_backward_weights", x, dw, dy.shape(), p);
+  DPB_CHECK(dw.is_plain()) << "conv2d_backward_weights: weight gradients are plain";
   same_device("conv2d_backward_weights", x.device(), {&dy, &dw, &db});
   dispatch("conv2d_backward_weights", x.device(),
            [&] { cpu::conv2d_backward_weights(x, dy, dw, db, p, accumulate); });
@@ -151,6 +158,7 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
 
 void relu_forward(const Tensor& x, Tensor& y) {
   expect_shape("relu_forward", "output", y, x.shape());
+  DPB_CHECK(x.layout() == y.layout()) << "relu_forward: input and output in different layouts";
   same_device("relu_forward", x.device(), {&y});
   dispatch("relu_forward", x.device(), [&] { cpu::relu_forward(x, y); });
 }
@@ -158,6 +166,8 @@ void relu_forward(const Tensor& x, Tensor& y) {
 void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
   expect_shape("relu_backward", "grad_output", dy, y.shape());
   expect_shape("relu_backward", "grad_input", dx, y.shape());
+  DPB_CHECK(y.layout() == dy.layout() && dy.layout() == dx.layout())
+      << "relu_backward: output, grad_output and grad_input in different layouts";
   same_device("relu_backward", y.device(), {&dy, &dx});
   dispatch("relu_backward", y.device(), [&] { cpu::relu_backward(y, dy, dx); });
 }
@@ -200,13 +210,18 @@ void global_avgpool_backward(const Tensor& dy, Tensor& dx) {
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
   expect_shape("add", "second operand", b, a.shape());
   expect_shape("add", "output", out, a.shape());
+  DPB_CHECK(a.layout() == b.layout() && a.layout() == out.layout())
+      << "add: operands in different layouts (" << layout_name(a.layout()) << ", " << layout_name(b.layout())
+      << " -> " << layout_name(out.layout()) << ")";
   same_device("add", a.device(), {&b, &out});
   dispatch("add", a.device(), [&] { cpu::add(a, b, out); },
            [&] { CUDA_ONLY(cuda::add(a.device().index, a.data(), b.data(), out.data(), a.numel())); });
 }
 
 void axpy(float alpha, const Tensor& x, Tensor& acc) {
-  DPB_CHECK(x.numel() == acc.numel()) << "axpy: " << x.shape() << " into " << acc.shape();
+  DPB_CHECK(x.numel() == acc.numel() && x.layout() == acc.layout())
+      << "axpy: " << x.shape() << " " << layout_name(x.layout()) << " into " << acc.shape() << " "
+      << layout_name(acc.layout());
   same_device("axpy", x.device(), {&acc});
   dispatch("axpy", x.device(), [&] { cpu::axpy(alpha, x, acc); },
            [&] { CUDA_ONLY(cuda::axpy(x.device().index, alpha, x.data(), acc.data(), x.numel())); });

@@ -2,8 +2,10 @@
 // The engine's operations: one function per op, dispatched on the device of the
 // tensors (CPU: oneDNN + small loops in backend/cpu; CUDA: backend/cuda).
 // All tensors passed to one call live on the same device (checked).
-// Layout: activations (N, C, H, W), linear weights (out, in), conv weights (O, I, kH, kW).
-// Ops write into caller-provided outputs, so layers own their buffers.
+// Shapes: activations (N, C, H, W), linear weights (out, in), conv weights (O, I, kH, kW).
+// Ops write into caller-provided outputs, except where the op chooses the output's
+// memory layout (conv2d_forward returns it). Gradients have the layout of the tensor
+// they are the gradient of (dx like x, dy like y); parameters are always plain.
 #include <cstdint>
 
 #include "engine/tensor/tensor.h"
@@ -13,6 +15,9 @@ namespace dpb::ops {
 struct Conv2dParams {
   int stride = 1;
   int padding = 0;
+  // Whether conv2d_backward_data will run for this convolution (false for a model's
+  // first layer); a layout hint only, never a change in results.
+  bool input_grad = true;
 };
 
 struct Pool2dParams {
@@ -30,7 +35,8 @@ inline int64_t window_out(int64_t in, int kernel, int stride, int padding) {
 
 // --- convolution ---------------------------------------------------------------
 // y (N, O, Ho, Wo) = conv(x (N, I, H, W), w (O, I, k, k)) + b (O) ; b may be undefined.
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2dParams& p);
+// y is channel-blocked on the CPU when O divides into the CPU's channel block.
+Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p);
 // dx = conv_transpose(dy, w)
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p);
 // dw (+)= corr(x, dy), db (+)= sum(dy) over N, H, W ; db may be undefined.

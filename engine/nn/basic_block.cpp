@@ -25,6 +25,7 @@ Tensor BasicBlock::forward(const Tensor& x) {
   Tensor out = relu1_->forward(bn1_->forward(conv1_->forward(x)));
   out = bn2_->forward(conv2_->forward(out));
   Tensor shortcut = downsample_ ? downsample_->forward(x) : x;
+  if (shortcut.layout() != out.layout()) shortcut = shortcut.to_layout(out.layout());
   DPB_CHECK(shortcut.shape() == out.shape()) << "BasicBlock: shortcut " << shortcut.shape() << " vs main path "
                                               << out.shape();
   ops::add(out, shortcut, out);
@@ -39,6 +40,7 @@ Tensor BasicBlock::backward(const Tensor& grad_out) {
     return Tensor();
   }
   Tensor g_short = downsample_ ? downsample_->backward(g) : g;
+  if (g_short.layout() != g_main.layout()) g_short = g_short.to_layout(g_main.layout());
   ops::add(g_main, g_short, g_main);
   return g_main;
 }

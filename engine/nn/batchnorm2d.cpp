@@ -14,7 +14,7 @@ BatchNorm2d::BatchNorm2d(int64_t channels, float eps, float momentum)
 Tensor BatchNorm2d::forward(const Tensor& x) {
   DPB_CHECK(x.ndim() == 4 && x.size(1) == channels_)
       << "BatchNorm2d(" << channels_ << ") expects input (N, " << channels_ << ", H, W), got " << x.shape();
-  Tensor y = Tensor::empty(x.shape(), x.device());
+  Tensor y = Tensor::empty_like(x);
   if (training_) {
     DPB_CHECK(x.size(0) * x.size(2) * x.size(3) > 1)
         << "BatchNorm2d in training mode needs more than one value per channel, got input " << x.shape()
@@ -32,7 +32,7 @@ Tensor BatchNorm2d::backward(const Tensor& dy) {
   DPB_CHECK(x_.defined()) << "BatchNorm2d.backward without a training-mode forward";
   const bool acc = weight_->begin_grad();
   DPB_CHECK(bias_->begin_grad() == acc) << "BatchNorm2d: weight and bias gradients out of step";
-  Tensor dx = Tensor::empty(x_.shape(), dy.device());
+  Tensor dx = Tensor::empty_like(x_);
   ops::batchnorm_backward(x_, dy, weight_->data(), saved_, dx, weight_->grad(), bias_->grad(), eps_, acc);
   bias_->mark_grad_ready();
   weight_->mark_grad_ready();

@@ -29,8 +29,8 @@ Tensor Conv2d::forward(const Tensor& x) {
   const int64_t wo = ops::window_out(x.size(3), kernel_, p_.stride, p_.padding);
   DPB_CHECK(ho > 0 && wo > 0) << "Conv2d: input " << x.shape() << " is smaller than the " << kernel_ << "x"
                               << kernel_ << " kernel";
-  Tensor y = Tensor::empty({x.size(0), out_, ho, wo}, x.device());
-  ops::conv2d_forward(x, weight_->data(), bias_ ? bias_->data() : Tensor(), y, p_);
+  p_.input_grad = needs_input_grad_;
+  Tensor y = ops::conv2d_forward(x, weight_->data(), bias_ ? bias_->data() : Tensor(), p_);
   if (training_) x_ = x;
   return y;
 }
@@ -48,7 +48,7 @@ Tensor Conv2d::backward(const Tensor& dy) {
   weight_->mark_grad_ready();
   Tensor dx;
   if (needs_input_grad_) {
-    dx = Tensor::empty(x_.shape(), dy.device());
+    dx = Tensor::empty_like(x_);
     ops::conv2d_backward_data(dy, weight_->data(), dx, p_);
   }
   x_ = Tensor();

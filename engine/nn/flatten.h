@@ -1,5 +1,6 @@
 #pragma once
-// Flatten: (N, ...) -> (N, prod(...)), a view; backward restores the shape.
+// Flatten: (N, ...) -> (N, prod(...)) in logical (plain) order: a view of a plain input,
+// a reorder of a channel-blocked one; backward restores the input's shape and layout.
 #include "engine/nn/module.h"
 
 namespace dpb {
@@ -9,9 +10,10 @@ class Flatten : public Module {
   Tensor forward(const Tensor& x) override {
     DPB_CHECK(x.ndim() >= 1) << "Flatten of a 0-d tensor";
     x_shape_ = x.shape();
-    return x.view({x.size(0), x.shape().row_numel()});
+    x_layout_ = x.layout();
+    return x.to_plain().view({x.size(0), x.shape().row_numel()});
   }
-  Tensor backward(const Tensor& dy) override { return dy.view(x_shape_); }
+  Tensor backward(const Tensor& dy) override { return dy.view(x_shape_).to_layout(x_layout_); }
   std::string type_name() const override { return "Flatten"; }
   int64_t forward_flops(const Shape& input, Shape* output) const override {
     *output = Shape{input.numel()};
@@ -23,6 +25,7 @@ class Flatten : public Module {
 
  private:
   Shape x_shape_;
+  Layout x_layout_ = Layout::plain;
 };
 
 }  // namespace dpb

@@ -9,12 +9,13 @@ Tensor GlobalAvgPool2d::forward(const Tensor& x) {
   Tensor y = Tensor::empty({x.size(0), x.size(1)}, x.device());
   ops::global_avgpool_forward(x, y);
   x_shape_ = x.shape();
+  x_layout_ = x.layout();
   return y;
 }
 
 Tensor GlobalAvgPool2d::backward(const Tensor& dy) {
   DPB_CHECK(x_shape_.ndim() == 4) << "GlobalAvgPool2d.backward without a forward";
-  Tensor dx = Tensor::empty(x_shape_, dy.device());
+  Tensor dx = Tensor::empty(x_shape_, dy.device(), DType::f32, x_layout_);
   ops::global_avgpool_backward(dy, dx);
   return dx;
 }

@@ -20,6 +20,7 @@ class GlobalAvgPool2d : public Module {
 
  private:
   Shape x_shape_;
+  Layout x_layout_ = Layout::plain;
 };
 
 }  // namespace dpb

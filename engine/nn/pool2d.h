@@ -21,6 +21,7 @@ class Pool2d : public Module {
   ops::PoolKind kind_;
   ops::Pool2dParams p_;
   Shape x_shape_;     // (N, C, H, W) of the saved forward
+  Layout x_layout_ = Layout::plain;
   Tensor workspace_;  // argmax for max pooling
 };
 

@@ -5,7 +5,7 @@
 namespace dpb {
 
 Tensor ReLU::forward(const Tensor& x) {
-  Tensor y = inplace_ ? x : Tensor::empty(x.shape(), x.device());
+  Tensor y = inplace_ ? x : Tensor::empty_like(x);
   ops::relu_forward(x, y);
   if (training_) y_ = y;
   return y;

@@ -21,13 +21,67 @@ void copy_bytes(const Device& dst_dev, void* dst, const Device& src_dev, const v
 #endif
 }
 
-Tensor Tensor::empty(const Shape& shape, Device device, DType dtype) {
+const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::plain:
+      return "plain";
+    case Layout::nChw8c:
+      return "nChw8c";
+    case Layout::nChw16c:
+      return "nChw16c";
+  }
+  return "?";
+}
+
+Tensor Tensor::empty(const Shape& shape, Device device, DType dtype, Layout layout) {
   for (auto d : shape.dims()) DPB_CHECK(d >= 0) << "negative dimension in shape " << shape;
+  if (layout != Layout::plain) {
+    DPB_CHECK(shape.ndim() == 4 && shape[1] % layout_block(layout) == 0 && device.is_cpu() && dtype == DType::f32)
+        << "layout " << layout_name(layout) << " needs a 4-d f32 CPU tensor with channels divisible by "
+        << layout_block(layout) << ", got " << shape << " on " << device;
+  }
   Tensor t;
+  t.layout_ = layout;
   t.storage_ = std::make_shared<Storage>(device, static_cast<size_t>(shape.numel()) * dtype_size(dtype));
   t.shape_ = shape;
   t.dtype_ = dtype;
   return t;
+}
+
+Tensor Tensor::empty_like(const Tensor& t) { return empty(t.shape(), t.device(), t.dtype(), t.layout()); }
+
+namespace {
+// Copies between plain (N, C, H, W) and channel-blocked (N, C/b, H, W, b) orders.
+void convert_layout(const float* src, float* dst, const Shape& s, int block, bool to_blocked) {
+  const int64_t N = s[0], C = s[1], HW = s[2] * s[3], CB = C / block;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t cb = 0; cb < CB; ++cb)
+      for (int64_t hw = 0; hw < HW; ++hw)
+        for (int64_t c = 0; c < block; ++c) {
+          const int64_t blocked = ((n * CB + cb) * HW + hw) * block + c;
+          const int64_t plain = (n * C + cb * block + c) * HW + hw;
+          if (to_blocked) dst[blocked] = src[plain];
+          else dst[plain] = src[blocked];
+        }
+}
+}  // namespace
+
+Tensor Tensor::to_layout(Layout layout) const {
+  if (layout == layout_) return *this;
+  if (ndim() == 4 && size(2) * size(3) == 1 && size(1) % layout_block(layout) == 0 &&
+      size(1) % layout_block(layout_) == 0) {
+    Tensor t = *this;  // (N, C, 1, 1): the orders coincide
+    t.layout_ = layout;
+    return t;
+  }
+  DPB_CHECK(device().is_cpu()) << "layout conversion on " << device();
+  Tensor out = empty(shape_, device(), dtype_, layout);
+  if (layout_ != Layout::plain && layout != Layout::plain) {
+    return to_plain().to_layout(layout);
+  }
+  const bool to_blocked = layout != Layout::plain;
+  convert_layout(data(), out.data(), shape_, layout_block(to_blocked ? layout : layout_), to_blocked);
+  return out;
 }
 
 Tensor Tensor::zeros(const Shape& shape, Device device) {
@@ -80,6 +134,8 @@ Tensor Tensor::slice(int64_t begin, int64_t end) const {
 }
 
 Tensor Tensor::view(const Shape& shape) const {
+  DPB_CHECK(layout_ == Layout::plain) << "view " << shape << " of a " << layout_name(layout_)
+                                      << " tensor; convert it with to_plain() first";
   DPB_CHECK(shape.numel() == numel()) << "view " << shape << " of a tensor of shape " << shape_
                                       << " (" << numel() << " elements)";
   Tensor t = *this;
@@ -88,14 +144,14 @@ Tensor Tensor::view(const Shape& shape) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor t = empty(shape_, device(), dtype_);
+  Tensor t = empty_like(*this);
   t.copy_from(*this);
   return t;
 }
 
 Tensor Tensor::to(Device dev) const {
   if (dev == device()) return *this;
-  Tensor t = empty(shape_, dev, dtype_);
+  Tensor t = empty(shape_, dev, dtype_, dev.is_cpu() ? layout_ : Layout::plain);
   t.copy_from(*this);
   return t;
 }
@@ -103,11 +159,17 @@ Tensor Tensor::to(Device dev) const {
 void Tensor::copy_from(const Tensor& src) {
   DPB_CHECK(src.numel() == numel() && src.dtype() == dtype_)
       << "copy of " << src.shape() << " " << dtype_name(src.dtype()) << " into " << shape_ << " " << dtype_name(dtype_);
+  if (src.layout() != layout_) {
+    Tensor converted = src.device().is_cpu() ? src.to_layout(layout_) : src.to(Device::cpu()).to_layout(layout_);
+    copy_bytes(device(), data(), converted.device(), converted.data(), nbytes());
+    return;
+  }
   copy_bytes(device(), data(), src.device(), src.data(), nbytes());
 }
 
 std::vector<float> Tensor::to_vector() const {
   DPB_CHECK(dtype_ == DType::f32) << "to_vector() of a " << dtype_name(dtype_) << " tensor";
+  if (layout_ != Layout::plain) return to_plain().to_vector();
   std::vector<float> v(static_cast<size_t>(numel()));
   copy_bytes(Device::cpu(), v.data(), device(), data(), nbytes());
   return v;

@@ -2,6 +2,13 @@
 // Tensor: contiguous storage + shape + dtype + device. Copies of a Tensor share storage
 // (like torch.Tensor); slice(begin, end) is a view of rows along dim 0 (a scatter chunk).
 // There are no general strided views: everything the engine builds is contiguous.
+//
+// Layout: the shape is always logical (N, C, H, W); a 4-d CPU activation may be stored
+// channel-blocked (nChw8c / nChw16c: C split into blocks of 8/16 innermost), the layout
+// oneDNN's direct convolutions run on, so activations stay blocked from one layer to
+// the next instead of being reordered around every convolution. Blocked tensors have
+// C divisible by the block (no padding), so the sample dimension stays outermost and
+// slices along dim 0 remain views. to_vector() always returns logical (plain) order.
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -31,11 +38,19 @@ class Storage {
   void* data_;
 };
 
+enum class Layout { plain, nChw8c, nChw16c };
+
+inline int layout_block(Layout l) { return l == Layout::nChw8c ? 8 : l == Layout::nChw16c ? 16 : 1; }
+const char* layout_name(Layout l);
+
 class Tensor {
  public:
   Tensor() = default;
 
-  static Tensor empty(const Shape& shape, Device device = Device::cpu(), DType dtype = DType::f32);
+  static Tensor empty(const Shape& shape, Device device = Device::cpu(), DType dtype = DType::f32,
+                      Layout layout = Layout::plain);
+  // Uninitialised tensor with the shape, device, dtype and layout of `t`.
+  static Tensor empty_like(const Tensor& t);
   static Tensor zeros(const Shape& shape, Device device = Device::cpu());
   static Tensor full(const Shape& shape, float value, Device device = Device::cpu());
   // Host values copied into a new tensor on `device`.
@@ -49,6 +64,12 @@ class Tensor {
   int64_t numel() const { return shape_.numel(); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
   DType dtype() const { return dtype_; }
+  Layout layout() const { return layout_; }
+  bool is_plain() const { return layout_ == Layout::plain; }
+  // The same values in `layout` (shares storage when already there, or when the
+  // spatial size is 1, where blocked and plain orders coincide).
+  Tensor to_layout(Layout layout) const;
+  Tensor to_plain() const { return to_layout(Layout::plain); }
   const Device& device() const { return storage_->device(); }
 
   float* data() const { return static_cast<float*>(storage_->data()) + offset_; }
@@ -58,7 +79,7 @@ class Tensor {
 
   // Rows [begin, end) along dim 0, sharing storage.
   Tensor slice(int64_t begin, int64_t end) const;
-  // Same storage, new shape with the same number of elements.
+  // Same storage, new shape with the same number of elements (plain tensors only).
   Tensor view(const Shape& shape) const;
   // A new tensor with its own storage and the same contents.
   Tensor clone() const;
@@ -81,6 +102,7 @@ class Tensor {
   int64_t offset_ = 0;  // in elements
   Shape shape_;
   DType dtype_ = DType::f32;
+  Layout layout_ = Layout::plain;
 };
 
 // Copies between any two devices (host, logical CPU devices, CUDA devices).

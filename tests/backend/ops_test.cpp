@@ -19,8 +19,8 @@ Tensor rnd(const Shape& s, uint64_t seed) {
 
 void expect_close(const Tensor& a, const std::vector<double>& ref, double tol = 1e-4) {
   ASSERT_EQ(a.numel(), static_cast<int64_t>(ref.size()));
-  for (size_t i = 0; i < ref.size(); ++i)
-    ASSERT_NEAR(a.data()[i], ref[i], tol * (1 + std::fabs(ref[i]))) << "element " << i;
+  const auto v = a.to_vector();
+  for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(v[i], ref[i], tol * (1 + std::fabs(ref[i]))) << "element " << i;
 }
 
 std::vector<double> conv_ref(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int pad) {
@@ -46,12 +46,13 @@ std::vector<double> conv_ref(const Tensor& x, const Tensor& w, const Tensor& b, 
 }
 
 TEST(Ops, Conv2dForwardMatchesDirectConvolution) {
-  for (auto [stride, pad] : {std::pair{1, 0}, {1, 1}, {2, 1}}) {
-    Tensor x = rnd({2, 3, 7, 7}, 1), w = rnd({4, 3, 3, 3}, 2), b = rnd({4}, 3);
-    const int64_t ho = ops::window_out(7, 3, stride, pad);
-    Tensor y = Tensor::empty({2, 4, ho, ho});
-    ops::conv2d_forward(x, w, b, y, {stride, pad});
-    expect_close(y, conv_ref(x, w, b, stride, pad));
+  for (int64_t out : {4, 16}) {  // 16 channels: written channel-blocked
+    for (auto [stride, pad] : {std::pair{1, 0}, {1, 1}, {2, 1}}) {
+      Tensor x = rnd({2, 3, 7, 7}, 1), w = rnd({out, 3, 3, 3}, 2), b = rnd({out}, 3);
+      Tensor y = ops::conv2d_forward(x, w, b, {stride, pad});
+      EXPECT_EQ(y.shape(), (Shape{2, out, ops::window_out(7, 3, stride, pad), ops::window_out(7, 3, stride, pad)}));
+      expect_close(y, conv_ref(x, w, b, stride, pad));
+    }
   }
 }
 
@@ -206,9 +207,9 @@ TEST(Ops, MseLoss) {
 }
 
 TEST(Ops, ShapeErrorsAreClear) {
-  Tensor x = rnd({2, 3, 5, 5}, 1), w = rnd({4, 2, 3, 3}, 2), y = Tensor::empty({2, 4, 3, 3});
+  Tensor x = rnd({2, 3, 5, 5}, 1), w = rnd({4, 2, 3, 3}, 2);
   try {
-    ops::conv2d_forward(x, w, Tensor(), y, {1, 0});
+    ops::conv2d_forward(x, w, Tensor(), {1, 0});
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("input has 3 channels, weight expects 2"), std::string::npos) << e.what();

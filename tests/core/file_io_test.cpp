@@ -1,7 +1,11 @@
 #include "engine/core/file_io.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include <filesystem>
 
@@ -40,15 +44,33 @@ TEST(FileIo, MissingDirectoryIsAClearError) {
   }
 }
 
-TEST(FileIo, FailedWriteKeepsPreviousFile) {
-  if (::geteuid() == 0) GTEST_SKIP() << "running as root: directory permissions do not stop writes";
-  auto d = temp_dir("readonly");
+TEST(FileIo, FailedWriteKeepsPreviousFileAndNoTemp) {
+  // A file-size limit makes write() fail part-way (EFBIG), as a full disk would.
+  auto d = temp_dir("efbig");
   const std::string p = (d / "ckpt").string();
   write_file_atomic(p, "good");
-  ::chmod(d.c_str(), 0555);
-  EXPECT_THROW(write_file_atomic(p, "bad"), Error);
-  ::chmod(d.c_str(), 0755);
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old;
+  small.rlim_cur = 1024;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  bool threw = false;
+  std::string what;
+  try {
+    write_file_atomic(p, std::string(1 << 20, 'x'));
+  } catch (const Error& e) {
+    threw = true;
+    what = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_TRUE(threw);
+  EXPECT_NE(what.find("previous file is intact"), std::string::npos) << what;
   EXPECT_EQ(read_file(p), "good");
+  int files = 0;
+  for (auto& e : fs::directory_iterator(d)) files += e.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(files, 1) << "the temporary file must be removed";
   fs::remove_all(d);
 }
 

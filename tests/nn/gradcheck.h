@@ -18,7 +18,16 @@ inline Tensor random_tensor(const Shape& s, Generator& g, float scale = 1.0f) {
   return t;
 }
 
+// A random tensor in the layout of `like` (gradients must come in the output's layout).
+inline Tensor random_like(const Tensor& like, Generator& g) {
+  Tensor t = Tensor::empty_like(like);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = static_cast<float>(g.normal());
+  return t;
+}
+
+// Sum of y * r over stored elements (both in the same layout).
 inline double weighted_sum(const Tensor& y, const Tensor& r) {
+  EXPECT_EQ(y.layout(), r.layout());
   double s = 0;
   for (int64_t i = 0; i < y.numel(); ++i) s += static_cast<double>(y.data()[i]) * r.data()[i];
   return s;
@@ -69,12 +78,13 @@ inline void expect_gradients_match(Module& m, const Tensor& x, uint64_t seed, co
   m.train();
   m.set_needs_input_grad(true);
   Tensor probe = m.forward(x.clone());
-  Tensor r = random_tensor(probe.shape(), g);
+  Tensor r = random_like(probe, g);
   m.zero_grad();
   Tensor y = m.forward(x.clone());
   Tensor dx = m.backward(r.clone());
   ASSERT_TRUE(dx.defined());
   ASSERT_EQ(dx.shape(), x.shape());
+  ASSERT_EQ(dx.layout(), x.layout());
   Tensor xv = x.clone();
   auto loss_x = [&] { return weighted_sum(m.forward(xv.clone()), r); };
   EXPECT_LT(sampled_error(xv, dx, loss_x, g, o), o.tolerance) << m.type_name() << ": input gradient";

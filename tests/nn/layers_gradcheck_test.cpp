@@ -19,6 +19,18 @@ namespace {
 using testing::expect_gradients_match;
 using testing::random_tensor;
 
+// In a residual block every weight reaches every output through BatchNorm and two
+// ReLUs, so a perturbation crosses ReLU kinks far more often than in a single layer:
+// a smaller step, and up to half the samples may be skipped as kinks.
+testing::GradCheckOptions residual_options() {
+  testing::GradCheckOptions o;
+  o.eps = 1e-3;
+  o.tolerance = 3e-2;
+  o.max_skipped = 0.5;
+  return o;
+}
+
+
 TEST(GradCheck, Linear) {
   Generator g(1);
   Linear l(7, 5, true, &g);
@@ -53,6 +65,33 @@ TEST(GradCheck, Conv2d1x1Strided) {
   Generator g(6);
   Conv2d c(4, 3, 1, 2, 0, false, &g);
   expect_gradients_match(c, random_tensor({2, 4, 6, 6}, g), 16);
+}
+
+// Outputs with channels divisible by the CPU's block are channel-blocked: the same
+// checks on blocked activations (conv -> bn -> relu -> pool -> flatten -> linear).
+TEST(GradCheck, BlockedLayoutChain) {
+  Generator g(30);
+  Sequential s;
+  s.add("conv", std::make_unique<Conv2d>(3, 16, 3, 1, 1, true, &g));
+  s.add("relu", std::make_unique<ReLU>(true));
+  s.add("pool", MaxPool2d(2, 2));
+  s.add("conv2", std::make_unique<Conv2d>(16, 16, 3, 2, 1, false, &g));
+  s.add("bn", std::make_unique<BatchNorm2d>(16));
+  s.add("relu2", std::make_unique<ReLU>(true));
+  s.add("flatten", std::make_unique<Flatten>());
+  s.add("fc", std::make_unique<Linear>(16 * 2 * 2, 5, true, &g));
+  Tensor x = random_tensor({2, 3, 8, 8}, g);
+  EXPECT_NE(s.layer(0).forward(x.clone()).layout(), Layout::plain);
+  testing::GradCheckOptions o;
+  o.max_skipped = 0.4;
+  o.tolerance = 3e-2;
+  expect_gradients_match(s, x, 31, o);
+}
+
+TEST(GradCheck, BlockedResidualBlock) {
+  Generator g(32);
+  BasicBlock b(8, 16, 2, &g);
+  expect_gradients_match(b, random_tensor({2, 8, 6, 6}, g), 33, residual_options());
 }
 
 TEST(GradCheck, BatchNorm2dTrainMode) {
@@ -112,17 +151,6 @@ TEST(GradCheck, Flatten) {
   Generator g(15);
   Flatten f;
   expect_gradients_match(f, random_tensor({2, 3, 2, 2}, g), 25);
-}
-
-// In a residual block every weight reaches every output through BatchNorm and two
-// ReLUs, so a perturbation crosses ReLU kinks far more often than in a single layer:
-// a smaller step, and up to half the samples may be skipped as kinks.
-testing::GradCheckOptions residual_options() {
-  testing::GradCheckOptions o;
-  o.eps = 1e-3;
-  o.tolerance = 3e-2;
-  o.max_skipped = 0.5;
-  return o;
 }
 
 TEST(GradCheck, BasicBlockIdentityShortcut) {

@@ -69,6 +69,25 @@ TEST(Tensor, MemoryStatsTrackPeak) {
   EXPECT_GE(after.peak_bytes, before.current_bytes + 4096);
 }
 
+TEST(Tensor, BlockedLayoutRoundTripAndViews) {
+  std::vector<float> v(2 * 16 * 3 * 3);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  Tensor plain = Tensor::from_vector({2, 16, 3, 3}, v);
+  Tensor blocked = plain.to_layout(Layout::nChw8c);
+  EXPECT_EQ(blocked.layout(), Layout::nChw8c);
+  // Element (n=0, c=9, h=1, w=2) sits in channel block 1, lane 1.
+  EXPECT_EQ(blocked.data()[((0 * 2 + 1) * 9 + 1 * 3 + 2) * 8 + 1], v[(9 * 3 + 1) * 3 + 2]);
+  EXPECT_EQ(blocked.to_vector(), v);
+  EXPECT_EQ(blocked.to_layout(Layout::nChw16c).to_vector(), v);
+  // Samples stay outermost: a dim-0 slice of a blocked tensor is the blocked slice.
+  EXPECT_EQ(blocked.slice(1, 2).to_vector(), std::vector<float>(v.begin() + 144, v.end()));
+  EXPECT_THROW(blocked.view({2, 144}), Error);
+  EXPECT_THROW(Tensor::empty({2, 6, 3, 3}, Device::cpu(), DType::f32, Layout::nChw8c), Error);
+  Tensor c = Tensor::empty({2, 16, 3, 3});
+  c.copy_from(blocked);
+  EXPECT_EQ(c.to_vector(), v);
+}
+
 TEST(Device, ParseAndErrors) {
   EXPECT_EQ(Device::parse("cpu"), Device::cpu(0));
   EXPECT_EQ(Device::parse("cpu:3"), Device::cpu(3));

@@ -17,14 +17,14 @@ struct BnBwd {
   batch_normalization_backward prim;
 };
 
-std::shared_ptr<BnFwd> get_forward(CpuContext& ctx, const dims& d, float eps, bool training) {
+std::shared_ptr<BnFwd> get_forward(CpuContext& ctx, const dims& d, Layout l, float eps, bool training) {
   return ctx.cached<BnFwd>(key(training ? "bn_fwd_train" : "bn_fwd_eval", d[0], d[1], d[2], d[3],
-                               static_cast<int64_t>(eps * 1e9f)),
+                               static_cast<int64_t>(eps * 1e9f), static_cast<int>(l)),
                            [&] {
                              auto flags = training ? kScaleShift : (kScaleShift | normalization_flags::use_global_stats);
                              batch_normalization_forward::desc desc(
                                  training ? prop_kind::forward_training : prop_kind::forward_inference,
-                                 md(d, tag::nchw), eps, flags);
+                                 md4(d, l), eps, flags);
                              batch_normalization_forward::primitive_desc pd(desc, ctx.engine());
                              return BnFwd{pd, batch_normalization_forward(pd)};
                            });
@@ -41,11 +41,11 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
     saved.mean = Tensor::empty({C}, x.device());
     saved.var = Tensor::empty({C}, x.device());
   }
-  auto f = get_forward(ctx, d, eps, true);
+  auto f = get_forward(ctx, d, x.layout(), eps, true);
   auto cmd = md({C}, tag::x);
   run(ctx, f->prim,
-      {{DNNL_ARG_SRC, mem(md(d, tag::nchw), ctx, x)},
-       {DNNL_ARG_DST, mem(md(d, tag::nchw), ctx, y)},
+      {{DNNL_ARG_SRC, mem(md4(x), ctx, x)},
+       {DNNL_ARG_DST, mem(md4(y), ctx, y)},
        {DNNL_ARG_SCALE, mem(cmd, ctx, gamma)},
        {DNNL_ARG_SHIFT, mem(cmd, ctx, beta)},
        {DNNL_ARG_MEAN, mem(cmd, ctx, saved.mean)},
@@ -66,11 +66,11 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
                             const Tensor& running_mean, const Tensor& running_var, float eps) {
   auto& ctx = context(x.device().index);
   const dims d = dims4(x);
-  auto f = get_forward(ctx, d, eps, false);
+  auto f = get_forward(ctx, d, x.layout(), eps, false);
   auto cmd = md({d[1]}, tag::x);
   run(ctx, f->prim,
-      {{DNNL_ARG_SRC, mem(md(d, tag::nchw), ctx, x)},
-       {DNNL_ARG_DST, mem(md(d, tag::nchw), ctx, y)},
+      {{DNNL_ARG_SRC, mem(md4(x), ctx, x)},
+       {DNNL_ARG_DST, mem(md4(y), ctx, y)},
        {DNNL_ARG_SCALE, mem(cmd, ctx, gamma)},
        {DNNL_ARG_SHIFT, mem(cmd, ctx, beta)},
        {DNNL_ARG_MEAN, mem(cmd, ctx, running_mean)},
@@ -81,24 +81,26 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
                         Tensor& dx, Tensor& dgamma, Tensor& dbeta, float eps, bool accumulate) {
   auto& ctx = context(x.device().index);
   const dims d = dims4(x);
-  auto b = ctx.cached<BnBwd>(key("bn_bwd", d[0], d[1], d[2], d[3], static_cast<int64_t>(eps * 1e9f)), [&] {
-    batch_normalization_backward::desc desc(prop_kind::backward, md(d, tag::nchw), md(d, tag::nchw), eps,
-                                            kScaleShift);
-    batch_normalization_backward::primitive_desc pd(desc, ctx.engine(), get_forward(ctx, d, eps, true)->pd);
+  const Layout l = x.layout();
+  auto b = ctx.cached<BnBwd>(key("bn_bwd", d[0], d[1], d[2], d[3], static_cast<int64_t>(eps * 1e9f),
+                                 static_cast<int>(l)),
+                             [&] {
+    batch_normalization_backward::desc desc(prop_kind::backward, md4(d, l), md4(d, l), eps, kScaleShift);
+    batch_normalization_backward::primitive_desc pd(desc, ctx.engine(), get_forward(ctx, d, l, eps, true)->pd);
     return BnBwd{batch_normalization_backward(pd)};
   });
   Tensor dg = accumulate ? Tensor::empty(dgamma.shape(), dgamma.device()) : dgamma;
   Tensor dbt = accumulate ? Tensor::empty(dbeta.shape(), dbeta.device()) : dbeta;
   auto cmd = md({d[1]}, tag::x);
   run(ctx, b->prim,
-      {{DNNL_ARG_SRC, mem(md(d, tag::nchw), ctx, x)},
-       {DNNL_ARG_DIFF_DST, mem(md(d, tag::nchw), ctx, dy)},
+      {{DNNL_ARG_SRC, mem(md4(x), ctx, x)},
+       {DNNL_ARG_DIFF_DST, mem(md4(dy), ctx, dy)},
        {DNNL_ARG_MEAN, mem(cmd, ctx, saved.mean)},
        {DNNL_ARG_VARIANCE, mem(cmd, ctx, saved.var)},
        {DNNL_ARG_SCALE, mem(cmd, ctx, gamma)},
        // oneDNN 2.6 validates a SHIFT argument in backward although it never reads it.
        {DNNL_ARG_SHIFT, mem(cmd, ctx, gamma)},
-       {DNNL_ARG_DIFF_SRC, mem(md(d, tag::nchw), ctx, dx)},
+       {DNNL_ARG_DIFF_SRC, mem(md4(dx), ctx, dx)},
        {DNNL_ARG_DIFF_SCALE, mem(cmd, ctx, dg)},
        {DNNL_ARG_DIFF_SHIFT, mem(cmd, ctx, dbt)}});
   if (accumulate) {

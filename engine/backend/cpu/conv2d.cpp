@@ -1,4 +1,10 @@
 // Convolution on oneDNN: forward, backward-data, backward-weights (+bias).
+//
+// Activations keep their layout (see Tensor): the source is described as it is, the
+// destination is written channel-blocked when its channels divide into blocks, and
+// weights are left to oneDNN (`any`). Parameters stay plain (O, I, kH, kW), as in
+// PyTorch and in checkpoints; they are reordered to the primitive's weight format on
+// the way in, and weight gradients back to plain on the way out.
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/dnnl_util.h"
 
@@ -10,100 +16,167 @@ using namespace dnnl;
 struct ConvShapes {
   dims src, wei, bias, dst, strides, pad;
   bool has_bias;
+  Layout src_layout, dst_layout;
 };
 
-ConvShapes shapes(const Tensor& x, const Tensor& w, const Tensor& y, bool has_bias, const ops::Conv2dParams& p) {
-  return {dims4(x), dims4(w), {w.size(0)}, dims4(y), {p.stride, p.stride}, {p.padding, p.padding}, has_bias};
+ConvShapes shapes(const Tensor& x, const Tensor& w, const dims& y, Layout y_layout, bool has_bias,
+                  const ops::Conv2dParams& p) {
+  return {dims4(x), dims4(w), {w.size(0)}, y, {p.stride, p.stride}, {p.padding, p.padding}, has_bias, x.layout(),
+          y_layout};
+}
+
+dims out_dims(const Tensor& x, const Tensor& w, const ops::Conv2dParams& p) {
+  return {x.size(0), w.size(0), ops::window_out(x.size(2), static_cast<int>(w.size(2)), p.stride, p.padding),
+          ops::window_out(x.size(3), static_cast<int>(w.size(3)), p.stride, p.padding)};
 }
 
 std::string conv_key(const char* op, const ConvShapes& s) {
   return key(op, s.src[0], s.src[1], s.src[2], s.src[3], s.wei[0], s.wei[2], s.wei[3], s.strides[0], s.pad[0],
-             s.has_bias);
+             s.has_bias, static_cast<int>(s.src_layout), static_cast<int>(s.dst_layout));
 }
 
-convolution_forward::primitive_desc forward_pd(CpuContext& ctx, const ConvShapes& s) {
-  auto src = md(s.src, tag::nchw), wei = md(s.wei, tag::oihw), dst = md(s.dst, tag::nchw);
-  if (s.has_bias) {
-    convolution_forward::desc d(prop_kind::forward_training, algorithm::convolution_direct, src, wei,
-                                md(s.bias, tag::x), dst, s.strides, s.pad, s.pad);
-    return {d, ctx.engine()};
-  }
-  convolution_forward::desc d(prop_kind::forward_training, algorithm::convolution_direct, src, wei, dst, s.strides,
-                              s.pad, s.pad);
-  return {d, ctx.engine()};
-}
+memory::desc any_weights(const ConvShapes& s) { return memory::desc(s.wei, dt::f32, tag::any); }
+memory::desc plain_weights(const ConvShapes& s) { return md(s.wei, tag::oihw); }
 
 struct Fwd {
   convolution_forward::primitive_desc pd;
   convolution_forward prim;
 };
 struct BwdData {
+  convolution_backward_data::primitive_desc pd;
   convolution_backward_data prim;
 };
 struct BwdWeights {
+  convolution_backward_weights::primitive_desc pd;
   convolution_backward_weights prim;
 };
 
 std::shared_ptr<Fwd> get_forward(CpuContext& ctx, const ConvShapes& s) {
   return ctx.cached<Fwd>(conv_key("conv_fwd", s), [&] {
-    auto pd = forward_pd(ctx, s);
+    auto src = md4(s.src, s.src_layout), dst = md4(s.dst, s.dst_layout);
+    auto d = s.has_bias ? convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, src,
+                                                    any_weights(s), md(s.bias, tag::x), dst, s.strides, s.pad, s.pad)
+                        : convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, src,
+                                                    any_weights(s), dst, s.strides, s.pad, s.pad);
+    convolution_forward::primitive_desc pd(d, ctx.engine());
     return Fwd{pd, convolution_forward(pd)};
+  });
+}
+
+// Memory holding `t` (described by `have`) in format `want`: `t` itself when the
+// formats agree, else a reorder into `scratch`.
+memory in_format(CpuContext& ctx, const memory::desc& have, const memory::desc& want, const Tensor& t,
+                 Tensor& scratch) {
+  if (have == want) return mem(have, ctx, t);
+  const auto words = static_cast<int64_t>((want.get_size() + 3) / 4);
+  scratch = Tensor::empty({words}, t.device());
+  memory src = mem(have, ctx, t), dst(want, ctx.engine(), scratch.data());
+  // Reorder primitives come from oneDNN's own primitive cache after the first call.
+  reorder(src, dst).execute(ctx.stream(), src, dst);
+  ctx.stream().wait();
+  return dst;
+}
+}  // namespace
+
+namespace {
+bool is_reference(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
+
+// The output layout of a convolution: channel-blocked where oneDNN has optimised
+// kernels for the forward and both backward passes with that source layout (e.g. not
+// for a plain 6-channel source, where only reference backward kernels exist), else plain.
+Layout choose_output_layout(CpuContext& ctx, const Tensor& x, const Tensor& w, const dims& yd, bool has_bias,
+                            const ops::Conv2dParams& p) {
+  const Layout blocked = conv_output_layout(yd[1]);
+  if (blocked == Layout::plain) return Layout::plain;
+  const auto s = shapes(x, w, yd, blocked, has_bias, p);
+  return *ctx.cached<Layout>(conv_key("conv_layout", s) + (p.input_grad ? ":dx" : ""), [&] {
+    auto fwd = get_forward(ctx, s);
+    auto src = md4(s.src, s.src_layout), dst = md4(s.dst, s.dst_layout);
+    bool data_ok = true;
+    if (p.input_grad) {
+      convolution_backward_data::primitive_desc bd(
+          convolution_backward_data::desc(algorithm::convolution_direct, src, any_weights(s), dst, s.strides, s.pad,
+                                          s.pad),
+          ctx.engine(), fwd->pd);
+      data_ok = !is_reference(bd.impl_info_str());
+    }
+    convolution_backward_weights::primitive_desc bw(
+        convolution_backward_weights::desc(algorithm::convolution_direct, src, any_weights(s), dst, s.strides, s.pad,
+                                           s.pad),
+        ctx.engine(), fwd->pd);
+    const bool optimised = !is_reference(fwd->pd.impl_info_str()) && data_ok && !is_reference(bw.impl_info_str());
+    return optimised ? blocked : Layout::plain;
   });
 }
 }  // namespace
 
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const ops::Conv2dParams& p) {
+Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const ops::Conv2dParams& p) {
   auto& ctx = context(x.device().index);
-  const auto s = shapes(x, w, y, b.defined(), p);
+  const dims yd = out_dims(x, w, p);
+  const auto s = shapes(x, w, yd, choose_output_layout(ctx, x, w, yd, b.defined(), p), b.defined(), p);
+  Tensor y = Tensor::empty(Shape(std::vector<int64_t>(yd.begin(), yd.end())), x.device(), DType::f32, s.dst_layout);
   auto f = get_forward(ctx, s);
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(md(s.src, tag::nchw), ctx, x)},
-                                       {DNNL_ARG_WEIGHTS, mem(md(s.wei, tag::oihw), ctx, w)},
-                                       {DNNL_ARG_DST, mem(md(s.dst, tag::nchw), ctx, y)}};
+  Tensor w_scratch;
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(md4(x), ctx, x)},
+                                       {DNNL_ARG_WEIGHTS, in_format(ctx, plain_weights(s), f->pd.weights_desc(), w, w_scratch)},
+                                       {DNNL_ARG_DST, mem(md4(y), ctx, y)}};
   if (s.has_bias) args.emplace(DNNL_ARG_BIAS, mem(md(s.bias, tag::x), ctx, b));
   run(ctx, f->prim, args);
+  return y;
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const ops::Conv2dParams& p) {
   auto& ctx = context(dy.device().index);
-  const auto s = shapes(dx, w, dy, false, p);
+  const auto s = shapes(dx, w, dims4(dy), dy.layout(), false, p);
   auto b = ctx.cached<BwdData>(conv_key("conv_bwd_data", s), [&] {
-    convolution_backward_data::desc d(algorithm::convolution_direct, md(s.src, tag::nchw), md(s.wei, tag::oihw),
-                                      md(s.dst, tag::nchw), s.strides, s.pad, s.pad);
+    convolution_backward_data::desc d(algorithm::convolution_direct, md4(s.src, s.src_layout), any_weights(s),
+                                      md4(s.dst, s.dst_layout), s.strides, s.pad, s.pad);
     convolution_backward_data::primitive_desc pd(d, ctx.engine(), get_forward(ctx, s)->pd);
-    return BwdData{convolution_backward_data(pd)};
+    return BwdData{pd, convolution_backward_data(pd)};
   });
+  Tensor w_scratch;
   run(ctx, b->prim,
-      {{DNNL_ARG_DIFF_DST, mem(md(s.dst, tag::nchw), ctx, dy)},
-       {DNNL_ARG_WEIGHTS, mem(md(s.wei, tag::oihw), ctx, w)},
-       {DNNL_ARG_DIFF_SRC, mem(md(s.src, tag::nchw), ctx, dx)}});
+      {{DNNL_ARG_DIFF_DST, mem(md4(dy), ctx, dy)},
+       {DNNL_ARG_WEIGHTS, in_format(ctx, plain_weights(s), b->pd.weights_desc(), w, w_scratch)},
+       {DNNL_ARG_DIFF_SRC, mem(md4(dx), ctx, dx)}});
 }
 
 void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db,
                              const ops::Conv2dParams& p, bool accumulate) {
   auto& ctx = context(x.device().index);
-  const auto s = shapes(x, dw, dy, db.defined(), p);
+  const auto s = shapes(x, dw, dims4(dy), dy.layout(), db.defined(), p);
   auto b = ctx.cached<BwdWeights>(conv_key("conv_bwd_weights", s), [&] {
-    auto src = md(s.src, tag::nchw), wei = md(s.wei, tag::oihw), dst = md(s.dst, tag::nchw);
-    auto make = [&](const convolution_backward_weights::desc& d) {
-      convolution_backward_weights::primitive_desc pd(d, ctx.engine(), get_forward(ctx, s)->pd);
-      return BwdWeights{convolution_backward_weights(pd)};
-    };
-    if (s.has_bias)
-      return make({algorithm::convolution_direct, src, wei, md(s.bias, tag::x), dst, s.strides, s.pad, s.pad});
-    return make({algorithm::convolution_direct, src, wei, dst, s.strides, s.pad, s.pad});
+    auto src = md4(s.src, s.src_layout), dst = md4(s.dst, s.dst_layout);
+    auto d = s.has_bias ? convolution_backward_weights::desc(algorithm::convolution_direct, src, any_weights(s),
+                                                             md(s.bias, tag::x), dst, s.strides, s.pad, s.pad)
+                        : convolution_backward_weights::desc(algorithm::convolution_direct, src, any_weights(s), dst,
+                                                             s.strides, s.pad, s.pad);
+    convolution_backward_weights::primitive_desc pd(d, ctx.engine(), get_forward(ctx, s)->pd);
+    return BwdWeights{pd, convolution_backward_weights(pd)};
   });
-  // oneDNN overwrites its outputs; to accumulate, compute into scratch and add.
-  Tensor dw_out = accumulate ? Tensor::empty(dw.shape(), dw.device()) : dw;
+  // oneDNN overwrites its outputs: compute into scratch when accumulating or when the
+  // primitive's weight format is not plain, then reorder / add into the gradients.
+  const auto plain = plain_weights(s), native = b->pd.diff_weights_desc();
+  const bool direct = native == plain && !accumulate;
+  Tensor dw_native = direct ? dw : Tensor::empty({static_cast<int64_t>((native.get_size() + 3) / 4)}, dw.device());
   Tensor db_out = (accumulate && s.has_bias) ? Tensor::empty(db.shape(), db.device()) : db;
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(md(s.src, tag::nchw), ctx, x)},
-                                       {DNNL_ARG_DIFF_DST, mem(md(s.dst, tag::nchw), ctx, dy)},
-                                       {DNNL_ARG_DIFF_WEIGHTS, mem(md(s.wei, tag::oihw), ctx, dw_out)}};
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(md4(x), ctx, x)},
+                                       {DNNL_ARG_DIFF_DST, mem(md4(dy), ctx, dy)},
+                                       {DNNL_ARG_DIFF_WEIGHTS, mem(native, ctx, dw_native)}};
   if (s.has_bias) args.emplace(DNNL_ARG_DIFF_BIAS, mem(md(s.bias, tag::x), ctx, db_out));
   run(ctx, b->prim, args);
-  if (accumulate) {
-    axpy(1.0f, dw_out, dw);
-    if (s.has_bias) axpy(1.0f, db_out, db);
+  if (!direct) {
+    Tensor dw_plain = accumulate ? Tensor::empty(dw.shape(), dw.device()) : dw;
+    if (native == plain) {
+      dw_plain = dw_native.view(dw.shape());
+    } else {
+      memory from = mem(native, ctx, dw_native), to = mem(plain, ctx, dw_plain);
+      reorder(from, to).execute(ctx.stream(), from, to);
+      ctx.stream().wait();
+    }
+    if (accumulate) axpy(1.0f, dw_plain, dw);
   }
+  if (accumulate && s.has_bias) axpy(1.0f, db_out, db);
 }
 
 }  // namespace dpb::cpu

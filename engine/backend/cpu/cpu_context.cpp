@@ -6,6 +6,7 @@
 #include <atomic>
 #include <thread>
 
+#include "engine/backend/cpu/dnnl_util.h"
 #include "engine/core/error.h"
 
 namespace dpb::cpu {
@@ -52,5 +53,16 @@ CpuDeviceScope::CpuDeviceScope(int index) : previous_threads_(omp_get_max_thread
 }
 
 CpuDeviceScope::~CpuDeviceScope() { omp_set_num_threads(previous_threads_); }
+
+Layout blocked_layout() {
+  static const Layout l = [] {
+    const auto isa = dnnl::get_effective_cpu_isa();
+    return (isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
+            isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx)
+               ? Layout::nChw16c
+               : Layout::nChw8c;
+  }();
+  return l;
+}
 
 }  // namespace dpb::cpu

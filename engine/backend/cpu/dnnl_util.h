@@ -36,4 +36,29 @@ inline void run(CpuContext& ctx, const dnnl::primitive& p, const std::unordered_
 
 inline dims dims4(const Tensor& t) { return {t.size(0), t.size(1), t.size(2), t.size(3)}; }
 
+inline tag tag_of(Layout l) {
+  switch (l) {
+    case Layout::nChw8c:
+      return tag::nChw8c;
+    case Layout::nChw16c:
+      return tag::nChw16c;
+    case Layout::plain:
+      break;
+  }
+  return tag::nchw;
+}
+
+// Descriptor of a 4-d activation in its own layout.
+inline dnnl::memory::desc md4(const Tensor& t) { return md(dims4(t), tag_of(t.layout())); }
+inline dnnl::memory::desc md4(const dims& d, Layout l) { return md(d, tag_of(l)); }
+
+// The channel-blocked layout oneDNN's direct convolutions use on this CPU
+// (16 channels with AVX-512, 8 otherwise).
+Layout blocked_layout();
+// The layout a convolution writes: blocked when the output channels divide into blocks.
+inline Layout conv_output_layout(int64_t out_channels) {
+  const Layout b = blocked_layout();
+  return out_channels % layout_block(b) == 0 ? b : Layout::plain;
+}
+
 }  // namespace dpb::cpu

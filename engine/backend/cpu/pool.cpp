@@ -24,24 +24,27 @@ struct Window {
   dims kernel, strides, pad;
 };
 
-std::shared_ptr<PoolFwd> get_forward(CpuContext& ctx, ops::PoolKind k, const dims& src, const dims& dst,
+std::shared_ptr<PoolFwd> get_forward(CpuContext& ctx, ops::PoolKind k, const dims& src, const dims& dst, Layout l,
                                      const Window& w) {
   return ctx.cached<PoolFwd>(key("pool_fwd", static_cast<int>(k), src[0], src[1], src[2], src[3], w.kernel[0],
-                                 w.kernel[1], w.strides[0], w.strides[1], w.pad[0]),
+                                 w.kernel[1], w.strides[0], w.strides[1], w.pad[0], static_cast<int>(l)),
                              [&] {
-                               pooling_forward::desc d(prop_kind::forward_training, alg(k), md(src, tag::nchw),
-                                                       md(dst, tag::nchw), w.strides, w.kernel, w.pad, w.pad);
+                               pooling_forward::desc d(prop_kind::forward_training, alg(k), md4(src, l),
+                                                       md4(dst, l), w.strides, w.kernel, w.pad, w.pad);
                                pooling_forward::primitive_desc pd(d, ctx.engine());
                                return PoolFwd{pd, pooling_forward(pd)};
                              });
 }
 
+// y is written in x's layout (for global pooling, (N, C, 1, 1) in a blocked layout has
+// the same memory order as plain (N, C)).
 void forward(ops::PoolKind k, const Tensor& x, Tensor& y, Tensor* workspace, const dims& ydims, const Window& w) {
   auto& ctx = context(x.device().index);
   const dims src = dims4(x);
-  auto f = get_forward(ctx, k, src, ydims, w);
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(md(src, tag::nchw), ctx, x)},
-                                       {DNNL_ARG_DST, mem(md(ydims, tag::nchw), ctx, y)}};
+  const Layout l = x.layout();
+  auto f = get_forward(ctx, k, src, ydims, l, w);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(md4(x), ctx, x)},
+                                       {DNNL_ARG_DST, mem(md4(ydims, l), ctx, y)}};
   const auto ws_md = f->pd.workspace_desc();
   if (ws_md.get_size() > 0) {
     DPB_CHECK(workspace != nullptr) << "max pooling needs a workspace";
@@ -56,17 +59,18 @@ void backward(ops::PoolKind k, const Tensor& dy, const Tensor* workspace, Tensor
               const Window& w) {
   auto& ctx = context(dy.device().index);
   const dims src = dims4(dx);
-  auto f = get_forward(ctx, k, src, dst, w);
+  const Layout l = dx.layout();
+  auto f = get_forward(ctx, k, src, dst, l, w);
   auto b = ctx.cached<PoolBwd>(key("pool_bwd", static_cast<int>(k), src[0], src[1], src[2], src[3], w.kernel[0],
-                                   w.kernel[1], w.strides[0], w.strides[1], w.pad[0]),
+                                   w.kernel[1], w.strides[0], w.strides[1], w.pad[0], static_cast<int>(l)),
                                [&] {
-                                 pooling_backward::desc d(alg(k), md(src, tag::nchw), md(dst, tag::nchw), w.strides,
-                                                          w.kernel, w.pad, w.pad);
+                                 pooling_backward::desc d(alg(k), md4(src, l), md4(dst, l), w.strides, w.kernel,
+                                                          w.pad, w.pad);
                                  pooling_backward::primitive_desc pd(d, ctx.engine(), f->pd);
                                  return PoolBwd{pooling_backward(pd)};
                                });
-  std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, mem(md(dst, tag::nchw), ctx, dy)},
-                                       {DNNL_ARG_DIFF_SRC, mem(md(src, tag::nchw), ctx, dx)}};
+  std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, mem(md4(dst, l), ctx, dy)},
+                                       {DNNL_ARG_DIFF_SRC, mem(md4(dx), ctx, dx)}};
   const auto ws_md = f->pd.workspace_desc();
   if (ws_md.get_size() > 0) {
     DPB_CHECK(workspace != nullptr && workspace->defined()) << "max-pool backward without the forward's workspace";
