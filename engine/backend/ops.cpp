@@ -132,6 +132,7 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
   expect_shape("batchnorm_forward", "weight", gamma, c);
   expect_shape("batchnorm_forward", "running_var", running_var, c);
   expect_shape("batchnorm_forward", "output", y, x.shape());
+  DPB_CHECK(y.layout() == x.layout()) << "batchnorm_forward: output layout differs from the input's";
   same_device("batchnorm_forward", x.device(), {&gamma, &beta, &y, &running_mean, &running_var});
   dispatch("batchnorm_forward", x.device(), [&] {
     cpu::batchnorm_forward_train(x, gamma, beta, y, saved, running_mean, running_var, momentum, eps);
@@ -151,6 +152,9 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
                         Tensor& dx, Tensor& dgamma, Tensor& dbeta, float eps, bool accumulate) {
   expect_shape("batchnorm_backward", "grad_output", dy, x.shape());
   expect_shape("batchnorm_backward", "grad_input", dx, x.shape());
+  DPB_CHECK(dy.layout() == x.layout() && dx.layout() == x.layout())
+      << "batchnorm_backward: input " << layout_name(x.layout()) << ", grad_output " << layout_name(dy.layout())
+      << ", grad_input " << layout_name(dx.layout()) << " (gradients come in their tensor's layout)";
   same_device("batchnorm_backward", x.device(), {&dy, &gamma, &dx, &dgamma, &dbeta});
   dispatch("batchnorm_backward", x.device(),
            [&] { cpu::batchnorm_backward(x, dy, gamma, saved, dx, dgamma, dbeta, eps, accumulate); });
@@ -177,6 +181,7 @@ void pool2d_forward(PoolKind kind, const Tensor& x, Tensor& y, Tensor& workspace
   DPB_CHECK(p.kernel >= 1 && p.stride >= 1 && p.padding >= 0 && 2 * p.padding <= p.kernel)
       << "pool2d: kernel " << p.kernel << ", stride " << p.stride << ", padding " << p.padding
       << " (padding must be at most half the kernel)";
+  DPB_CHECK(y.layout() == x.layout()) << "pool2d_forward: output layout differs from the input's";
   expect_shape("pool2d_forward", "output", y,
                {x.size(0), x.size(1), window_out(x.size(2), p.kernel, p.stride, p.padding),
                 window_out(x.size(3), p.kernel, p.stride, p.padding)});
@@ -187,6 +192,8 @@ void pool2d_forward(PoolKind kind, const Tensor& x, Tensor& y, Tensor& workspace
 void pool2d_backward(PoolKind kind, const Tensor& dy, const Tensor& workspace, Tensor& dx, const Pool2dParams& p) {
   expect_ndim("pool2d_backward", "grad_output", dy, 4, "(N, C, H, W)");
   expect_ndim("pool2d_backward", "grad_input", dx, 4, "(N, C, H, W)");
+  DPB_CHECK(dy.layout() == dx.layout()) << "pool2d_backward: grad_output " << layout_name(dy.layout())
+                                        << " and grad_input " << layout_name(dx.layout()) << " differ in layout";
   same_device("pool2d_backward", dy.device(), {&dx, &workspace});
   dispatch("pool2d_backward", dy.device(), [&] { cpu::pool2d_backward(kind, dy, workspace, dx, p); });
 }

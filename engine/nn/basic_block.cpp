@@ -25,6 +25,7 @@ Tensor BasicBlock::forward(const Tensor& x) {
   Tensor out = relu1_->forward(bn1_->forward(conv1_->forward(x)));
   out = bn2_->forward(conv2_->forward(out));
   Tensor shortcut = downsample_ ? downsample_->forward(x) : x;
+  shortcut_layout_ = shortcut.layout();
   if (shortcut.layout() != out.layout()) shortcut = shortcut.to_layout(out.layout());
   DPB_CHECK(shortcut.shape() == out.shape()) << "BasicBlock: shortcut " << shortcut.shape() << " vs main path "
                                               << out.shape();
@@ -35,11 +36,13 @@ Tensor BasicBlock::forward(const Tensor& x) {
 Tensor BasicBlock::backward(const Tensor& grad_out) {
   Tensor g = relu2_->backward(grad_out);
   Tensor g_main = conv1_->backward(bn1_->backward(relu1_->backward(conv2_->backward(bn2_->backward(g)))));
+  // The shortcut's gradient goes back in the layout its forward produced.
+  const Tensor g_for_shortcut = g.to_layout(shortcut_layout_);
   if (!needs_input_grad_) {
-    if (downsample_) downsample_->backward(g);
+    if (downsample_) downsample_->backward(g_for_shortcut);
     return Tensor();
   }
-  Tensor g_short = downsample_ ? downsample_->backward(g) : g;
+  Tensor g_short = downsample_ ? downsample_->backward(g_for_shortcut) : g_for_shortcut;
   if (g_short.layout() != g_main.layout()) g_short = g_short.to_layout(g_main.layout());
   ops::add(g_main, g_short, g_main);
   return g_main;

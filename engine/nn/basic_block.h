@@ -30,6 +30,7 @@ class BasicBlock : public Module {
   BatchNorm2d* bn2_;
   ReLU* relu2_;
   Sequential* downsample_;  // null for an identity shortcut
+  Layout shortcut_layout_ = Layout::plain;  // of the downsample output, for its gradient
 };
 
 }  // namespace dpb

@@ -36,28 +36,31 @@ const char* layout_name(Layout l) {
 Tensor Tensor::empty(const Shape& shape, Device device, DType dtype, Layout layout) {
   for (auto d : shape.dims()) DPB_CHECK(d >= 0) << "negative dimension in shape " << shape;
   if (layout != Layout::plain) {
-    DPB_CHECK(shape.ndim() == 4 && shape[1] % layout_block(layout) == 0 && device.is_cpu() && dtype == DType::f32)
-        << "layout " << layout_name(layout) << " needs a 4-d f32 CPU tensor with channels divisible by "
-        << layout_block(layout) << ", got " << shape << " on " << device;
+    DPB_CHECK(shape.ndim() == 4 && device.is_cpu() && dtype == DType::f32)
+        << "layout " << layout_name(layout) << " needs a 4-d f32 CPU tensor, got " << shape << " on " << device;
   }
   Tensor t;
   t.layout_ = layout;
-  t.storage_ = std::make_shared<Storage>(device, static_cast<size_t>(shape.numel()) * dtype_size(dtype));
   t.shape_ = shape;
   t.dtype_ = dtype;
+  t.storage_ = std::make_shared<Storage>(device, static_cast<size_t>(t.storage_numel()) * dtype_size(dtype));
+  if (t.storage_numel() != t.numel()) std::fill_n(t.data(), t.storage_numel(), 0.0f);
   return t;
 }
 
 Tensor Tensor::empty_like(const Tensor& t) { return empty(t.shape(), t.device(), t.dtype(), t.layout()); }
 
 namespace {
-// Copies between plain (N, C, H, W) and channel-blocked (N, C/b, H, W, b) orders.
+int64_t channel_blocks(int64_t channels, int block) { return (channels + block - 1) / block; }
+
+// Copies between plain (N, C, H, W) and channel-blocked (N, ceil(C/b), H, W, b) orders;
+// padding lanes of a blocked destination are left as they are (zero).
 void convert_layout(const float* src, float* dst, const Shape& s, int block, bool to_blocked) {
-  const int64_t N = s[0], C = s[1], HW = s[2] * s[3], CB = C / block;
+  const int64_t N = s[0], C = s[1], HW = s[2] * s[3], CB = channel_blocks(C, block);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t cb = 0; cb < CB; ++cb)
       for (int64_t hw = 0; hw < HW; ++hw)
-        for (int64_t c = 0; c < block; ++c) {
+        for (int64_t c = 0; c < block && cb * block + c < C; ++c) {
           const int64_t blocked = ((n * CB + cb) * HW + hw) * block + c;
           const int64_t plain = (n * C + cb * block + c) * HW + hw;
           if (to_blocked) dst[blocked] = src[plain];
@@ -65,6 +68,23 @@ void convert_layout(const float* src, float* dst, const Shape& s, int block, boo
         }
 }
 }  // namespace
+
+int64_t Tensor::storage_numel() const {
+  if (layout_ == Layout::plain) return numel();
+  const int b = layout_block(layout_);
+  return shape_[0] * channel_blocks(shape_[1], b) * b * shape_[2] * shape_[3];
+}
+
+void Tensor::zero_padding() {
+  const int b = layout_block(layout_);
+  const int64_t C = shape_[1];
+  if (layout_ == Layout::plain || C % b == 0) return;
+  const int64_t N = shape_[0], HW = shape_[2] * shape_[3], CB = channel_blocks(C, b), last = C % b;
+  float* p = data();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t hw = 0; hw < HW; ++hw)
+      std::fill_n(p + ((n * CB + CB - 1) * HW + hw) * b + last, b - last, 0.0f);
+}
 
 Tensor Tensor::to_layout(Layout layout) const {
   if (layout == layout_) return *this;
@@ -128,7 +148,8 @@ Tensor Tensor::slice(int64_t begin, int64_t end) const {
   DPB_CHECK(0 <= begin && begin <= end && end <= shape_[0])
       << "slice [" << begin << ", " << end << ") out of range for dim 0 of " << shape_;
   Tensor t = *this;
-  t.offset_ = offset_ + begin * shape_.row_numel();
+  const int64_t row = shape_[0] > 0 ? storage_numel() / shape_[0] : 0;
+  t.offset_ = offset_ + begin * row;
   t.shape_[0] = end - begin;
   return t;
 }
@@ -185,7 +206,8 @@ float Tensor::item() const {
 void Tensor::fill(float value) {
   DPB_CHECK(dtype_ == DType::f32) << "fill() of a " << dtype_name(dtype_) << " tensor";
   if (device().is_cpu()) {
-    std::fill_n(data(), numel(), value);
+    std::fill_n(data(), storage_numel(), value);
+    zero_padding();
   } else {
     std::vector<float> host(static_cast<size_t>(numel()), value);
     copy_bytes(device(), data(), Device::cpu(), host.data(), nbytes());

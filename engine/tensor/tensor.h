@@ -6,9 +6,10 @@
 // Layout: the shape is always logical (N, C, H, W); a 4-d CPU activation may be stored
 // channel-blocked (nChw8c / nChw16c: C split into blocks of 8/16 innermost), the layout
 // oneDNN's direct convolutions run on, so activations stay blocked from one layer to
-// the next instead of being reordered around every convolution. Blocked tensors have
-// C divisible by the block (no padding), so the sample dimension stays outermost and
-// slices along dim 0 remain views. to_vector() always returns logical (plain) order.
+// the next instead of being reordered around every convolution. When C is not a
+// multiple of the block, storage holds C rounded up to the block and the padding
+// channels are kept zero (as oneDNN expects). The sample dimension stays outermost,
+// so slices along dim 0 remain views. to_vector() always returns logical order.
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -62,7 +63,9 @@ class Tensor {
   int ndim() const { return shape_.ndim(); }
   int64_t size(int dim) const { return shape_[dim]; }
   int64_t numel() const { return shape_.numel(); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  // Elements in storage: numel() plus any channel padding of a blocked layout.
+  int64_t storage_numel() const;
+  size_t nbytes() const { return static_cast<size_t>(storage_numel()) * dtype_size(dtype_); }
   DType dtype() const { return dtype_; }
   Layout layout() const { return layout_; }
   bool is_plain() const { return layout_ == Layout::plain; }
@@ -98,6 +101,8 @@ class Tensor {
   bool shares_storage_with(const Tensor& o) const { return storage_ == o.storage_; }
 
  private:
+  void zero_padding();
+
   std::shared_ptr<Storage> storage_;
   int64_t offset_ = 0;  // in elements
   Shape shape_;

@@ -46,7 +46,7 @@ std::vector<double> conv_ref(const Tensor& x, const Tensor& w, const Tensor& b, 
 }
 
 TEST(Ops, Conv2dForwardMatchesDirectConvolution) {
-  for (int64_t out : {4, 16}) {  // 16 channels: written channel-blocked
+  for (int64_t out : {4, 6, 16}) {  // blocked outputs, 6 with channel padding
     for (auto [stride, pad] : {std::pair{1, 0}, {1, 1}, {2, 1}}) {
       Tensor x = rnd({2, 3, 7, 7}, 1), w = rnd({out, 3, 3, 3}, 2), b = rnd({out}, 3);
       Tensor y = ops::conv2d_forward(x, w, b, {stride, pad});
@@ -137,6 +137,28 @@ TEST(Ops, BatchNormTrainNormalisesAndUpdatesRunningStats) {
   ops::batchnorm_forward_eval(x, gamma, beta, ye, rm, rv, 1e-5f);
   const int i = 5;  // channel 0
   EXPECT_NEAR(ye.data()[i], 2.0 * (x.data()[i] - rm.data()[0]) / std::sqrt(rv.data()[0] + 1e-5) + 1.0, 1e-4);
+}
+
+TEST(Ops, BatchNormOnPaddedBlockedLayout) {
+  Tensor x = rnd({4, 6, 3, 3}, 12);
+  Tensor gamma = rnd({6}, 13), beta = rnd({6}, 14);
+  Tensor rm = Tensor::zeros({6}), rv = Tensor::full({6}, 1.0f), rm2 = rm.clone(), rv2 = rv.clone();
+  Tensor y = Tensor::empty(x.shape());
+  ops::BatchNormSaved saved, saved2;
+  ops::batchnorm_forward_train(x, gamma, beta, y, saved, rm, rv, 0.1f, 1e-5f);
+  Tensor xb = x.to_layout(Layout::nChw8c), yb = Tensor::empty_like(xb);
+  ops::batchnorm_forward_train(xb, gamma, beta, yb, saved2, rm2, rv2, 0.1f, 1e-5f);
+  const auto yv = y.to_vector();
+  expect_close(yb, std::vector<double>(yv.begin(), yv.end()));
+  Tensor dy = rnd(x.shape(), 15), dx = Tensor::empty(x.shape()), dg = Tensor::empty({6}), db = Tensor::empty({6});
+  ops::batchnorm_backward(x, dy, gamma, saved, dx, dg, db, 1e-5f, false);
+  Tensor dyb = dy.to_layout(Layout::nChw8c), dxb = Tensor::empty_like(xb), dg2 = Tensor::empty({6}),
+         db2 = Tensor::empty({6});
+  ops::batchnorm_backward(xb, dyb, gamma, saved2, dxb, dg2, db2, 1e-5f, false);
+  const auto dxv = dx.to_vector();
+  expect_close(dxb, std::vector<double>(dxv.begin(), dxv.end()), 1e-3);
+  const auto dgv = dg.to_vector();
+  expect_close(dg2, std::vector<double>(dgv.begin(), dgv.end()), 1e-3);
 }
 
 TEST(Ops, PoolingMatchesDefinition) {

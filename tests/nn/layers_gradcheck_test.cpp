@@ -89,6 +89,28 @@ TEST(GradCheck, BlockedLayoutChain) {
   expect_gradients_match(s, x, 31, o);
 }
 
+// LeNet's shapes: 6 channels, blocked with zero channel padding.
+TEST(GradCheck, PaddedBlockedLayoutChain) {
+  Generator g(34);
+  Sequential s;
+  s.add("conv1", std::make_unique<Conv2d>(1, 6, 5, 1, 2, true, &g));
+  s.add("relu1", std::make_unique<ReLU>(true));
+  s.add("pool1", MaxPool2d(2, 2));
+  s.add("conv2", std::make_unique<Conv2d>(6, 16, 5, 1, 0, true, &g));
+  s.add("relu2", std::make_unique<ReLU>(true));
+  s.add("pool2", MaxPool2d(2, 2));
+  s.add("flatten", std::make_unique<Flatten>());
+  s.add("fc", std::make_unique<Linear>(16, 3, true, &g));
+  s.set_needs_input_grad(false);
+  Tensor x = random_tensor({2, 1, 12, 12}, g);
+  EXPECT_EQ(s.layer(0).forward(x.clone()).layout(), cpu::blocked_layout());
+  testing::GradCheckOptions o;
+  o.max_skipped = 0.4;
+  o.check_input = false;
+  o.eps = 2e-3;
+  expect_gradients_match(s, x, 35, o);
+}
+
 TEST(GradCheck, BlockedResidualBlock) {
   Generator g(32);
   BasicBlock b(8, 16, 2, &g);

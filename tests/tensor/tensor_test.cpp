@@ -82,10 +82,24 @@ TEST(Tensor, BlockedLayoutRoundTripAndViews) {
   // Samples stay outermost: a dim-0 slice of a blocked tensor is the blocked slice.
   EXPECT_EQ(blocked.slice(1, 2).to_vector(), std::vector<float>(v.begin() + 144, v.end()));
   EXPECT_THROW(blocked.view({2, 144}), Error);
-  EXPECT_THROW(Tensor::empty({2, 6, 3, 3}, Device::cpu(), DType::f32, Layout::nChw8c), Error);
   Tensor c = Tensor::empty({2, 16, 3, 3});
   c.copy_from(blocked);
   EXPECT_EQ(c.to_vector(), v);
+}
+
+TEST(Tensor, PaddedBlockedLayoutKeepsPaddingZero) {
+  std::vector<float> v(2 * 6 * 2 * 2);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 1.0f + static_cast<float>(i);
+  Tensor b = Tensor::from_vector({2, 6, 2, 2}, v).to_layout(Layout::nChw8c);
+  EXPECT_EQ(b.numel(), 48);
+  EXPECT_EQ(b.storage_numel(), 64);  // 6 channels padded to 8
+  EXPECT_EQ(b.to_vector(), v);
+  b.fill(3.0f);
+  int zeros = 0;
+  for (int64_t i = 0; i < b.storage_numel(); ++i) zeros += b.data()[i] == 0.0f;
+  EXPECT_EQ(zeros, 16) << "padding lanes must stay zero";
+  EXPECT_EQ(b.slice(1, 2).to_vector(), std::vector<float>(24, 3.0f));
+  EXPECT_EQ(b.clone().to_vector(), std::vector<float>(48, 3.0f));
 }
 
 TEST(Device, ParseAndErrors) {

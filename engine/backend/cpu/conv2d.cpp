@@ -7,6 +7,7 @@
 // the way in, and weight gradients back to plain on the way out.
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/dnnl_util.h"
+#include "engine/core/log.h"
 
 namespace dpb::cpu {
 
@@ -81,39 +82,72 @@ memory in_format(CpuContext& ctx, const memory::desc& have, const memory::desc& 
 namespace {
 bool is_reference(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
 
-// The output layout of a convolution: channel-blocked where oneDNN has optimised
-// kernels for the forward and both backward passes with that source layout (e.g. not
-// for a plain 6-channel source, where only reference backward kernels exist), else plain.
-Layout choose_output_layout(CpuContext& ctx, const Tensor& x, const Tensor& w, const dims& yd, bool has_bias,
-                            const ops::Conv2dParams& p) {
-  const Layout blocked = conv_output_layout(yd[1]);
-  if (blocked == Layout::plain) return Layout::plain;
-  const auto s = shapes(x, w, yd, blocked, has_bias, p);
-  return *ctx.cached<Layout>(conv_key("conv_layout", s) + (p.input_grad ? ":dx" : ""), [&] {
-    auto fwd = get_forward(ctx, s);
-    auto src = md4(s.src, s.src_layout), dst = md4(s.dst, s.dst_layout);
-    bool data_ok = true;
-    if (p.input_grad) {
-      convolution_backward_data::primitive_desc bd(
-          convolution_backward_data::desc(algorithm::convolution_direct, src, any_weights(s), dst, s.strides, s.pad,
-                                          s.pad),
-          ctx.engine(), fwd->pd);
-      data_ok = !is_reference(bd.impl_info_str());
-    }
-    convolution_backward_weights::primitive_desc bw(
-        convolution_backward_weights::desc(algorithm::convolution_direct, src, any_weights(s), dst, s.strides, s.pad,
-                                           s.pad),
-        ctx.engine(), fwd->pd);
-    const bool optimised = !is_reference(fwd->pd.impl_info_str()) && data_ok && !is_reference(bw.impl_info_str());
-    return optimised ? blocked : Layout::plain;
+// The layouts a convolution runs in: the destination blocked (else plain), and for each
+// pass the source as given, blocked or plain, whichever oneDNN has optimised kernels for
+// first (the passes may differ: for a 1-channel image the forward reads it plain while
+// the weight gradient wants it blocked). Converting a small plain source costs
+// little and unlocks the direct kernels; PyTorch's oneDNN path does the same. Where no
+// combination has optimised kernels, everything runs plain.
+struct ConvLayouts {
+  Layout dst;
+  Layout fwd_src, bwd_weights_src, bwd_data_src;
+};
+
+enum class Pass { forward, backward_data, backward_weights };
+
+std::string impl_of(CpuContext& ctx, const ConvShapes& s, Pass pass) {
+  auto fwd = get_forward(ctx, s);
+  if (pass == Pass::forward) return fwd->pd.impl_info_str();
+  auto src = md4(s.src, s.src_layout), dst = md4(s.dst, s.dst_layout);
+  if (pass == Pass::backward_data) {
+    return convolution_backward_data::primitive_desc(
+               convolution_backward_data::desc(algorithm::convolution_direct, src, any_weights(s), dst, s.strides,
+                                               s.pad, s.pad),
+               ctx.engine(), fwd->pd)
+        .impl_info_str();
+  }
+  return convolution_backward_weights::primitive_desc(
+             convolution_backward_weights::desc(algorithm::convolution_direct, src, any_weights(s), dst, s.strides,
+                                                s.pad, s.pad),
+             ctx.engine(), fwd->pd)
+      .impl_info_str();
+}
+
+ConvLayouts choose_layouts(CpuContext& ctx, const Tensor& x, const Tensor& w, const dims& yd, bool has_bias,
+                           const ops::Conv2dParams& p) {
+  auto given = shapes(x, w, yd, blocked_layout(), has_bias, p);
+  return *ctx.cached<ConvLayouts>(conv_key("conv_layouts", given) + (p.input_grad ? ":dx" : ""), [&] {
+    const Layout b = blocked_layout();
+    // The first source layout with optimised kernels for `pass`: as given, blocked, plain.
+    auto source_for = [&](Pass pass, Layout* out) {
+      for (const Layout src : {x.layout(), b, Layout::plain}) {
+        ConvShapes s = given;
+        s.src_layout = src;
+        if (!is_reference(impl_of(ctx, s, pass))) {
+          *out = src;
+          return true;
+        }
+      }
+      return false;
+    };
+    ConvLayouts l{b, x.layout(), x.layout(), x.layout()};
+    const bool ok = source_for(Pass::forward, &l.fwd_src) && source_for(Pass::backward_weights, &l.bwd_weights_src) &&
+                    (!p.input_grad || source_for(Pass::backward_data, &l.bwd_data_src));
+    if (!ok) l = ConvLayouts{Layout::plain, Layout::plain, Layout::plain, Layout::plain};
+    log::debug("conv {}x{}x{}x{} -> {} channels: dst {}, forward src {}, weight-grad src {}, data-grad src {}",
+               given.src[0], given.src[1], given.src[2], given.src[3], given.dst[1], layout_name(l.dst),
+               layout_name(l.fwd_src), layout_name(l.bwd_weights_src), layout_name(l.bwd_data_src));
+    return l;
   });
 }
 }  // namespace
 
-Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const ops::Conv2dParams& p) {
-  auto& ctx = context(x.device().index);
-  const dims yd = out_dims(x, w, p);
-  const auto s = shapes(x, w, yd, choose_output_layout(ctx, x, w, yd, b.defined(), p), b.defined(), p);
+Tensor conv2d_forward(const Tensor& x_in, const Tensor& w, const Tensor& b, const ops::Conv2dParams& p) {
+  auto& ctx = context(x_in.device().index);
+  const dims yd = out_dims(x_in, w, p);
+  const ConvLayouts l = choose_layouts(ctx, x_in, w, yd, b.defined(), p);
+  const Tensor x = x_in.to_layout(l.fwd_src);
+  const auto s = shapes(x, w, yd, l.dst, b.defined(), p);
   Tensor y = Tensor::empty(Shape(std::vector<int64_t>(yd.begin(), yd.end())), x.device(), DType::f32, s.dst_layout);
   auto f = get_forward(ctx, s);
   Tensor w_scratch;
@@ -125,8 +159,16 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const o
   return y;
 }
 
-void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const ops::Conv2dParams& p) {
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx_out, const ops::Conv2dParams& p) {
   auto& ctx = context(dy.device().index);
+  ops::Conv2dParams pg = p;
+  pg.input_grad = true;
+  const ConvLayouts l = choose_layouts(ctx, dx_out, w, dims4(dy), false, pg);
+  // dx is computed in the layout chosen for this pass, then given back in the layout of
+  // the caller's x.
+  Tensor dx = l.bwd_data_src == dx_out.layout()
+                  ? dx_out
+                  : Tensor::empty(dx_out.shape(), dx_out.device(), DType::f32, l.bwd_data_src);
   const auto s = shapes(dx, w, dims4(dy), dy.layout(), false, p);
   auto b = ctx.cached<BwdData>(conv_key("conv_bwd_data", s), [&] {
     convolution_backward_data::desc d(algorithm::convolution_direct, md4(s.src, s.src_layout), any_weights(s),
@@ -139,11 +181,14 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const o
       {{DNNL_ARG_DIFF_DST, mem(md4(dy), ctx, dy)},
        {DNNL_ARG_WEIGHTS, in_format(ctx, plain_weights(s), b->pd.weights_desc(), w, w_scratch)},
        {DNNL_ARG_DIFF_SRC, mem(md4(dx), ctx, dx)}});
+  if (!dx.shares_storage_with(dx_out)) dx_out.copy_from(dx);
 }
 
-void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db,
+void conv2d_backward_weights(const Tensor& x_in, const Tensor& dy, Tensor& dw, Tensor& db,
                              const ops::Conv2dParams& p, bool accumulate) {
-  auto& ctx = context(x.device().index);
+  auto& ctx = context(x_in.device().index);
+  const ConvLayouts l = choose_layouts(ctx, x_in, dw, dims4(dy), db.defined(), p);
+  const Tensor x = x_in.to_layout(l.bwd_weights_src);
   const auto s = shapes(x, dw, dims4(dy), dy.layout(), db.defined(), p);
   auto b = ctx.cached<BwdWeights>(conv_key("conv_bwd_weights", s), [&] {
     auto src = md4(s.src, s.src_layout), dst = md4(s.dst, s.dst_layout);

@@ -55,10 +55,6 @@ inline dnnl::memory::desc md4(const dims& d, Layout l) { return md(d, tag_of(l))
 // The channel-blocked layout oneDNN's direct convolutions use on this CPU
 // (16 channels with AVX-512, 8 otherwise).
 Layout blocked_layout();
-// The layout a convolution writes: blocked when the output channels divide into blocks.
-inline Layout conv_output_layout(int64_t out_channels) {
-  const Layout b = blocked_layout();
-  return out_channels % layout_block(b) == 0 ? b : Layout::plain;
-}
+
 
 }  // namespace dpb::cpu

@@ -1,4 +1,5 @@
-// Element-wise loops (residual add, gradient accumulation, scaling). Each runs on the
+// Element-wise loops over stored elements (residual add, gradient accumulation,
+// scaling; operands share a layout, zero padding stays zero). Each runs on the
 // calling thread's OpenMP budget, i.e. the logical device's threads.
 #include "engine/backend/cpu/cpu_ops.h"
 
@@ -9,7 +10,7 @@ constexpr int64_t kParallelThreshold = 1 << 15;
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
-  const int64_t n = a.numel();
+  const int64_t n = a.storage_numel();
   const float* pa = a.data();
   const float* pb = b.data();
   float* po = out.data();
@@ -18,7 +19,7 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 void axpy(float alpha, const Tensor& x, Tensor& acc) {
-  const int64_t n = x.numel();
+  const int64_t n = x.storage_numel();
   const float* px = x.data();
   float* pa = acc.data();
 #pragma omp parallel for simd schedule(static) if (n > kParallelThreshold)
@@ -26,7 +27,7 @@ void axpy(float alpha, const Tensor& x, Tensor& acc) {
 }
 
 void scale(Tensor& x, float alpha) {
-  const int64_t n = x.numel();
+  const int64_t n = x.storage_numel();
   float* p = x.data();
 #pragma omp parallel for simd schedule(static) if (n > kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) p[i] *= alpha;

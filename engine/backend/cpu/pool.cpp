@@ -89,14 +89,29 @@ void pool2d_backward(ops::PoolKind kind, const Tensor& dy, const Tensor& workspa
   backward(kind, dy, &workspace, dx, dims4(dy), {{p.kernel, p.kernel}, {p.stride, p.stride}, {p.padding, p.padding}});
 }
 
+// y is (N, C) plain. A blocked (N, C, 1, 1) has the same memory order when C fills
+// whole channel blocks; with channel padding it goes through a blocked temporary.
 void global_avgpool_forward(const Tensor& x, Tensor& y) {
-  const int64_t H = x.size(2), W = x.size(3);
-  forward(ops::PoolKind::avg, x, y, nullptr, {x.size(0), x.size(1), 1, 1}, {{H, W}, {H, W}, {0, 0}});
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const Window w{{H, W}, {H, W}, {0, 0}};
+  if (C % layout_block(x.layout()) == 0) {
+    forward(ops::PoolKind::avg, x, y, nullptr, {N, C, 1, 1}, w);
+    return;
+  }
+  Tensor tmp = Tensor::empty({N, C, 1, 1}, x.device(), DType::f32, x.layout());
+  forward(ops::PoolKind::avg, x, tmp, nullptr, {N, C, 1, 1}, w);
+  y.copy_from(tmp.to_plain());
 }
 
 void global_avgpool_backward(const Tensor& dy, Tensor& dx) {
-  const int64_t H = dx.size(2), W = dx.size(3);
-  backward(ops::PoolKind::avg, dy, nullptr, dx, {dx.size(0), dx.size(1), 1, 1}, {{H, W}, {H, W}, {0, 0}});
+  const int64_t N = dx.size(0), C = dx.size(1), H = dx.size(2), W = dx.size(3);
+  const Window w{{H, W}, {H, W}, {0, 0}};
+  if (C % layout_block(dx.layout()) == 0) {
+    backward(ops::PoolKind::avg, dy, nullptr, dx, {N, C, 1, 1}, w);
+    return;
+  }
+  Tensor dy_blocked = dy.view({N, C, 1, 1}).to_layout(dx.layout());
+  backward(ops::PoolKind::avg, dy_blocked, nullptr, dx, {N, C, 1, 1}, w);
 }
 
 }  // namespace dpb::cpu
