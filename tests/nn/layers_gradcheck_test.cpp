@@ -207,7 +207,7 @@ TEST(GradCheck, BasicBlockEqualsItsComposition) {
   ReLU out_relu;
   ys = out_relu.forward(ys);
   EXPECT_EQ(yb.to_vector(), ys.to_vector());
-  Tensor dy = random_tensor(yb.shape(), g);
+  Tensor dy = testing::random_like(yb, g);
   Tensor dxb = b.backward(dy.clone());
   Tensor gs = out_relu.backward(dy.clone());
   Tensor dxs = s.backward(gs.clone());
