@@ -69,6 +69,29 @@ void device_free(const Device& device, void* ptr, size_t bytes) noexcept {
   if (device.index >= 0 && device.index < kMaxDevices) counters(device).current.fetch_sub(static_cast<int64_t>(bytes));
 }
 
+void* pinned_alloc(size_t bytes, bool* pinned) {
+  *pinned = false;
+#if DPB_WITH_CUDA
+  if (void* p = cuda::host_alloc_pinned(bytes)) {
+    *pinned = true;
+    account_alloc(counters(Device::cpu(0)), bytes);
+    return p;
+  }
+#endif
+  return device_alloc(Device::cpu(0), bytes);
+}
+
+void pinned_free(void* ptr, size_t bytes, bool pinned) noexcept {
+  if (!pinned) {
+    device_free(Device::cpu(0), ptr, bytes);
+    return;
+  }
+#if DPB_WITH_CUDA
+  cuda::host_free_pinned(ptr);
+#endif
+  counters(Device::cpu(0)).current.fetch_sub(static_cast<int64_t>(bytes));
+}
+
 MemoryStats memory_stats(const Device& device) {
   auto& c = counters(device);
   return {c.current.load(), c.peak.load(), c.allocations.load()};

@@ -48,6 +48,14 @@ Tensor Tensor::empty(const Shape& shape, Device device, DType dtype, Layout layo
   return t;
 }
 
+Tensor Tensor::empty_pinned(const Shape& shape, DType dtype) {
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.storage_ = std::make_shared<Storage>(Storage::Pinned{}, static_cast<size_t>(shape.numel()) * dtype_size(dtype));
+  return t;
+}
+
 Tensor Tensor::empty_like(const Tensor& t) { return empty(t.shape(), t.device(), t.dtype(), t.layout()); }
 
 namespace {

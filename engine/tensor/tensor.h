@@ -25,7 +25,14 @@ namespace dpb {
 class Storage {
  public:
   Storage(Device device, size_t bytes) : device_(device), bytes_(bytes), data_(device_alloc(device, bytes)) {}
-  ~Storage() { device_free(device_, data_, bytes_); }
+  // Host storage in page-locked memory where a GPU is usable.
+  struct Pinned {};
+  Storage(Pinned, size_t bytes) : device_(Device::cpu(0)), bytes_(bytes), data_(pinned_alloc(bytes, &pinned_)) {}
+  ~Storage() {
+    if (pinned_) pinned_free(data_, bytes_, true);
+    else device_free(device_, data_, bytes_);
+  }
+  bool pinned() const { return pinned_; }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
@@ -36,6 +43,7 @@ class Storage {
  private:
   Device device_;
   size_t bytes_;
+  bool pinned_ = false;
   void* data_;
 };
 
@@ -50,6 +58,10 @@ class Tensor {
 
   static Tensor empty(const Shape& shape, Device device = Device::cpu(), DType dtype = DType::f32,
                       Layout layout = Layout::plain);
+  // Uninitialised host tensor in page-locked memory when a GPU is usable (for batches
+  // bound for a GPU), in ordinary memory otherwise.
+  static Tensor empty_pinned(const Shape& shape, DType dtype = DType::f32);
+  bool is_pinned() const { return storage_ && storage_->pinned(); }
   // Uninitialised tensor with the shape, device, dtype and layout of `t`.
   static Tensor empty_like(const Tensor& t);
   static Tensor zeros(const Shape& shape, Device device = Device::cpu());

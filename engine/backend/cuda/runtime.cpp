@@ -45,6 +45,18 @@ void device_free(int index, void* ptr) noexcept {
   DPB_CUDA_CHECK_NOTHROW(cudaFree(ptr));
 }
 
+void* host_alloc_pinned(size_t bytes) {
+  if (cuda_device_count() == 0) return nullptr;
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return p;
+}
+
+void host_free_pinned(void* ptr) noexcept { DPB_CUDA_CHECK_NOTHROW(cudaFreeHost(ptr)); }
+
 void copy(const Device& dst_dev, void* dst, const Device& src_dev, const void* src, size_t bytes) {
   if (dst_dev.is_cuda()) use_device(dst_dev.index);
   else if (src_dev.is_cuda()) use_device(src_dev.index);

@@ -9,6 +9,9 @@ namespace dpb::cuda {
 
 void* device_malloc(int index, size_t bytes);
 void device_free(int index, void* ptr) noexcept;
+// Page-locked host memory, or null when no GPU is usable.
+void* host_alloc_pinned(size_t bytes);
+void host_free_pinned(void* ptr) noexcept;
 // Synchronous copy between host and/or CUDA devices.
 void copy(const Device& dst_dev, void* dst, const Device& src_dev, const void* src, size_t bytes);
 

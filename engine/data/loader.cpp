@@ -1,0 +1,136 @@
+#include "engine/data/loader.h"
+
+#include <chrono>
+
+#include "engine/core/clock.h"
+
+namespace dpb {
+
+DataLoader::DataLoader(const Dataset& dataset, DistributedSampler& sampler, LoaderOptions options,
+                       const Transform* transform)
+    : ds_(dataset), sampler_(sampler), o_(options), transform_(transform) {
+  DPB_CHECK(o_.batch >= 1) << "batch size must be at least 1, got " << o_.batch;
+  DPB_CHECK(o_.workers >= 0) << "workers must be >= 0, got " << o_.workers;
+  DPB_CHECK(o_.prefetch >= 1) << "prefetch depth must be >= 1, got " << o_.prefetch;
+  DPB_CHECK(o_.delay_ms >= 0) << "loader delay must be >= 0 ms, got " << o_.delay_ms;
+  for (int i = 0; i < o_.workers; ++i) threads_.emplace_back([this] { worker_loop(); });
+}
+
+DataLoader::~DataLoader() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+int64_t DataLoader::batches_per_epoch() const {
+  const int64_t n = sampler_.num_samples();
+  return o_.drop_last ? n / o_.batch : (n + o_.batch - 1) / o_.batch;
+}
+
+Batch DataLoader::assemble(int64_t batch_index, int64_t epoch, const std::vector<int64_t>& order) const {
+  const int64_t begin = batch_index * o_.batch;
+  const int64_t end = std::min<int64_t>(begin + o_.batch, static_cast<int64_t>(order.size()));
+  const int64_t n = end - begin;
+  const Shape sample = ds_.sample_shape();
+  std::vector<int64_t> dims{n};
+  for (auto d : sample.dims()) dims.push_back(d);
+  const bool to_gpu = o_.device.is_cuda();
+  const bool classify = ds_.target_kind() == LossKind::cross_entropy;
+  const Shape tshape = classify ? Shape{n} : Shape{n, ds_.target_width()};
+  const DType tdtype = classify ? DType::i32 : DType::f32;
+  Batch b;
+  b.x = to_gpu ? Tensor::empty_pinned(Shape(dims)) : Tensor::empty(Shape(dims));
+  b.target = to_gpu ? Tensor::empty_pinned(tshape, tdtype) : Tensor::empty(tshape, Device::cpu(), tdtype);
+  const int64_t per = sample.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t idx = order[static_cast<size_t>(begin + i)];
+    float* x = b.x.data() + i * per;
+    ds_.get(idx, x, classify ? b.target.data_i32() + i : nullptr,
+            classify ? nullptr : b.target.data() + i * ds_.target_width());
+    if (transform_) {
+      Generator g = sample_generator(o_.seed, epoch, idx);
+      transform_->apply(x, sample, g);
+    }
+  }
+  if (o_.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o_.delay_ms));
+  return b;
+}
+
+void DataLoader::worker_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+    if (stop_) return;
+    const int64_t index = tasks_.front();
+    tasks_.pop_front();
+    const uint64_t gen = generation_;
+    const int64_t epoch = epoch_;
+    const auto order = order_;  // shared: the consumer may start a new epoch meanwhile
+    lock.unlock();
+    Batch b;
+    std::string error;
+    try {
+      b = assemble(index, epoch, *order);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    lock.lock();
+    if (gen != generation_) continue;  // from an abandoned epoch
+    if (error.empty()) ready_.emplace(index, std::move(b));
+    else failed_.emplace(index, error);
+    done_cv_.notify_all();
+  }
+}
+
+void DataLoader::submit_up_to(int64_t last) {
+  const int64_t end = std::min(last, batches_per_epoch());
+  while (submitted_ < end) tasks_.push_back(submitted_++);
+  work_cv_.notify_all();
+}
+
+void DataLoader::start_epoch(int64_t epoch, int64_t first) {
+  sampler_.set_epoch(epoch);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++generation_;
+  tasks_.clear();
+  ready_.clear();
+  failed_.clear();
+  epoch_ = epoch;
+  order_ = std::make_shared<const std::vector<int64_t>>(sampler_.indices());
+  DPB_CHECK(first >= 0 && first <= batches_per_epoch())
+      << "start batch " << first << " outside the epoch's " << batches_per_epoch() << " batches";
+  cursor_ = first;
+  submitted_ = first;
+  if (o_.workers > 0) submit_up_to(first + static_cast<int64_t>(o_.workers) * o_.prefetch);
+}
+
+std::optional<Batch> DataLoader::next() {
+  DPB_CHECK(epoch_ >= 0) << "DataLoader::next() before start_epoch()";
+  if (cursor_ >= batches_per_epoch()) return std::nullopt;
+  const int64_t t0 = now_ns();
+  Batch b;
+  if (o_.workers == 0) {
+    b = assemble(cursor_, epoch_, *order_);
+  } else {
+    std::unique_lock<std::mutex> lock(mu_);
+    submit_up_to(cursor_ + 1 + static_cast<int64_t>(o_.workers) * o_.prefetch);
+    done_cv_.wait(lock, [&] { return ready_.count(cursor_) > 0 || failed_.count(cursor_) > 0; });
+    if (auto f = failed_.find(cursor_); f != failed_.end()) {
+      DPB_FAIL() << "loading batch " << cursor_ << " of epoch " << epoch_ << " failed: " << f->second;
+    }
+    b = std::move(ready_.at(cursor_));
+    ready_.erase(cursor_);
+  }
+  if (!o_.device.is_cpu() || o_.device.index != 0) {
+    b.x = b.x.to(o_.device);
+    b.target = b.target.to(o_.device);
+  }
+  wait_ns_.push_back(now_ns() - t0);
+  ++cursor_;
+  return b;
+}
+
+}  // namespace dpb
