@@ -26,11 +26,27 @@ void SGD::step() {
   }
 }
 
-std::vector<std::pair<std::string, Tensor*>> SGD::state() {
-  std::vector<std::pair<std::string, Tensor*>> s;
+namespace {
+void check_state(const Optimizer& o, const OptimizerState& s, const Shape& expected) {
+  DPB_CHECK(s.param < o.params().size()) << o.name() << " state for parameter " << s.param << " of "
+                                         << o.params().size();
+  DPB_CHECK(s.value.shape() == expected) << o.name() << " state '" << s.key << "' of parameter " << s.param
+                                         << " has shape " << s.value.shape() << ", expected " << expected;
+}
+}  // namespace
+
+std::vector<OptimizerState> SGD::state() const {
+  std::vector<OptimizerState> s;
   for (size_t i = 0; i < buf_.size(); ++i)
-    if (has_buf_[i]) s.emplace_back("momentum_buffer." + std::to_string(i), &buf_[i]);
+    if (has_buf_[i]) s.push_back({i, "momentum_buffer", buf_[i]});
   return s;
+}
+
+void SGD::load_state(const OptimizerState& s) {
+  DPB_CHECK(s.key == "momentum_buffer") << "sgd has no state '" << s.key << "' (valid: momentum_buffer)";
+  check_state(*this, s, params_[s.param]->data().shape());
+  buf_[s.param] = s.value.to(params_[s.param]->data().device()).clone();
+  has_buf_[s.param] = true;
 }
 
 Adam::Adam(std::vector<Parameter*> params, const ops::AdamHyper& h)
@@ -51,14 +67,32 @@ void Adam::step() {
   }
 }
 
-std::vector<std::pair<std::string, Tensor*>> Adam::state() {
-  std::vector<std::pair<std::string, Tensor*>> s;
+std::vector<OptimizerState> Adam::state() const {
+  std::vector<OptimizerState> s;
   for (size_t i = 0; i < m_.size(); ++i) {
     if (!m_[i].defined()) continue;
-    s.emplace_back("exp_avg." + std::to_string(i), &m_[i]);
-    s.emplace_back("exp_avg_sq." + std::to_string(i), &v_[i]);
+    s.push_back({i, "exp_avg", m_[i]});
+    s.push_back({i, "exp_avg_sq", v_[i]});
+    s.push_back({i, "step", Tensor::full({}, static_cast<float>(steps_[i]))});
   }
   return s;
+}
+
+void Adam::load_state(const OptimizerState& s) {
+  const Tensor& p = params_.at(s.param)->data();
+  if (s.key == "step") {
+    check_state(*this, s, Shape{});
+    steps_[s.param] = static_cast<int64_t>(s.value.item());
+    return;
+  }
+  DPB_CHECK(s.key == "exp_avg" || s.key == "exp_avg_sq")
+      << name() << " has no state '" << s.key << "' (valid: exp_avg, exp_avg_sq, step)";
+  check_state(*this, s, p.shape());
+  Tensor& slot = s.key == "exp_avg" ? m_[s.param] : v_[s.param];
+  slot = s.value.to(p.device()).clone();
+  // A moment loaded without its partner starts the other at zero.
+  Tensor& other = s.key == "exp_avg" ? v_[s.param] : m_[s.param];
+  if (!other.defined()) other = Tensor::zeros(p.shape(), p.device());
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, std::vector<Parameter*> params) {

@@ -12,6 +12,14 @@
 
 namespace dpb {
 
+// One piece of optimizer state for one parameter (PyTorch's state_dict keys:
+// momentum_buffer; exp_avg, exp_avg_sq, step).
+struct OptimizerState {
+  size_t param;  // index into params()
+  std::string key;
+  Tensor value;
+};
+
 class Optimizer {
  public:
   explicit Optimizer(std::vector<Parameter*> params) : params_(std::move(params)) {}
@@ -21,8 +29,9 @@ class Optimizer {
   virtual std::string name() const = 0;
   virtual float lr() const = 0;
   virtual void set_lr(float lr) = 0;
-  // Named state tensors (momentum buffers, moments) for checkpoints.
-  virtual std::vector<std::pair<std::string, Tensor*>> state() = 0;
+  // The state that exists (for checkpoints), and restoring it (resume).
+  virtual std::vector<OptimizerState> state() const = 0;
+  virtual void load_state(const OptimizerState& s) = 0;
   void zero_grad();
   const std::vector<Parameter*>& params() const { return params_; }
 
@@ -37,7 +46,8 @@ class SGD : public Optimizer {
   std::string name() const override { return "sgd"; }
   float lr() const override { return h_.lr; }
   void set_lr(float lr) override { h_.lr = lr; }
-  std::vector<std::pair<std::string, Tensor*>> state() override;
+  std::vector<OptimizerState> state() const override;
+  void load_state(const OptimizerState& s) override;
 
  private:
   ops::SgdHyper h_;
@@ -52,7 +62,8 @@ class Adam : public Optimizer {
   std::string name() const override { return h_.decoupled ? "adamw" : "adam"; }
   float lr() const override { return h_.lr; }
   void set_lr(float lr) override { h_.lr = lr; }
-  std::vector<std::pair<std::string, Tensor*>> state() override;
+  std::vector<OptimizerState> state() const override;
+  void load_state(const OptimizerState& s) override;
 
  private:
   ops::AdamHyper h_;

@@ -1,7 +1,9 @@
 #include "engine/train/trainer.h"
 
+#include <fmt/format.h>
+
 #include "engine/core/clock.h"
-#include "engine/core/rng.h"
+#include "engine/core/log.h"
 
 namespace dpb {
 
@@ -12,57 +14,70 @@ std::vector<StepRecord> TrainResult::measured() const {
   return out;
 }
 
-namespace {
-LrScheduleOptions schedule_options(const TrainOptions& o) {
-  LrScheduleOptions s;
-  s.name = o.schedule;
-  s.base_lr = o.optim.lr;
-  s.total_steps = std::max<int64_t>(1, o.steps + o.warmup);
-  s.warmup_steps = o.lr_warmup_steps;
-  return s;
-}
-}  // namespace
-
-Trainer::Trainer(Model& model, const Dataset& data, TrainOptions options)
-    : model_(model), data_(data), o_(std::move(options)), schedule_(schedule_options(o_)) {
+Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const Dataset* test,
+                 const Transform* augment)
+    : model_(model),
+      train_(train),
+      test_(test),
+      o_(std::move(options)),
+      sampler_(train.size(), 1, 0, true, o_.seed) {
   DPB_CHECK(o_.batch >= 1) << "batch size must be at least 1, got " << o_.batch;
-  DPB_CHECK(o_.steps >= 1) << "steps must be at least 1, got " << o_.steps;
-  DPB_CHECK(o_.warmup >= 0) << "warm-up steps must be >= 0, got " << o_.warmup;
+  DPB_CHECK(o_.epochs > 0 || o_.steps >= 1) << "steps must be at least 1, got " << o_.steps;
+  DPB_CHECK(o_.epochs >= 0 && o_.warmup >= 0) << "epochs and warm-up steps must be >= 0";
+  DPB_CHECK(o_.lr_scale == "none" || o_.lr_scale == "linear")
+      << "unknown lr scaling '" << o_.lr_scale << "' (valid: none, linear)";
+  DPB_CHECK(o_.base_batch >= 1) << "base batch must be >= 1, got " << o_.base_batch;
   const auto& spec = model.spec();
-  DPB_CHECK(data.sample_shape() == spec.input)
-      << "dataset '" << data.name() << "' yields samples of shape " << data.sample_shape() << " but model '"
+  DPB_CHECK(train.sample_shape() == spec.input)
+      << "dataset '" << train.name() << "' yields samples of shape " << train.sample_shape() << " but model '"
       << spec.name << "' expects " << spec.input;
-  DPB_CHECK(data.target_kind() == spec.loss && data.target_width() == spec.outputs)
-      << "dataset '" << data.name() << "' has " << loss_name(data.target_kind()) << " targets of width "
-      << data.target_width() << " but model '" << spec.name << "' is trained with " << loss_name(spec.loss)
+  DPB_CHECK(train.target_kind() == spec.loss && train.target_width() == spec.outputs)
+      << "dataset '" << train.name() << "' has " << loss_name(train.target_kind()) << " targets of width "
+      << train.target_width() << " but model '" << spec.name << "' is trained with " << loss_name(spec.loss)
       << " on " << spec.outputs << " outputs";
   model_.to(o_.device);
   model_.train();
   optimizer_ = make_optimizer(o_.optim, model_.parameters());
-}
 
-Batch Trainer::next_batch() {
-  std::vector<int64_t> idx;
-  idx.reserve(static_cast<size_t>(o_.batch));
-  while (static_cast<int64_t>(idx.size()) < o_.batch) {
-    if (cursor_ == 0 || cursor_ >= static_cast<int64_t>(order_.size())) {
-      Generator g(o_.seed + static_cast<uint64_t>(epoch_++));
-      order_ = random_permutation(data_.size(), g);
-      cursor_ = 0;
-    }
-    idx.push_back(order_[static_cast<size_t>(cursor_++)]);
+  LoaderOptions lo;
+  lo.batch = o_.batch;
+  lo.workers = o_.workers;
+  lo.prefetch = o_.prefetch;
+  lo.device = o_.device;
+  lo.seed = o_.seed;
+  lo.delay_ms = o_.loader_delay_ms;
+  loader_ = std::make_unique<DataLoader>(train_, sampler_, lo, augment);
+
+  start_.seed = o_.seed;
+  if (!o_.resume_path.empty()) {
+    start_ = load_checkpoint(o_.resume_path, model_, *optimizer_);
+    DPB_CHECK(start_.seed == o_.seed) << "checkpoint '" << o_.resume_path << "' was trained with --seed="
+                                      << start_.seed << "; resume with the same seed (data order depends on it)";
+    log::info("resumed from {} at epoch {}, batch {}, step {}", o_.resume_path, start_.epoch, start_.batch,
+              start_.global_step);
   }
-  Batch b = make_batch(data_, idx);
-  b.x = b.x.to(o_.device);
-  b.target = b.target.to(o_.device);
-  return b;
+  const int64_t per_epoch = loader_->batches_per_epoch();
+  planned_ = o_.epochs > 0 ? std::max<int64_t>(0, o_.epochs * per_epoch - (start_.epoch * per_epoch + start_.batch))
+                           : o_.warmup + o_.steps;
+
+  LrScheduleOptions s;
+  s.name = o_.schedule;
+  s.base_lr = o_.optim.lr;
+  const int64_t global_batch = o_.global_batch > 0 ? o_.global_batch : o_.batch;
+  if (o_.lr_scale == "linear") {
+    s.base_lr = o_.optim.lr * static_cast<float>(global_batch) / static_cast<float>(o_.base_batch);
+    if (o_.lr_warmup_steps == 0) o_.lr_warmup_steps = std::max<int64_t>(1, (start_.global_step + planned_) / 10);
+  }
+  s.total_steps = std::max<int64_t>(1, start_.global_step + planned_);
+  s.warmup_steps = o_.lr_warmup_steps;
+  schedule_ = std::make_unique<LrSchedule>(s);
 }
 
-StepRecord Trainer::step(const Batch& batch, int64_t index) {
+StepRecord Trainer::step(const Batch& batch, int64_t global_step) {
   StepRecord r;
-  r.step = index;
+  r.step = global_step;
   r.samples = batch.size();
-  r.lr = schedule_.lr_at(index);
+  r.lr = schedule_->lr_at(global_step);
   optimizer_->set_lr(r.lr);
   r.begin_ns = now_ns();
   Tensor out = model_.forward(batch.x);
@@ -78,17 +93,75 @@ StepRecord Trainer::step(const Batch& batch, int64_t index) {
 
 TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) {
   TrainResult result;
-  const int64_t total = o_.warmup + o_.steps;
-  for (int64_t i = 0; i < total; ++i) {
+  result.lr = schedule_->options().base_lr;
+  Stopwatch wall;
+  Progress progress(o_.progress, planned_, o_.batch);
+  TrainPosition pos = start_;
+  int64_t taken = 0;
+  bool epoch_started = false;
+  double epoch_loss = 0;
+  int64_t epoch_steps = 0;
+  Stopwatch epoch_clock;
+  auto end_epoch = [&] {
+    EpochRecord e;
+    e.epoch = pos.epoch;
+    e.train_loss = epoch_steps > 0 ? epoch_loss / static_cast<double>(epoch_steps) : 0.0;
+    if (test_ && o_.eval_each_epoch && o_.epochs > 0) {
+      e.test = evaluate(model_, *test_, o_.eval_batch, o_.device);
+      result.test = e.test;
+    }
+    e.seconds = epoch_clock.elapsed_s();
+    progress.note(e.test ? fmt::format("epoch {}: train loss {:.4f}, test loss {:.4f}, test accuracy {:.2f}% ({:.1f} s)",
+                                       e.epoch + 1, e.train_loss, e.test->loss, 100 * e.test->accuracy, e.seconds)
+                         : fmt::format("epoch {}: train loss {:.4f} ({:.1f} s)", e.epoch + 1, e.train_loss, e.seconds));
+    result.epochs.push_back(e);
+  };
+  while (taken < planned_) {
+    if (!epoch_started) {
+      loader_->start_epoch(pos.epoch, pos.batch);
+      epoch_started = true;
+      epoch_loss = 0;
+      epoch_steps = 0;
+      epoch_clock.reset();
+    }
     const int64_t t0 = now_ns();
-    Batch b = next_batch();
-    const int64_t data_ns = now_ns() - t0;
-    StepRecord r = step(b, i);
-    r.data_ns = data_ns;
-    r.warmup = i < o_.warmup;
+    std::optional<Batch> b = loader_->next();
+    const int64_t waited = now_ns() - t0;
+    if (!b) {
+      end_epoch();
+      ++pos.epoch;
+      pos.batch = 0;
+      epoch_started = false;
+      continue;
+    }
+    StepRecord r = step(*b, pos.global_step);
+    r.data_ns = waited;
+    r.epoch = pos.epoch;
+    r.warmup = taken < o_.warmup;
+    ++pos.global_step;
+    ++pos.batch;
+    ++taken;
+    epoch_loss += r.loss;
+    ++epoch_steps;
     result.steps.push_back(r);
+    progress.update(taken, r.loss);
     if (on_step) on_step(r);
   }
+  // A run that ends exactly at an epoch boundary closes that epoch.
+  if (epoch_started && pos.batch == loader_->batches_per_epoch()) {
+    end_epoch();
+    ++pos.epoch;
+    pos.batch = 0;
+  }
+  progress.finish();
+  if (test_ && !result.test) result.test = evaluate(model_, *test_, o_.eval_batch, o_.device);
+  result.end = pos;
+  if (!o_.save_path.empty()) {
+    save_checkpoint(o_.save_path, model_, *optimizer_, pos);
+    log::info("checkpoint written to {} (epoch {}, batch {}, step {})", o_.save_path, pos.epoch, pos.batch,
+              pos.global_step);
+  }
+  result.wall_seconds = wall.elapsed_s();
   return result;
 }
 

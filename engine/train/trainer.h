@@ -1,67 +1,105 @@
 #pragma once
-// The training loop: forward, loss, backward, optimizer step, with per-step records
-// (loss, timestamps, samples) that the harness turns into metrics. This slice runs
-// one model on one device; every parallel mode reuses the same loop.
+// The training loop: batches from a DataLoader, forward, loss, backward, optimizer
+// step, with per-step records (loss, timestamps, the loader wait) that the harness
+// turns into metrics; epochs or a step count; evaluation on the test split; the LR
+// schedule (with the linear-scaling rule); progress; checkpoints and exact resume.
+// This slice runs one model on one device; every parallel mode reuses the same loop.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
-#include "engine/data/dataset.h"
+#include "engine/data/loader.h"
 #include "engine/models/model.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/optimizer.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/evaluate.h"
+#include "engine/train/progress.h"
 
 namespace dpb {
 
 struct TrainOptions {
   int64_t batch = 32;
-  int64_t steps = 20;   // measured optimizer steps
-  int64_t warmup = 3;   // steps run first and excluded from measurements
-  uint64_t seed = 0;    // data order
+  int64_t steps = 20;   // optimizer steps after warm-up (when epochs == 0)
+  int64_t epochs = 0;   // > 0: train whole epochs instead of a step count
+  int64_t warmup = 3;   // steps run first and excluded from timing (not from training)
+  uint64_t seed = 0;    // data order and augmentation
   OptimizerOptions optim;
   std::string schedule = "constant";
   int64_t lr_warmup_steps = 0;
+  // "linear": lr x global batch / base_batch (Goyal et al.), with a linear warm-up of
+  // lr_warmup_steps (10% of the run when 0).
+  std::string lr_scale = "none";
+  int64_t base_batch = 256;
+  int64_t global_batch = 0;  // batch across all ranks (defaults to batch)
   Device device = Device::cpu();
+  int workers = 0;
+  int prefetch = 2;
+  int64_t loader_delay_ms = 0;
+  int64_t eval_batch = 500;
+  bool eval_each_epoch = true;
+  std::string save_path;    // checkpoint written at the end
+  std::string resume_path;  // checkpoint to continue from
+  ProgressMode progress = ProgressMode::none;
 };
 
 struct StepRecord {
-  int64_t step = 0;       // 0-based, warm-up included
+  int64_t step = 0;       // global optimizer step (0-based)
+  int64_t epoch = 0;
   bool warmup = false;
   double loss = 0;
   int64_t correct = 0;
   int64_t samples = 0;
   float lr = 0;
-  int64_t data_ns = 0;    // time to produce the batch (before the step)
+  int64_t data_ns = 0;    // how long the loop waited for this batch
   int64_t begin_ns = 0;   // step start (forward)
   int64_t end_ns = 0;     // step end (after the optimizer)
   double seconds() const { return static_cast<double>(end_ns - begin_ns) * 1e-9; }
 };
 
+struct EpochRecord {
+  int64_t epoch = 0;
+  double train_loss = 0;
+  std::optional<EvalResult> test;
+  double seconds = 0;
+};
+
 struct TrainResult {
   std::vector<StepRecord> steps;
+  std::vector<EpochRecord> epochs;
+  std::optional<EvalResult> test;  // the last evaluation
+  TrainPosition end;
+  float lr = 0;                    // the base learning rate after scaling
+  double wall_seconds = 0;
   std::vector<StepRecord> measured() const;  // warm-up excluded
 };
 
 class Trainer {
  public:
-  Trainer(Model& model, const Dataset& data, TrainOptions options);
+  Trainer(Model& model, const Dataset& train, TrainOptions options, const Dataset* test = nullptr,
+          const Transform* augment = nullptr);
 
   TrainResult run(const std::function<void(const StepRecord&)>& on_step = {});
   // One optimizer step on a batch already on the model's device.
-  StepRecord step(const Batch& batch, int64_t index);
+  StepRecord step(const Batch& batch, int64_t global_step);
   Optimizer& optimizer() { return *optimizer_; }
+  DataLoader& loader() { return *loader_; }
+  // Optimizer steps this run will take.
+  int64_t planned_steps() const { return planned_; }
+  float base_lr() const { return schedule_->options().base_lr; }
 
  private:
-  Batch next_batch();
-
   Model& model_;
-  const Dataset& data_;
+  const Dataset& train_;
+  const Dataset* test_;
   TrainOptions o_;
+  DistributedSampler sampler_;
+  std::unique_ptr<DataLoader> loader_;
   std::unique_ptr<Optimizer> optimizer_;
-  LrSchedule schedule_;
-  std::vector<int64_t> order_;
-  int64_t cursor_ = 0;
-  int64_t epoch_ = 0;
+  std::unique_ptr<LrSchedule> schedule_;
+  TrainPosition start_;
+  int64_t planned_ = 0;
 };
 
 }  // namespace dpb

@@ -63,7 +63,8 @@ TEST(Optimizer, SgdMomentumStateIsExposed) {
   p.grad().fill(1.0f);
   opt->step();
   ASSERT_EQ(opt->state().size(), 1u);
-  EXPECT_EQ(opt->state()[0].first, "momentum_buffer.0");
+  EXPECT_EQ(opt->state()[0].key, "momentum_buffer");
+  EXPECT_EQ(opt->state()[0].param, 0u);
 }
 
 }  // namespace

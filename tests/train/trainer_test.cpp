@@ -4,6 +4,10 @@
 
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/data/synthetic.h"
+#include "engine/train/checkpoint.h"
+
+#include <filesystem>
+#include <unistd.h>
 
 namespace dpb {
 namespace {
@@ -96,6 +100,131 @@ TEST(Trainer, BadInputsAreClearErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("expects (1, 28, 28)"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace dpb
+
+namespace dpb {
+namespace {
+
+std::vector<std::vector<float>> params_of(Model& m) {
+  std::vector<std::vector<float>> v;
+  for (auto* p : m.parameters()) v.push_back(p->data().to_vector());
+  for (auto& [n, b] : m.named_buffers()) v.push_back(b->to_vector());
+  return v;
+}
+
+// N steps straight equal N/2 steps, a checkpoint, a resume and N/2 more, bitwise.
+TEST(Trainer, ResumeContinuesExactlyWhereItStopped) {
+  cpu::set_threads_per_device(2);
+  cpu::CpuDeviceScope scope(0);
+  const std::string ckpt = std::filesystem::temp_directory_path() / ("dpb_resume_" + std::to_string(::getpid()) + ".safetensors");
+  for (const std::string optimizer : {"sgd", "adam"}) {
+    for (const std::string name : {"lenet", "resnet18"}) {
+      const int64_t batch = name == "resnet18" ? 2 : 8, n = 8;
+      auto run = [&](int64_t steps, const std::string& save, const std::string& resume) {
+        Generator g(3);
+        auto model = build_model(name, g);
+        // 20 samples: the run crosses an epoch boundary (and the checkpoint sits mid-epoch).
+        SyntheticDataset data(model->spec().input, model->spec().loss, model->spec().outputs, 5 * batch / 2, 3);
+        TrainOptions o;
+        o.batch = batch;
+        o.steps = steps;
+        o.warmup = 0;
+        o.seed = 3;
+        o.optim.name = optimizer;
+        o.optim.lr = 0.01f;
+        o.save_path = save;
+        o.resume_path = resume;
+        Trainer t(*model, data, o);
+        auto r = t.run();
+        return std::make_pair(params_of(*model), r.end);
+      };
+      const auto straight = run(n, "", "");
+      const auto first = run(n / 2, ckpt, "");
+      EXPECT_EQ(first.second.global_step, n / 2);
+      const auto resumed = run(n / 2, "", ckpt);
+      EXPECT_EQ(resumed.second.global_step, n);
+      EXPECT_EQ(resumed.second.epoch, straight.second.epoch);
+      ASSERT_EQ(straight.first.size(), resumed.first.size());
+      for (size_t i = 0; i < straight.first.size(); ++i)
+        EXPECT_EQ(straight.first[i], resumed.first[i]) << name << "/" << optimizer << " tensor " << i;
+    }
+  }
+  std::remove(ckpt.c_str());
+}
+
+TEST(Trainer, CheckpointMismatchNamesTheTensor) {
+  cpu::CpuDeviceScope scope(0);
+  const std::string ckpt = std::filesystem::temp_directory_path() / ("dpb_mismatch_" + std::to_string(::getpid()) + ".safetensors");
+  Generator g(0);
+  auto lenet = build_model("lenet", g);
+  OptimizerOptions oo;
+  auto opt = make_optimizer(oo, lenet->parameters());
+  save_checkpoint(ckpt, *lenet, *opt, {});
+  ModelOptions colour;
+  colour.image = Shape{3, 32, 32};
+  auto other = build_model("lenet", g, colour);
+  auto opt2 = make_optimizer(oo, other->parameters());
+  try {
+    load_checkpoint(ckpt, *other, *opt2);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'conv1.weight' has shape (6, 1, 5, 5), the model expects (6, 3, 5, 5)"),
+              std::string::npos)
+        << e.what();
+  }
+  auto mlp = build_model("mlp", g);
+  auto opt3 = make_optimizer(oo, mlp->parameters());
+  EXPECT_THROW(load_checkpoint(ckpt, *mlp, *opt3), Error);
+  std::remove(ckpt.c_str());
+}
+
+TEST(Trainer, EpochsEvaluateOnTheTestSplit) {
+  cpu::CpuDeviceScope scope(0);
+  Generator g(0);
+  auto model = build_model("mlp", g);
+  SyntheticDataset train(model->spec().input, LossKind::cross_entropy, 10, 64, 1);
+  SyntheticDataset test(model->spec().input, LossKind::cross_entropy, 10, 32, 2);
+  TrainOptions o;
+  o.batch = 16;
+  o.epochs = 2;
+  o.warmup = 0;
+  o.optim.lr = 0.01f;
+  Trainer t(*model, train, o, &test);
+  EXPECT_EQ(t.planned_steps(), 8);
+  auto r = t.run();
+  ASSERT_EQ(r.epochs.size(), 2u);
+  ASSERT_TRUE(r.test.has_value());
+  EXPECT_EQ(r.test->samples, 32);
+  EXPECT_GE(r.test->accuracy, 0.0);
+  EXPECT_LE(r.test->accuracy, 1.0);
+  EXPECT_EQ(r.end.epoch, 2);
+  EXPECT_EQ(r.end.batch, 0);
+}
+
+TEST(Trainer, LinearScalingRuleScalesAndWarmsUp) {
+  Generator g(0);
+  auto model = build_model("simple", g);
+  SyntheticDataset data(model->spec().input, LossKind::mse, 1, 64, 1);
+  TrainOptions o;
+  o.batch = 64;
+  o.global_batch = 512;
+  o.steps = 10;
+  o.warmup = 0;
+  o.optim.lr = 0.1f;
+  o.lr_scale = "linear";
+  o.base_batch = 256;
+  Trainer t(*model, data, o);
+  EXPECT_FLOAT_EQ(t.base_lr(), 0.2f);
+  auto r = t.run();
+  EXPECT_FLOAT_EQ(r.steps[0].lr, 0.2f);  // 10% of 10 steps: one warm-up step
+  o.steps = 100;
+  Trainer t2(*model, data, o);
+  auto r2 = t2.run();
+  EXPECT_LT(r2.steps[0].lr, r2.steps[20].lr);
+  EXPECT_FLOAT_EQ(r2.steps[20].lr, 0.2f);
 }
 
 }  // namespace
