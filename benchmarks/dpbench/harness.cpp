@@ -9,7 +9,7 @@
 #include "engine/core/file_io.h"
 #include "engine/core/log.h"
 #include "engine/core/stats.h"
-#include "engine/data/synthetic.h"
+#include "engine/data/registry.h"
 #include "engine/models/model.h"
 #include "engine/train/trainer.h"
 #include "reports/report.h"
@@ -17,8 +17,6 @@
 namespace dpb::bench {
 
 namespace {
-
-constexpr int64_t kSyntheticSamples = 60000;
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -37,24 +35,41 @@ std::string human_time(double s) {
 nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::string>& argv, std::ostream& out) {
   DPB_CHECK(o.mode == "single") << "mode '" << o.mode << "' is not available (valid: single)";
   DPB_CHECK(o.devices == "cpu") << "devices '" << o.devices << "' are not available in this build (valid: cpu)";
-  DPB_CHECK(o.dataset == "synthetic") << "dataset '" << o.dataset << "' is not available (valid: synthetic)";
   DPB_CHECK(o.batch >= 1) << "--batch must be at least 1, got " << o.batch;
   DPB_CHECK(o.steps >= 1) << "--steps must be at least 1, got " << o.steps;
   DPB_CHECK(o.warmup >= 0) << "--warmup must be >= 0, got " << o.warmup;
+  DPB_CHECK(o.eval == "auto" || o.eval == "on" || o.eval == "off")
+      << "unknown --eval '" << o.eval << "' (valid: auto, on, off)";
   if (!o.json_path.empty()) check_writable(o.json_path);
+  if (!o.save_path.empty()) check_writable(o.save_path);
+  const ProgressMode progress = parse_progress_mode(o.progress);
 
   const int threads = o.threads > 0 ? o.threads : cpu::hardware_threads();
   cpu::set_threads_per_device(threads);
   cpu::CpuDeviceScope scope(0);
 
+  // Image models take the dataset's image shape; synthetic data takes the model's task.
   Generator init_gen(o.seed);
-  auto model = build_model(o.model, init_gen);
+  ModelOptions mo;
+  const Shape data_shape = dataset_sample_shape(o.dataset);
+  if (data_shape.ndim() == 3 && o.model != "simple" && o.model != "widemlp") mo.image = data_shape;
+  auto model = build_model(o.model, init_gen, mo);
   const ModelSpec& spec = model->spec();
-  SyntheticDataset data(spec.input, spec.loss, spec.outputs, kSyntheticSamples, o.seed);
+  DatasetRequest dr;
+  dr.name = o.dataset;
+  dr.dir = o.data_dir;
+  dr.augment = o.augment;
+  dr.sample_shape = spec.input;
+  dr.loss = spec.loss;
+  dr.width = spec.outputs;
+  dr.seed = o.seed;
+  DatasetSplits data = load_dataset(dr);
+  const bool eval = o.eval == "on" || (o.eval == "auto" && o.dataset != "synthetic");
 
   TrainOptions t;
   t.batch = o.batch;
   t.steps = o.steps;
+  t.epochs = o.epochs;
   t.warmup = o.warmup;
   t.seed = o.seed;
   t.optim.name = o.optimizer;
@@ -63,15 +78,28 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   t.optim.weight_decay = o.weight_decay;
   t.schedule = o.schedule;
   t.lr_warmup_steps = o.lr_warmup;
+  t.lr_scale = o.lr_scale;
+  t.base_batch = o.base_batch;
   t.device = Device::cpu(0);
-  Trainer trainer(*model, data, t);
+  t.workers = o.workers;
+  t.prefetch = o.prefetch;
+  t.loader_delay_ms = o.loader_delay_ms;
+  t.save_path = o.save_path;
+  t.resume_path = o.resume_path;
+  t.progress = progress;
+  Trainer trainer(*model, *data.train, t, eval ? data.test.get() : nullptr, data.augment.get());
 
-  log::info("training {} ({} parameters) on cpu:0 with {} thread(s), batch {}, {} steps + {} warm-up", spec.name,
-            model->parameter_count(), threads, o.batch, o.steps, o.warmup);
+  log::info("training {} ({} parameters) on {} ({} training samples{}) on cpu:0 with {} thread(s), batch {}, {}",
+            spec.name, model->parameter_count(), o.dataset, data.train->size(), data.dir.empty() ? "" : ", " + data.dir,
+            threads, o.batch,
+            o.epochs > 0 ? fmt::format("{} epoch(s) = {} steps", o.epochs, trainer.planned_steps())
+                         : fmt::format("{} steps + {} warm-up", o.steps, o.warmup));
   reset_peak_memory(Device::cpu(0));
   TrainResult result = trainer.run();
+  DPB_CHECK(!result.steps.empty()) << "no training step ran (the checkpoint is already at the end of --epochs)";
 
-  const auto measured = result.measured();
+  auto measured = result.measured();
+  if (measured.empty()) measured = result.steps;  // a run shorter than its warm-up
   std::vector<double> times;
   double data_s = 0, step_s = 0;
   int64_t samples = 0;
@@ -79,26 +107,37 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
     times.push_back(r.seconds());
     step_s += r.seconds();
     data_s += static_cast<double>(r.data_ns) * 1e-9;
-    samples += r.samples;
   }
+  for (const auto& r : result.steps) samples += r.samples;
   const Summary st = summarize(times);
   const double throughput = static_cast<double>(o.batch) / st.median;
   const double flops_per_sample = 3.0 * static_cast<double>(model->flops_per_sample());
   const double loss_first = result.steps.front().loss, loss_last = result.steps.back().loss;
 
-  out << fmt::format("dpbench {} | model {} | {} | batch {} | {} steps (+{} warm-up) | {} thread(s)\n", o.mode,
-                     spec.name, "cpu:0", o.batch, o.steps, o.warmup, threads);
+  out << fmt::format("dpbench {} | model {} | {} | cpu:0 | batch {} | {} steps{} | {} thread(s)\n", o.mode, spec.name,
+                     o.dataset, o.batch, result.steps.size(),
+                     measured.size() < result.steps.size()
+                         ? fmt::format(" ({} warm-up)", result.steps.size() - measured.size())
+                         : "",
+                     threads);
   out << fmt::format("{:>6} {:>10} {:>8} {:>11} {:>11} {:>11} {:>7} {:>12} {:>10} {:>10}\n", "world", "batch/dev",
                      "global", "median", "p10", "p90", "cv", "samples/s", "loss[0]", "loss[-1]");
   out << fmt::format("{:>6} {:>10} {:>8} {:>11} {:>11} {:>11} {:>6.1f}% {:>12.1f} {:>10.4f} {:>10.4f}\n", 1, o.batch,
                      o.batch, human_time(st.median), human_time(st.p10), human_time(st.p90), st.cv * 100, throughput,
                      loss_first, loss_last);
+  if (result.test)
+    out << fmt::format("test: accuracy {:.2f}%, loss {:.4f} on {} samples | trained {} epoch(s) in {:.1f} s\n",
+                       100 * result.test->accuracy, result.test->loss, result.test->samples,
+                       static_cast<double>(result.end.global_step) /
+                           static_cast<double>(std::max<int64_t>(1, trainer.loader().batches_per_epoch())),
+                       result.wall_seconds);
   if (st.outliers > 0) out << fmt::format("note: {} of {} step times are outliers (median/MAD)\n", st.outliers, st.count);
 
   nlohmann::json report = reports::report_header(argv);
   report["config"] = {{"mode", o.mode},
                       {"model", spec.name},
                       {"dataset", o.dataset},
+                      {"data_dir", data.dir.empty() ? nlohmann::json(nullptr) : nlohmann::json(data.dir)},
                       {"devices", o.devices},
                       {"device_list", {"cpu:0"}},
                       {"batch_per_device", o.batch},
@@ -106,24 +145,33 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                       {"precision", "fp32"},
                       {"backend", nullptr},
                       {"threads_per_device", threads},
-                      {"steps", o.steps},
+                      {"steps", o.epochs > 0 ? nlohmann::json(nullptr) : nlohmann::json(o.steps)},
+                      {"epochs", o.epochs > 0 ? nlohmann::json(o.epochs) : nlohmann::json(nullptr)},
                       {"warmup", o.warmup},
                       {"seed", o.seed},
+                      {"workers", o.workers},
                       {"optimizer", {{"name", o.optimizer}, {"lr", o.lr}, {"momentum", o.momentum}}},
+                      {"lr_scale", o.lr_scale},
+                      {"lr_effective", reports::number(result.lr)},
                       {"schedule", o.schedule},
-                      {"parameters", model->parameter_count()}};
+                      {"parameters", model->parameter_count()},
+                      {"resumed_from", o.resume_path.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.resume_path)}};
   const double achieved = flops_per_sample * throughput;
   nlohmann::json run = {{"world_size", 1},
                         {"batch_per_device", o.batch},
                         {"global_batch", o.batch},
+                        {"steps", result.steps.size()},
                         {"throughput_samples_per_s", reports::number(throughput)},
                         {"step_time_s", reports::summary_json(st)},
                         {"scaling_efficiency", nullptr},
                         {"data_wait_share", reports::number(data_s / (data_s + step_s))},
+                        {"wall_time_s", reports::number(result.wall_seconds)},
                         {"loss", {{"first", reports::number(loss_first)}, {"last", reports::number(loss_last)}}},
                         {"flops_per_sample", reports::number(flops_per_sample)},
                         {"achieved_flops_per_s", reports::number(achieved)},
                         {"mfu", nullptr}};
+  if (result.test)
+    run["accuracy"] = {{"test", reports::number(result.test->accuracy)}, {"test_loss", reports::number(result.test->loss)}};
   run["devices"] = {{{"id", "cpu:0"},
                      {"samples", samples},
                      {"busy_fraction", nullptr},
@@ -131,6 +179,13 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   nlohmann::json losses = nlohmann::json::array();
   for (const auto& r : result.steps) losses.push_back(reports::number(r.loss));
   run["loss_per_step"] = losses;
+  nlohmann::json epochs = nlohmann::json::array();
+  for (const auto& e : result.epochs) {
+    nlohmann::json je = {{"epoch", e.epoch}, {"train_loss", reports::number(e.train_loss)}, {"seconds", reports::number(e.seconds)}};
+    if (e.test) je["test_accuracy"] = reports::number(e.test->accuracy);
+    epochs.push_back(je);
+  }
+  run["epochs"] = epochs;
   report["runs"] = nlohmann::json::array({run});
   report["findings"] = nlohmann::json::array();
   if (!o.json_path.empty()) {
@@ -147,7 +202,24 @@ int main_cli(int argc, char** argv) {
   app.option_defaults()->always_capture_default();
   app.add_option("--mode", o.mode, "Parallel mode")->check(CLI::IsMember({"single"}));
   app.add_option("--model", o.model, "Model: " + join(model_names()))->check(CLI::IsMember(model_names()));
-  app.add_option("--dataset", o.dataset, "Dataset")->check(CLI::IsMember({"synthetic"}));
+  app.add_option("--dataset", o.dataset, "Dataset (synthetic: generated, learnable, no I/O)")
+      ->check(CLI::IsMember(dataset_names()));
+  app.add_option("--data-dir", o.data_dir,
+                 "Dataset folder (default: fashion-mnist " + default_data_dir("fashion-mnist") + ", mnist " +
+                     default_data_dir("mnist") + ", cifar10 " + default_data_dir("cifar10") + ")");
+  app.add_option("--epochs", o.epochs, "Train whole epochs (overrides --steps)")->check(CLI::NonNegativeNumber);
+  app.add_option("--workers", o.workers, "DataLoader worker threads (0: load in the training thread)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--prefetch", o.prefetch, "Batches in flight per worker")->check(CLI::PositiveNumber);
+  app.add_option("--loader-delay-ms", o.loader_delay_ms, "Inject a delay per batch into the loader (slow input)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--eval", o.eval, "Evaluate on the test split (auto: for real datasets)")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_option("--augment", o.augment, "Random crop + flip for cifar10");
+  app.add_option("--save", o.save_path, "Write a safetensors checkpoint at the end");
+  app.add_option("--resume", o.resume_path, "Continue from a checkpoint written by --save");
+  app.add_option("--progress", o.progress, "Progress on stderr (auto: a bar on a terminal, lines otherwise)")
+      ->check(CLI::IsMember({"auto", "bar", "plain", "none"}));
   app.add_option("--devices", o.devices, "Device kind")->check(CLI::IsMember({"cpu"}));
   app.add_option("--batch", o.batch, "Batch size handed to the model (as DataLoader(batch_size=...))")
       ->check(CLI::PositiveNumber);
@@ -163,6 +235,11 @@ int main_cli(int argc, char** argv) {
   app.add_option("--schedule", o.schedule, "Learning-rate schedule")
       ->check(CLI::IsMember({"constant", "step", "cosine"}));
   app.add_option("--lr-warmup", o.lr_warmup, "Linear learning-rate warm-up steps")->check(CLI::NonNegativeNumber);
+  app.add_option("--lr-scale", o.lr_scale,
+                 "none, or linear: lr x global batch / --base-batch, with warm-up (10% of the run unless --lr-warmup)")
+      ->check(CLI::IsMember({"none", "linear"}));
+  app.add_option("--base-batch", o.base_batch, "Batch the learning rate was tuned for (--lr-scale=linear)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--json", o.json_path, "Write the JSON report (dpbench.report/1) to this path");
   try {
     app.parse(argc, argv);

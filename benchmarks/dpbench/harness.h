@@ -14,10 +14,19 @@ struct BenchOptions {
   std::string mode = "single";
   std::string model = "lenet";
   std::string dataset = "synthetic";
+  std::string data_dir;  // empty: the dataset's default location
   std::string devices = "cpu";
   int64_t batch = 64;
   int64_t steps = 20;
+  int64_t epochs = 0;  // > 0: whole epochs instead of --steps
   int64_t warmup = 3;
+  int workers = 0;
+  int prefetch = 2;
+  int64_t loader_delay_ms = 0;
+  std::string eval = "auto";  // auto (real datasets) | on | off
+  bool augment = true;
+  std::string save_path, resume_path;
+  std::string progress = "auto";
   int threads = 0;  // per device; 0 = all hardware threads
   uint64_t seed = 0;
   std::string optimizer = "sgd";
@@ -26,6 +35,8 @@ struct BenchOptions {
   float weight_decay = -1.0f;
   std::string schedule = "constant";
   int64_t lr_warmup = 0;
+  std::string lr_scale = "none";
+  int64_t base_batch = 256;
   std::string json_path;
 };
 

@@ -5,8 +5,9 @@
 namespace dpb {
 
 SyntheticDataset::SyntheticDataset(Shape sample_shape, LossKind kind, int64_t width, int64_t size, uint64_t seed,
-                                   float noise)
-    : shape_(std::move(sample_shape)), kind_(kind), width_(width), size_(size), seed_(seed), noise_(noise) {
+                                   float noise, int64_t first)
+    : shape_(std::move(sample_shape)), kind_(kind), width_(width), size_(size), seed_(seed), noise_(noise),
+      first_(first) {
   DPB_CHECK(size > 0) << "synthetic dataset size must be positive, got " << size;
   DPB_CHECK(width > 0) << "synthetic dataset target width must be positive, got " << width;
   if (kind_ == LossKind::cross_entropy) {
@@ -17,7 +18,7 @@ SyntheticDataset::SyntheticDataset(Shape sample_shape, LossKind kind, int64_t wi
 }
 
 void SyntheticDataset::get(int64_t index, float* x, int32_t* label, float* target) const {
-  Generator gen(seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(index));
+  Generator gen(seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(first_ + index));
   const int64_t n = shape_.numel();
   if (kind_ == LossKind::cross_entropy) {
     const auto c = static_cast<int64_t>(gen.below(static_cast<uint64_t>(width_)));

@@ -11,8 +11,10 @@ namespace dpb {
 
 class SyntheticDataset : public Dataset {
  public:
+  // `first` offsets the sample indices: a test split is the same task (same class
+  // prototypes) with other samples.
   SyntheticDataset(Shape sample_shape, LossKind kind, int64_t width, int64_t size, uint64_t seed,
-                   float noise = 1.0f);
+                   float noise = 1.0f, int64_t first = 0);
 
   std::string name() const override { return "synthetic"; }
   int64_t size() const override { return size_; }
@@ -28,6 +30,7 @@ class SyntheticDataset : public Dataset {
   int64_t size_;
   uint64_t seed_;
   float noise_;
+  int64_t first_;
   std::vector<float> prototypes_;  // (classes, sample numel) for classification
 };
 

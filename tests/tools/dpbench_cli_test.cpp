@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/data/data_files.h"
+
 namespace {
 
 struct Result {
@@ -58,7 +60,7 @@ TEST(DpbenchCli, WritesReportWithThroughputAndStepTime) {
   EXPECT_NEAR(run0["throughput_samples_per_s"].get<double>(), 8.0 / median, 1e-6 * 8.0 / median);
   EXPECT_EQ(run0["step_time_s"]["count"], 4);
   EXPECT_EQ(run0["loss_per_step"].size(), 5u);
-  EXPECT_EQ(run0["devices"][0]["samples"], 32);
+  EXPECT_EQ(run0["devices"][0]["samples"], 40);  // every step, warm-up included
   EXPECT_GT(run0["devices"][0]["peak_memory_bytes"].get<int64_t>(), 0);
   EXPECT_EQ(rep["tool"]["name"], "dpbench");
   EXPECT_TRUE(rep["env"].contains("onednn"));
@@ -85,6 +87,37 @@ TEST(DpbenchCli, UnwritableReportPathFailsBeforeWork) {
   EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("training"), std::string::npos) << "must fail before training: " << r.err;
   EXPECT_EQ(lines(r.err), 1) << r.err;
+}
+
+TEST(DpbenchCli, TrainsOnIdxFilesAndReportsTestAccuracy) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dpb_cli_idx_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  dpb::testing::write_idx(dir, "train", 64, 28, 28, true);
+  dpb::testing::write_idx(dir, "t10k", 20, 28, 28, false);
+  const std::string json = (dir / "r.json").string(), ckpt = (dir / "c.safetensors").string();
+  Result r = run("--model=lenet --dataset=mnist --data-dir=" + dir.string() +
+                 " --epochs=2 --batch=16 --warmup=1 --threads=1 --workers=2 --progress=plain --json=" + json +
+                 " --save=" + ckpt);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("test: accuracy"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("epoch 2:"), std::string::npos) << r.err;
+  auto rep = nlohmann::json::parse(slurp(json));
+  const double acc = rep["runs"][0]["accuracy"]["test"].get<double>();
+  EXPECT_GE(acc, 0.0);
+  EXPECT_LE(acc, 1.0);
+  EXPECT_EQ(rep["runs"][0]["steps"], 8);
+  EXPECT_EQ(rep["runs"][0]["epochs"].size(), 2u);
+  EXPECT_TRUE(std::filesystem::exists(ckpt));
+  // Resuming at the end of --epochs has nothing left to do: a clear error.
+  r = run("--model=lenet --dataset=mnist --data-dir=" + dir.string() + " --epochs=2 --batch=16 --resume=" + ckpt);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("no training step ran"), std::string::npos) << r.err;
+  // A truncated dataset file is named.
+  std::filesystem::resize_file(dir / "t10k-labels-idx1-ubyte", 12);
+  r = run("--model=lenet --dataset=mnist --data-dir=" + dir.string() + " --steps=1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("t10k-labels-idx1-ubyte' is truncated"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(DpbenchCli, UnknownModeListsValidChoices) {
