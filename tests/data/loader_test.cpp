@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 #include "engine/data/synthetic.h"
 
 namespace dpb {
@@ -28,6 +31,28 @@ TEST(DataLoader, WorkersDeliverTheSameBatchesInOrder) {
   for (int64_t e : {0, 1}) EXPECT_EQ(epoch_batches(serial, e), epoch_batches(parallel, e)) << "epoch " << e;
   EXPECT_NE(epoch_batches(serial, 0), epoch_batches(serial, 1));
   EXPECT_EQ(parallel.wait_ns().size(), 10u);
+}
+
+TEST(RandomCropFlip, ShiftsFlipsAndFillsDeterministically) {
+  // A 1x1x4 row 1 2 3 4, padding 1: every outcome is a shifted and/or flipped row
+  // with the fill value entering at the edge, or all fill (shifted by a row).
+  const std::vector<std::vector<float>> possible{{1, 2, 3, 4}, {9, 1, 2, 3}, {2, 3, 4, 9},
+                                                 {4, 3, 2, 1}, {9, 4, 3, 2}, {3, 2, 1, 9},
+                                                 {9, 9, 9, 9}};
+  RandomCropFlip aug(1, {9.0f});
+  std::set<std::vector<float>> seen;
+  for (int64_t i = 0; i < 200; ++i) {
+    std::vector<float> x{1, 2, 3, 4};
+    Generator g = sample_generator(5, 0, i);
+    aug.apply(x.data(), Shape{1, 1, 4}, g);
+    EXPECT_NE(std::find(possible.begin(), possible.end(), x), possible.end());
+    seen.insert(x);
+    std::vector<float> again{1, 2, 3, 4};
+    Generator g2 = sample_generator(5, 0, i);
+    aug.apply(again.data(), Shape{1, 1, 4}, g2);
+    EXPECT_EQ(x, again);
+  }
+  EXPECT_EQ(seen.size(), 7u) << "every crop offset and flip must occur";
 }
 
 TEST(DataLoader, LastBatchAndResumeFromABatch) {
