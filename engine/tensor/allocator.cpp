@@ -3,6 +3,9 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "engine/core/error.h"
 #if DPB_WITH_CUDA
@@ -15,11 +18,31 @@ namespace {
 constexpr int kMaxDevices = 64;
 constexpr size_t kCpuAlignment = 64;
 
+constexpr int64_t kMaxCachedBytes = int64_t{2} << 30;  // per CPU device
+
 struct Counters {
   std::atomic<int64_t> current{0};
   std::atomic<int64_t> peak{0};
   std::atomic<int64_t> allocations{0};
 };
+
+// Freed CPU blocks by rounded size, reused by the next allocation of that size.
+struct HostCache {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<void*>> free;
+  int64_t bytes = 0;
+};
+
+HostCache& host_cache(int index) {
+  // Never destroyed: tensors in static objects may be freed during exit.
+  static auto* caches = new std::array<HostCache, kMaxDevices>;
+  return (*caches)[static_cast<size_t>(index)];
+}
+
+size_t host_block_size(size_t bytes) {
+  const size_t unit = bytes >= (size_t{64} << 10) ? 4096 : kCpuAlignment;
+  return (bytes + unit - 1) / unit * unit;
+}
 
 Counters& counters(const Device& d) {
   static std::array<Counters, kMaxDevices> cpu;
@@ -42,8 +65,19 @@ void* device_alloc(const Device& device, size_t bytes) {
   if (bytes == 0) bytes = kCpuAlignment;
   void* p = nullptr;
   if (device.is_cpu()) {
-    const size_t rounded = (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    p = std::aligned_alloc(kCpuAlignment, rounded);
+    (void)counters(device);  // checks the index
+    const size_t rounded = host_block_size(bytes);
+    HostCache& cache = host_cache(device.index);
+    {
+      std::lock_guard<std::mutex> lock(cache.mu);
+      auto it = cache.free.find(rounded);
+      if (it != cache.free.end() && !it->second.empty()) {
+        p = it->second.back();
+        it->second.pop_back();
+        cache.bytes -= static_cast<int64_t>(rounded);
+      }
+    }
+    if (!p) p = std::aligned_alloc(kCpuAlignment, rounded);
     DPB_CHECK(p != nullptr) << "out of host memory allocating " << bytes << " bytes on " << device;
   } else {
 #if DPB_WITH_CUDA
@@ -60,7 +94,18 @@ void device_free(const Device& device, void* ptr, size_t bytes) noexcept {
   if (!ptr) return;
   if (bytes == 0) bytes = kCpuAlignment;
   if (device.is_cpu()) {
-    std::free(ptr);
+    const size_t rounded = host_block_size(bytes);
+    HostCache& cache = host_cache(device.index);
+    bool kept = false;
+    {
+      std::lock_guard<std::mutex> lock(cache.mu);
+      if (cache.bytes + static_cast<int64_t>(rounded) <= kMaxCachedBytes) {
+        cache.free[rounded].push_back(ptr);
+        cache.bytes += static_cast<int64_t>(rounded);
+        kept = true;
+      }
+    }
+    if (!kept) std::free(ptr);
   } else {
 #if DPB_WITH_CUDA
     cuda::device_free(device.index, ptr);
@@ -94,7 +139,24 @@ void pinned_free(void* ptr, size_t bytes, bool pinned) noexcept {
 
 MemoryStats memory_stats(const Device& device) {
   auto& c = counters(device);
-  return {c.current.load(), c.peak.load(), c.allocations.load()};
+  MemoryStats s{c.current.load(), c.peak.load(), c.allocations.load(), 0};
+  if (device.is_cpu()) {
+    HostCache& cache = host_cache(device.index);
+    std::lock_guard<std::mutex> lock(cache.mu);
+    s.cached_bytes = cache.bytes;
+  }
+  return s;
+}
+
+void empty_cache(const Device& device) {
+  if (!device.is_cpu()) return;
+  (void)counters(device);
+  HostCache& cache = host_cache(device.index);
+  std::lock_guard<std::mutex> lock(cache.mu);
+  for (auto& [size, blocks] : cache.free)
+    for (void* p : blocks) std::free(p);
+  cache.free.clear();
+  cache.bytes = 0;
 }
 
 void reset_peak_memory(const Device& device) {

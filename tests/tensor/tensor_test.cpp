@@ -102,6 +102,24 @@ TEST(Tensor, PaddedBlockedLayoutKeepsPaddingZero) {
   EXPECT_EQ(b.clone().to_vector(), std::vector<float>(48, 3.0f));
 }
 
+TEST(Allocator, HostBlocksAreReusedAndReleasedOnRequest) {
+  const Device d = Device::cpu(9);
+  empty_cache(d);
+  void* first = nullptr;
+  {
+    Tensor t = Tensor::empty({100000}, d);
+    first = t.data();
+  }
+  EXPECT_GE(memory_stats(d).cached_bytes, 400000);
+  {
+    Tensor again = Tensor::empty({100000}, d);
+    EXPECT_EQ(static_cast<void*>(again.data()), first) << "a freed block of the same size is reused";
+    EXPECT_EQ(memory_stats(d).cached_bytes, 0);
+  }
+  empty_cache(d);
+  EXPECT_EQ(memory_stats(d).cached_bytes, 0);
+}
+
 TEST(Device, ParseAndErrors) {
   EXPECT_EQ(Device::parse("cpu"), Device::cpu(0));
   EXPECT_EQ(Device::parse("cpu:3"), Device::cpu(3));
