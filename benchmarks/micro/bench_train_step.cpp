@@ -9,7 +9,7 @@
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/data/synthetic.h"
 #include "engine/models/model.h"
-#include "engine/optim/optimizer.h"
+#include "engine/train/trainer.h"
 
 namespace {
 
@@ -26,18 +26,13 @@ void train_step(benchmark::State& state, const std::string& name) {
   SyntheticDataset data(spec.input, spec.loss, spec.outputs, 4096, 0);
   std::vector<int64_t> idx;
   for (int64_t i = 0; i < batch; ++i) idx.push_back(i);
-  Batch b = make_batch(data, idx);
-  OptimizerOptions oo;
-  oo.lr = 0.01f;
-  auto opt = make_optimizer(oo, model->parameters());
-  for (auto _ : state) {
-    Tensor out = model->forward(b.x);
-    LossResult loss = compute_loss(spec.loss, out, b.target, true);
-    model->backward(loss.grad);
-    opt->step();
-    opt->zero_grad();
-    benchmark::DoNotOptimize(loss.loss);
-  }
+  const Batch b = make_batch(data, idx);
+  TrainOptions o;
+  o.batch = batch;
+  o.optim.lr = 0.01f;
+  Trainer trainer(*model, data, o);  // the step dpbench times, on one fixed batch
+  int64_t step = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(trainer.step(b, step++).loss);
   state.SetItemsProcessed(state.iterations() * batch);
   state.counters["threads"] = threads;
 }
