@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 #include "engine/core/rng.h"
 
 namespace dpb {
@@ -77,6 +80,33 @@ TEST(Models, ForwardFlopsOfResnet18) {
   auto r = build_model("resnet18", g);
   // ~0.56 GMACs per 32x32 image for the CIFAR ResNet-18.
   EXPECT_NEAR(static_cast<double>(r->flops_per_sample()) / 2e9, 0.556, 0.01);
+}
+
+// DDP's reducer listens to these hooks: each parameter fires once per backward, as soon
+// as its gradient is complete, so the last layers' parameters fire first.
+TEST(Models, GradReadyHooksFireOncePerParameterInReverseLayerOrder) {
+  Generator g(0);
+  auto m = build_model("resnet18", g);
+  auto named = m->named_parameters();
+  std::vector<std::string> order;
+  for (auto& [name, p] : named) {
+    const std::string n = name;
+    p->add_grad_ready_hook([&order, n, p = p](Parameter& q) {
+      EXPECT_EQ(&q, p);
+      EXPECT_FALSE(q.grad_is_zero()) << n << " fired before its gradient was written";
+      order.push_back(n);
+    });
+  }
+  Tensor x = Tensor::full({2, 3, 32, 32}, 0.5f);
+  Tensor y = m->forward(x);
+  m->backward(Tensor::full(y.shape(), 0.1f));
+  ASSERT_EQ(order.size(), named.size());
+  std::set<std::string> distinct(order.begin(), order.end());
+  EXPECT_EQ(distinct.size(), named.size()) << "each parameter fires exactly once";
+  auto pos = [&](const std::string& n) { return std::find(order.begin(), order.end(), n) - order.begin(); };
+  EXPECT_LT(pos("fc.weight"), pos("layer4.1.conv2.weight"));
+  EXPECT_LT(pos("layer4.0.conv1.weight"), pos("layer1.0.conv1.weight"));
+  EXPECT_EQ(order.back(), "conv1.weight");
 }
 
 TEST(Models, ReplicateCopiesValuesToAnotherDevice) {
