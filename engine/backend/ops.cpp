@@ -149,7 +149,7 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
 }
 
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const BatchNormSaved& saved,
-                        Tensor& dx, Tensor& dgamma, Tensor& dbeta, float eps, bool accumulate) {
+                        Tensor& dx, Tensor& dgamma, Tensor& dbeta, float eps, bool accumulate, bool global_stats) {
   expect_shape("batchnorm_backward", "grad_output", dy, x.shape());
   expect_shape("batchnorm_backward", "grad_input", dx, x.shape());
   DPB_CHECK(dy.layout() == x.layout() && dx.layout() == x.layout())
@@ -157,7 +157,7 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
       << ", grad_input " << layout_name(dx.layout()) << " (gradients come in their tensor's layout)";
   same_device("batchnorm_backward", x.device(), {&dy, &gamma, &dx, &dgamma, &dbeta});
   dispatch("batchnorm_backward", x.device(),
-           [&] { cpu::batchnorm_backward(x, dy, gamma, saved, dx, dgamma, dbeta, eps, accumulate); });
+           [&] { cpu::batchnorm_backward(x, dy, gamma, saved, dx, dgamma, dbeta, eps, accumulate, global_stats); });
 }
 
 void relu_forward(const Tensor& x, Tensor& y) {

@@ -65,9 +65,12 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
 // Evaluation: normalises with the running statistics.
 void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
                             const Tensor& running_mean, const Tensor& running_var, float eps);
-// Backward of the training forward: dx; dgamma/dbeta (+)= as in conv2d_backward_weights.
+// Backward: dx; dgamma/dbeta (+)= as in conv2d_backward_weights. With global_stats the
+// forward normalised with fixed statistics (saved = the running mean and variance) and
+// dx does not flow through them; otherwise saved holds the batch statistics.
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const BatchNormSaved& saved,
-                        Tensor& dx, Tensor& dgamma, Tensor& dbeta, float eps, bool accumulate);
+                        Tensor& dx, Tensor& dgamma, Tensor& dbeta, float eps, bool accumulate,
+                        bool global_stats = false);
 
 // --- activations, pooling, element-wise --------------------------------------------------------
 void relu_forward(const Tensor& x, Tensor& y);

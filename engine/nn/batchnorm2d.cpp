@@ -15,7 +15,10 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   DPB_CHECK(x.ndim() == 4 && x.size(1) == channels_)
       << "BatchNorm2d(" << channels_ << ") expects input (N, " << channels_ << ", H, W), got " << x.shape();
   Tensor y = Tensor::empty_like(x);
-  if (training_) {
+  if (training_ && frozen_) {
+    ops::batchnorm_forward_eval(x, weight_->data(), bias_->data(), y, *running_mean_, *running_var_, eps_);
+    x_ = x;
+  } else if (training_) {
     DPB_CHECK(x.size(0) * x.size(2) * x.size(3) > 1)
         << "BatchNorm2d in training mode needs more than one value per channel, got input " << x.shape()
         << " (use a larger batch, or eval mode)";
@@ -33,7 +36,12 @@ Tensor BatchNorm2d::backward(const Tensor& dy) {
   const bool acc = weight_->begin_grad();
   DPB_CHECK(bias_->begin_grad() == acc) << "BatchNorm2d: weight and bias gradients out of step";
   Tensor dx = Tensor::empty_like(x_);
-  ops::batchnorm_backward(x_, dy, weight_->data(), saved_, dx, weight_->grad(), bias_->grad(), eps_, acc);
+  if (frozen_) {
+    const ops::BatchNormSaved running{*running_mean_, *running_var_};
+    ops::batchnorm_backward(x_, dy, weight_->data(), running, dx, weight_->grad(), bias_->grad(), eps_, acc, true);
+  } else {
+    ops::batchnorm_backward(x_, dy, weight_->data(), saved_, dx, weight_->grad(), bias_->grad(), eps_, acc);
+  }
   bias_->mark_grad_ready();
   weight_->mark_grad_ready();
   x_ = Tensor();
@@ -47,6 +55,11 @@ int64_t BatchNorm2d::forward_flops(const Shape& input, Shape* output) const {
 
 std::unique_ptr<Module> BatchNorm2d::clone_structure() const {
   return std::make_unique<BatchNorm2d>(channels_, eps_, momentum_);
+}
+
+void freeze_batchnorm(Module& m, bool frozen) {
+  if (auto* bn = dynamic_cast<BatchNorm2d*>(&m)) bn->set_frozen(frozen);
+  for (auto& [name, child] : m.named_children()) freeze_batchnorm(*child, frozen);
 }
 
 }  // namespace dpb

@@ -91,12 +91,20 @@ void Module::copy_state_from(Module& other) {
   auto tb = other.named_buffers();
   DPB_CHECK(mb.size() == tb.size()) << "copy_state_from: " << mb.size() << " buffers vs " << tb.size();
   for (size_t i = 0; i < mb.size(); ++i) mb[i].second->copy_from(*tb[i].second);
+  copy_settings_recursively(other);
+}
+
+void Module::copy_settings_recursively(const Module& other) {
+  training_ = other.training_;
+  copy_settings_from(other);
+  DPB_CHECK(children_.size() == other.children_.size()) << "copy_state_from: " << children_.size()
+                                                        << " children vs " << other.children_.size();
+  for (size_t i = 0; i < children_.size(); ++i) children_[i].second->copy_settings_recursively(*other.children_[i].second);
 }
 
 std::unique_ptr<Module> Module::clone() const {
   auto copy = clone_structure();
   copy->copy_state_from(const_cast<Module&>(*this));
-  copy->train(training_);
   copy->set_needs_input_grad(needs_input_grad_);
   return copy;
 }
@@ -105,7 +113,6 @@ std::unique_ptr<Module> Module::replicate(Device device) const {
   auto copy = clone_structure();
   copy->to(device);
   copy->copy_state_from(const_cast<Module&>(*this));
-  copy->train(training_);
   copy->set_needs_input_grad(needs_input_grad_);
   return copy;
 }

@@ -49,10 +49,15 @@ class Module {
   virtual std::unique_ptr<Module> clone_structure() const = 0;
   std::unique_ptr<Module> clone() const;
   std::unique_ptr<Module> replicate(Device device) const;
-  // Copies parameter and buffer values from a module of the same structure.
+  // Copies parameter and buffer values, the training mode and the settings that are
+  // not constructor arguments (copy_settings_from) from a module of the same structure.
   void copy_state_from(Module& other);
 
  protected:
+  // This module's own settings beyond its constructor arguments (e.g. a frozen
+  // BatchNorm), copied to clones and replicas; children are handled by the caller.
+  virtual void copy_settings_from(const Module& other) {}
+
   Parameter& register_parameter(std::string name, Tensor value);
   Tensor& register_buffer(std::string name, Tensor value);
   template <typename M>
@@ -65,6 +70,7 @@ class Module {
   bool needs_input_grad_ = true;
 
  private:
+  void copy_settings_recursively(const Module& other);
   void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Parameter*>>& out);
   void collect_buffers(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out);
 

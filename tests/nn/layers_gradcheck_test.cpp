@@ -128,6 +128,21 @@ TEST(GradCheck, BatchNorm2dTrainMode) {
   expect_gradients_match(bn, random_tensor({4, 3, 3, 3}, g), 17);
 }
 
+TEST(GradCheck, BatchNorm2dFrozen) {
+  Generator g(36);
+  BatchNorm2d bn(3);
+  bn.set_frozen(true);
+  auto buffers = bn.named_buffers();
+  for (int c = 0; c < 3; ++c) {
+    buffers[0].second->data()[c] = 0.3f * static_cast<float>(c);         // running_mean
+    buffers[1].second->data()[c] = 0.5f + 0.4f * static_cast<float>(c);  // running_var
+    bn.named_parameters()[0].second->data().data()[c] = 1.5f - 0.5f * static_cast<float>(c);
+  }
+  const auto before = buffers[0].second->to_vector();
+  expect_gradients_match(bn, random_tensor({4, 3, 3, 3}, g), 37);
+  EXPECT_EQ(buffers[0].second->to_vector(), before) << "a frozen BatchNorm keeps its running statistics";
+}
+
 TEST(GradCheck, ReLU) {
   Generator g(8);
   ReLU r;

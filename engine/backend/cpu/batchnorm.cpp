@@ -17,13 +17,15 @@ struct BnBwd {
   batch_normalization_backward prim;
 };
 
-std::shared_ptr<BnFwd> get_forward(CpuContext& ctx, const dims& d, Layout l, float eps, bool training) {
-  return ctx.cached<BnFwd>(key(training ? "bn_fwd_train" : "bn_fwd_eval", d[0], d[1], d[2], d[3],
-                               static_cast<int64_t>(eps * 1e9f), static_cast<int>(l)),
+// kind: 0 training with batch statistics, 1 inference, 2 training with global statistics
+// (only as the hint for a global-statistics backward).
+std::shared_ptr<BnFwd> get_forward(CpuContext& ctx, const dims& d, Layout l, float eps, int kind) {
+  return ctx.cached<BnFwd>(key("bn_fwd", kind, d[0], d[1], d[2], d[3], static_cast<int64_t>(eps * 1e9f),
+                               static_cast<int>(l)),
                            [&] {
-                             auto flags = training ? kScaleShift : (kScaleShift | normalization_flags::use_global_stats);
+                             auto flags = kind == 0 ? kScaleShift : (kScaleShift | normalization_flags::use_global_stats);
                              batch_normalization_forward::desc desc(
-                                 training ? prop_kind::forward_training : prop_kind::forward_inference,
+                                 kind == 1 ? prop_kind::forward_inference : prop_kind::forward_training,
                                  md4(d, l), eps, flags);
                              batch_normalization_forward::primitive_desc pd(desc, ctx.engine());
                              return BnFwd{pd, batch_normalization_forward(pd)};
@@ -41,7 +43,7 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
     saved.mean = Tensor::empty({C}, x.device());
     saved.var = Tensor::empty({C}, x.device());
   }
-  auto f = get_forward(ctx, d, x.layout(), eps, true);
+  auto f = get_forward(ctx, d, x.layout(), eps, 0);
   auto cmd = md({C}, tag::x);
   run(ctx, f->prim,
       {{DNNL_ARG_SRC, mem(md4(x), ctx, x)},
@@ -66,7 +68,7 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
                             const Tensor& running_mean, const Tensor& running_var, float eps) {
   auto& ctx = context(x.device().index);
   const dims d = dims4(x);
-  auto f = get_forward(ctx, d, x.layout(), eps, false);
+  auto f = get_forward(ctx, d, x.layout(), eps, 1);
   auto cmd = md({d[1]}, tag::x);
   run(ctx, f->prim,
       {{DNNL_ARG_SRC, mem(md4(x), ctx, x)},
@@ -78,15 +80,17 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
 }
 
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const ops::BatchNormSaved& saved,
-                        Tensor& dx, Tensor& dgamma, Tensor& dbeta, float eps, bool accumulate) {
+                        Tensor& dx, Tensor& dgamma, Tensor& dbeta, float eps, bool accumulate, bool global_stats) {
   auto& ctx = context(x.device().index);
   const dims d = dims4(x);
   const Layout l = x.layout();
   auto b = ctx.cached<BnBwd>(key("bn_bwd", d[0], d[1], d[2], d[3], static_cast<int64_t>(eps * 1e9f),
-                                 static_cast<int>(l)),
+                                 static_cast<int>(l), global_stats),
                              [&] {
-    batch_normalization_backward::desc desc(prop_kind::backward, md4(d, l), md4(d, l), eps, kScaleShift);
-    batch_normalization_backward::primitive_desc pd(desc, ctx.engine(), get_forward(ctx, d, l, eps, true)->pd);
+    const auto flags = global_stats ? (kScaleShift | normalization_flags::use_global_stats) : kScaleShift;
+    batch_normalization_backward::desc desc(prop_kind::backward, md4(d, l), md4(d, l), eps, flags);
+    batch_normalization_backward::primitive_desc pd(desc, ctx.engine(),
+                                                    get_forward(ctx, d, l, eps, global_stats ? 2 : 0)->pd);
     return BnBwd{batch_normalization_backward(pd)};
   });
   Tensor dg = accumulate ? Tensor::empty(dgamma.shape(), dgamma.device()) : dgamma;

@@ -18,7 +18,7 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
 void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
                             const Tensor& running_mean, const Tensor& running_var, float eps);
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const ops::BatchNormSaved& saved,
-                        Tensor& dx, Tensor& dgamma, Tensor& dbeta, float eps, bool accumulate);
+                        Tensor& dx, Tensor& dgamma, Tensor& dbeta, float eps, bool accumulate, bool global_stats);
 void relu_forward(const Tensor& x, Tensor& y);
 void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
 void pool2d_forward(ops::PoolKind kind, const Tensor& x, Tensor& y, Tensor& workspace, const ops::Pool2dParams& p);

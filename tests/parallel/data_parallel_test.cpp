@@ -1,0 +1,135 @@
+// DataParallel against single-device training (DESIGN §3): same seed, initial weights
+// and global batch give the same parameters after K steps, whatever N and B.
+#include "engine/parallel/data_parallel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/backend/cpu/cpu_context.h"
+#include "engine/data/synthetic.h"
+#include "engine/nn/batchnorm2d.h"
+#include "engine/optim/optimizer.h"
+
+namespace dpb {
+namespace {
+
+std::vector<Device> cpus(int n) {
+  std::vector<Device> d;
+  for (int i = 0; i < n; ++i) d.push_back(Device::cpu(i));
+  return d;
+}
+
+Batch batch_of(const ModelSpec& spec, int64_t b, int64_t step) {
+  SyntheticDataset ds(spec.input, spec.loss, spec.outputs, 1000, 11);
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < b; ++i) idx.push_back(step * b + i);
+  return make_batch(ds, idx);
+}
+
+// K SGD steps, single device or DataParallel over n logical devices; returns the parameters.
+std::vector<std::vector<float>> train(const std::string& name, int n, int64_t b, int steps, bool eval_bn = false) {
+  cpu::set_threads_per_device(1);
+  cpu::CpuDeviceScope scope(0);
+  Generator g(4);
+  auto model = build_model(name, g);
+  if (eval_bn) freeze_batchnorm(*model);
+  OptimizerOptions oo;
+  oo.lr = 0.05f;
+  auto opt = make_optimizer(oo, model->parameters());
+  std::unique_ptr<DataParallel> dp;
+  if (n > 0) dp = std::make_unique<DataParallel>(*model, cpus(n));
+  for (int s = 0; s < steps; ++s) {
+    Batch batch = batch_of(model->spec(), b, s);
+    Tensor out = dp ? dp->forward(batch.x) : model->forward(batch.x);
+    LossResult l = compute_loss(model->spec().loss, out, batch.target, true);
+    if (dp) dp->backward(l.grad);
+    else model->backward(l.grad);
+    opt->step();
+    opt->zero_grad();
+  }
+  std::vector<std::vector<float>> p;
+  for (auto* q : model->parameters()) p.push_back(q->data().to_vector());
+  return p;
+}
+
+double max_relative_difference(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    double scale = 1e-3;
+    for (float v : a[i]) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+    for (size_t k = 0; k < a[i].size(); ++k) worst = std::max(worst, std::fabs(a[i][k] - b[i][k]) / scale);
+  }
+  return worst;
+}
+
+TEST(DataParallel, ChunkSizesFollowTorchChunk) {
+  EXPECT_EQ(DataParallel::chunk_sizes(8, 4), (std::vector<int64_t>{2, 2, 2, 2}));
+  EXPECT_EQ(DataParallel::chunk_sizes(7, 3), (std::vector<int64_t>{3, 3, 1}));
+  EXPECT_EQ(DataParallel::chunk_sizes(5, 4), (std::vector<int64_t>{2, 2, 1}));  // one device idle
+  EXPECT_EQ(DataParallel::chunk_sizes(3, 4), (std::vector<int64_t>{1, 1, 1}));  // min(N, B) chunks
+  EXPECT_THROW(DataParallel::chunk_sizes(0, 2), Error);
+}
+
+class DpEqualsSingle : public ::testing::TestWithParam<std::tuple<std::string, int, int64_t>> {};
+
+TEST_P(DpEqualsSingle, AfterSeveralSteps) {
+  const auto& [name, n, b] = GetParam();
+  const auto single = train(name, 0, b, 3);
+  const auto dp = train(name, n, b, 3);
+  EXPECT_LT(max_relative_difference(single, dp), 2e-5) << name << " N=" << n << " B=" << b;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, DpEqualsSingle,
+    ::testing::Values(std::make_tuple("mlp", 2, 8), std::make_tuple("mlp", 3, 8), std::make_tuple("mlp", 4, 8),
+                      std::make_tuple("mlp", 4, 3), std::make_tuple("lenet", 2, 8), std::make_tuple("lenet", 3, 7),
+                      std::make_tuple("lenet", 4, 5), std::make_tuple("lenet", 4, 2)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_N" + std::to_string(std::get<1>(info.param)) + "_B" +
+             std::to_string(std::get<2>(info.param));
+    });
+
+// With BatchNorm frozen (running statistics, as in eval mode) the replicas compute
+// exactly what one device does.
+TEST(DataParallel, Resnet18WithFrozenBatchNormEqualsSingle) {
+  EXPECT_LT(max_relative_difference(train("resnet18", 0, 4, 2, true), train("resnet18", 2, 4, 2, true)), 2e-5);
+}
+
+// In training mode each replica normalises with its own chunk's statistics (by design,
+// as in PyTorch): the result differs from single-device training, and the module's
+// running statistics are those of the primary's chunk.
+TEST(DataParallel, TrainModeBatchNormUsesPerReplicaStatistics) {
+  cpu::set_threads_per_device(1);
+  cpu::CpuDeviceScope scope(0);
+  EXPECT_GT(max_relative_difference(train("resnet18", 0, 4, 1), train("resnet18", 2, 4, 1)), 1e-4);
+  Generator g(4);
+  auto model = build_model("resnet18", g);
+  auto reference = model->clone();
+  Batch batch = batch_of(model->spec(), 4, 0);
+  DataParallel dp(*model, cpus(2));
+  dp.forward(batch.x);
+  reference->forward(batch.x.slice(0, 2));
+  auto running = [](Module& m) { return m.named_buffers()[0].second->to_vector(); };
+  EXPECT_EQ(model->named_buffers()[0].first, "bn1.running_mean");
+  EXPECT_EQ(running(*model), running(*reference));
+}
+
+TEST(DataParallel, CountsWhatEachDeviceDidIncludingThePitfalls) {
+  cpu::CpuDeviceScope scope(0);
+  Generator g(0);
+  auto model = build_model("mlp", g);
+  DataParallel dp(*model, cpus(4));
+  Batch small = batch_of(model->spec(), 3, 0);
+  dp.forward(small.x);
+  EXPECT_EQ(dp.stats().samples, (std::vector<int64_t>{1, 1, 1, 0})) << "batch 3 < 4 devices: one idle";
+  EXPECT_EQ(dp.stats().last_chunks, (std::vector<int64_t>{1, 1, 1}));
+  // Calling the wrapped module directly bypasses the scatter: nothing is counted.
+  dp.module().forward(batch_of(model->spec(), 8, 1).x);
+  EXPECT_EQ(dp.stats().forwards, 1);
+  EXPECT_EQ(dp.stats().samples[0], 1);
+  EXPECT_THROW(DataParallel(*model, {Device::cpu(0), Device::cpu(0)}), Error);
+}
+
+}  // namespace
+}  // namespace dpb
