@@ -33,7 +33,12 @@ std::string human_time(double s) {
 }  // namespace
 
 nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::string>& argv, std::ostream& out) {
-  DPB_CHECK(o.mode == "single") << "mode '" << o.mode << "' is not available (valid: single)";
+  DPB_CHECK(o.mode == "single" || o.mode == "dp") << "mode '" << o.mode << "' is not available (valid: single, dp)";
+  DPB_CHECK(o.gpus >= 1) << "--gpus must be at least 1, got " << o.gpus;
+  DPB_CHECK(o.mode != "single" || o.gpus == 1) << "--mode=single runs on one device; use --mode=dp for --gpus="
+                                               << o.gpus;
+  DPB_CHECK(o.dp_forward == "scatter" || o.dp_forward == "bypass")
+      << "unknown --dp-forward '" << o.dp_forward << "' (valid: scatter, bypass)";
   DPB_CHECK(o.devices == "cpu") << "devices '" << o.devices << "' are not available in this build (valid: cpu)";
   DPB_CHECK(o.eval == "auto" || o.eval == "on" || o.eval == "off")
       << "unknown --eval '" << o.eval << "' (valid: auto, on, off)";
@@ -78,6 +83,12 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   t.lr_scale = o.lr_scale;
   t.base_batch = o.base_batch;
   t.device = Device::cpu(0);
+  std::vector<std::string> device_ids;
+  for (int d = 0; d < o.gpus; ++d) device_ids.push_back(Device::cpu(d).str());
+  if (o.mode == "dp") {
+    for (int d = 0; d < o.gpus; ++d) t.dp_devices.push_back(Device::cpu(d));
+    t.dp_bypass = o.dp_forward == "bypass";
+  }
   t.workers = o.workers;
   t.prefetch = o.prefetch;
   t.loader_delay_ms = o.loader_delay_ms;
@@ -86,12 +97,13 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   t.progress = progress;
   Trainer trainer(*model, *data.train, t, eval ? data.test.get() : nullptr, data.augment.get());
 
-  log::info("training {} ({} parameters) on {} ({} training samples{}) on cpu:0 with {} thread(s), batch {}, {}",
+  log::info("training {} ({} parameters) on {} ({} training samples{}) in mode {} on {} device(s) with {} thread(s) "
+            "each, batch {}, {}",
             spec.name, model->parameter_count(), o.dataset, data.train->size(), data.dir.empty() ? "" : ", " + data.dir,
-            threads, o.batch,
+            o.mode, o.gpus, threads, o.batch,
             o.epochs > 0 ? fmt::format("{} epoch(s) = {} steps", o.epochs, trainer.planned_steps())
                          : fmt::format("{} steps + {} warm-up", o.steps, o.warmup));
-  reset_peak_memory(Device::cpu(0));
+  for (int d = 0; d < o.gpus; ++d) reset_peak_memory(Device::cpu(d));
   TrainResult result = trainer.run();
   DPB_CHECK(!result.steps.empty()) << "no training step ran (the checkpoint is already at the end of --epochs)";
 
@@ -99,28 +111,36 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   if (measured.empty()) measured = result.steps;  // a run shorter than its warm-up
   std::vector<double> times;
   double data_s = 0, step_s = 0;
-  int64_t samples = 0;
   for (const auto& r : measured) {
     times.push_back(r.seconds());
     step_s += r.seconds();
     data_s += static_cast<double>(r.data_ns) * 1e-9;
   }
-  for (const auto& r : result.steps) samples += r.samples;
+  // Per device: samples over the whole run; busy fraction over the measured window.
+  std::vector<int64_t> dev_samples(static_cast<size_t>(o.gpus), 0), dev_busy(static_cast<size_t>(o.gpus), 0);
+  for (const auto& r : result.steps) {
+    for (size_t d = 0; d < r.device_samples.size(); ++d) dev_samples[d] += r.device_samples[d];
+  }
+  for (const auto& r : measured)
+    for (size_t d = 0; d < r.device_busy_ns.size(); ++d) dev_busy[d] += r.device_busy_ns[d];
+  const double window_s = static_cast<double>(measured.back().end_ns - measured.front().begin_ns) * 1e-9 +
+                          static_cast<double>(measured.front().data_ns) * 1e-9;
   const Summary st = summarize(times);
   const double throughput = static_cast<double>(o.batch) / st.median;
   const double flops_per_sample = 3.0 * static_cast<double>(model->flops_per_sample());
   const double loss_first = result.steps.front().loss, loss_last = result.steps.back().loss;
 
-  out << fmt::format("dpbench {} | model {} | {} | cpu:0 | batch {} | {} steps{} | {} thread(s)\n", o.mode, spec.name,
-                     o.dataset, o.batch, result.steps.size(),
+  out << fmt::format("dpbench {} | model {} | {} | {} | batch {} | {} steps{} | {} thread(s) per device\n", o.mode,
+                     spec.name, o.dataset, o.gpus == 1 ? "cpu:0" : fmt::format("cpu:0..{}", o.gpus - 1), o.batch,
+                     result.steps.size(),
                      measured.size() < result.steps.size()
                          ? fmt::format(" ({} warm-up)", result.steps.size() - measured.size())
                          : "",
                      threads);
   out << fmt::format("{:>6} {:>10} {:>8} {:>11} {:>11} {:>11} {:>7} {:>12} {:>10} {:>10}\n", "world", "batch/dev",
                      "global", "median", "p10", "p90", "cv", "samples/s", "loss[0]", "loss[-1]");
-  out << fmt::format("{:>6} {:>10} {:>8} {:>11} {:>11} {:>11} {:>6.1f}% {:>12.1f} {:>10.4f} {:>10.4f}\n", 1, o.batch,
-                     o.batch, human_time(st.median), human_time(st.p10), human_time(st.p90), st.cv * 100, throughput,
+  out << fmt::format("{:>6} {:>10} {:>8} {:>11} {:>11} {:>11} {:>6.1f}% {:>12.1f} {:>10.4f} {:>10.4f}\n", o.gpus,
+                     o.batch / o.gpus, o.batch, human_time(st.median), human_time(st.p10), human_time(st.p90), st.cv * 100, throughput,
                      loss_first, loss_last);
   if (result.test)
     out << fmt::format("test: accuracy {:.2f}%, loss {:.4f} on {} samples | trained {} epoch(s) in {:.1f} s\n",
@@ -128,6 +148,14 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                        static_cast<double>(result.end.global_step) /
                            static_cast<double>(std::max<int64_t>(1, trainer.loader().batches_per_epoch())),
                        result.wall_seconds);
+  if (o.gpus > 1) {
+    std::string line = "devices:";
+    for (int d = 0; d < o.gpus; ++d)
+      line += fmt::format("  cpu:{} {:.0f}% busy, {} samples", d,
+                          100.0 * static_cast<double>(dev_busy[static_cast<size_t>(d)]) * 1e-9 / window_s,
+                          dev_samples[static_cast<size_t>(d)]);
+    out << line << "\n";
+  }
   if (st.outliers > 0) out << fmt::format("note: {} of {} step times are outliers (median/MAD)\n", st.outliers, st.count);
 
   nlohmann::json report = reports::report_header(argv);
@@ -136,8 +164,10 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                       {"dataset", o.dataset},
                       {"data_dir", data.dir.empty() ? nlohmann::json(nullptr) : nlohmann::json(data.dir)},
                       {"devices", o.devices},
-                      {"device_list", {"cpu:0"}},
-                      {"batch_per_device", o.batch},
+                      {"gpus", o.gpus},
+                      {"device_list", device_ids},
+                      {"dp_forward", o.mode == "dp" ? nlohmann::json(o.dp_forward) : nlohmann::json(nullptr)},
+                      {"batch_per_device", o.batch / o.gpus},
                       {"global_batch", o.batch},
                       {"precision", "fp32"},
                       {"backend", nullptr},
@@ -154,8 +184,8 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                       {"parameters", model->parameter_count()},
                       {"resumed_from", o.resume_path.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.resume_path)}};
   const double achieved = flops_per_sample * throughput;
-  nlohmann::json run = {{"world_size", 1},
-                        {"batch_per_device", o.batch},
+  nlohmann::json run = {{"world_size", o.gpus},
+                        {"batch_per_device", o.batch / o.gpus},
                         {"global_batch", o.batch},
                         {"steps", result.steps.size()},
                         {"throughput_samples_per_s", reports::number(throughput)},
@@ -169,10 +199,18 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                         {"mfu", nullptr}};
   if (result.test)
     run["accuracy"] = {{"test", reports::number(result.test->accuracy)}, {"test_loss", reports::number(result.test->loss)}};
-  run["devices"] = {{{"id", "cpu:0"},
-                     {"samples", samples},
-                     {"busy_fraction", nullptr},
-                     {"peak_memory_bytes", memory_stats(Device::cpu(0)).peak_bytes}}};
+  run["devices"] = nlohmann::json::array();
+  for (int d = 0; d < o.gpus; ++d)
+    run["devices"].push_back(
+        {{"id", device_ids[static_cast<size_t>(d)]},
+         {"samples", dev_samples[static_cast<size_t>(d)]},
+         {"busy_fraction", reports::number(static_cast<double>(dev_busy[static_cast<size_t>(d)]) * 1e-9 / window_s)},
+         {"peak_memory_bytes", memory_stats(Device::cpu(d)).peak_bytes}});
+  if (const DataParallel* dp = trainer.data_parallel()) {
+    run["dp"] = {{"forward", o.dp_forward},
+                 {"scatter_calls", dp->stats().forwards},
+                 {"last_chunks", dp->stats().last_chunks}};
+  }
   nlohmann::json losses = nlohmann::json::array();
   for (const auto& r : result.steps) losses.push_back(reports::number(r.loss));
   run["loss_per_step"] = losses;
@@ -197,7 +235,14 @@ int main_cli(int argc, char** argv) {
   CLI::App app{"dpbench: measure how fast a training setup runs, how well it scales, and why not.\n"
                "On the CPU, devices are logical CPU devices (cpu:0, cpu:1, ...), each with its own thread budget."};
   app.option_defaults()->always_capture_default();
-  app.add_option("--mode", o.mode, "Parallel mode")->check(CLI::IsMember({"single"}));
+  app.add_option("--mode", o.mode, "Parallel mode: single (one device), dp (one process, --gpus devices)")
+      ->check(CLI::IsMember({"single", "dp"}));
+  app.add_option("--gpus", o.gpus,
+                 "Devices to use; with --devices=cpu these are logical CPU devices cpu:0..N-1, each with --threads")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--dp-forward", o.dp_forward,
+                 "dp: scatter (through the wrapper) or bypass (call the wrapped module directly: the classic mistake)")
+      ->check(CLI::IsMember({"scatter", "bypass"}));
   app.add_option("--model", o.model, "Model: " + join(model_names()))->check(CLI::IsMember(model_names()));
   app.add_option("--dataset", o.dataset, "Dataset (synthetic: generated, learnable, no I/O)")
       ->check(CLI::IsMember(dataset_names()));

@@ -12,6 +12,8 @@ namespace dpb::bench {
 
 struct BenchOptions {
   std::string mode = "single";
+  int gpus = 1;                         // devices (on the CPU: logical CPU devices)
+  std::string dp_forward = "scatter";   // dp: scatter | bypass (call the wrapped module directly)
   std::string model = "lenet";
   std::string dataset = "synthetic";
   std::string data_dir;  // empty: the dataset's default location

@@ -35,6 +35,10 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
       << "dataset '" << train.name() << "' has " << loss_name(train.target_kind()) << " targets of width "
       << train.target_width() << " but model '" << spec.name << "' is trained with " << loss_name(spec.loss)
       << " on " << spec.outputs << " outputs";
+  if (o_.dp_devices.size() > 1) {
+    o_.device = o_.dp_devices[0];
+    dp_ = std::make_unique<DataParallel>(model_, o_.dp_devices);
+  }
   model_.to(o_.device);
   model_.train();
   optimizer_ = make_optimizer(o_.optim, model_.parameters());
@@ -79,17 +83,41 @@ StepRecord Trainer::step(const Batch& batch, int64_t global_step) {
   r.samples = batch.size();
   r.lr = schedule_->lr_at(global_step);
   optimizer_->set_lr(r.lr);
+  const bool scatter = dp_ && !o_.dp_bypass;
+  const std::vector<int64_t> busy_before = dp_ ? dp_->stats().busy_ns : std::vector<int64_t>{};
   r.begin_ns = now_ns();
-  Tensor out = model_.forward(batch.x);
+  Tensor out = scatter ? dp_->forward(batch.x) : model_.forward(batch.x);
   LossResult loss = compute_loss(model_.spec().loss, out, batch.target, true);
-  model_.backward(loss.grad);
+  if (scatter) dp_->backward(loss.grad);
+  else model_.backward(loss.grad);
   optimizer_->step();
   optimizer_->zero_grad();
   r.end_ns = now_ns();
+  if (scatter) {
+    // Replicas' compute, plus the primary's own work outside them (gather, loss,
+    // reduction, optimizer) which the primary device does too.
+    const auto& busy = dp_->stats().busy_ns;
+    int64_t replicas_primary = busy[0] - busy_before[0];
+    r.device_busy_ns.resize(busy.size());
+    for (size_t d = 0; d < busy.size(); ++d) r.device_busy_ns[d] = busy[d] - busy_before[d];
+    int64_t longest = 0;
+    for (auto b : r.device_busy_ns) longest = std::max(longest, b);
+    r.device_busy_ns[0] = replicas_primary + std::max<int64_t>(0, (r.end_ns - r.begin_ns) - longest);
+    r.device_samples.assign(busy.size(), 0);
+    const auto& chunks = dp_->stats().last_chunks;
+    for (size_t d = 0; d < chunks.size(); ++d) r.device_samples[d] = chunks[d];
+  } else {
+    r.device_busy_ns.assign(dp_ ? o_.dp_devices.size() : 1, 0);
+    r.device_busy_ns[0] = r.end_ns - r.begin_ns;
+    r.device_samples.assign(r.device_busy_ns.size(), 0);
+    r.device_samples[0] = batch.size();
+  }
   r.loss = loss.loss;
   r.correct = loss.correct;
   return r;
 }
+
+std::vector<Device> Trainer::devices() const { return dp_ ? o_.dp_devices : std::vector<Device>{o_.device}; }
 
 TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) {
   TrainResult result;

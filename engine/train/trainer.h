@@ -13,6 +13,7 @@
 #include "engine/models/model.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/optimizer.h"
+#include "engine/parallel/data_parallel.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/evaluate.h"
 #include "engine/train/progress.h"
@@ -34,6 +35,11 @@ struct TrainOptions {
   int64_t base_batch = 256;
   int64_t global_batch = 0;  // batch across all ranks (defaults to batch)
   Device device = Device::cpu();
+  // More than one device: DataParallel over them (devices[0] is the primary, `device`
+  // is ignored). dp_bypass calls the wrapped module directly, the classic mistake
+  // that leaves every device but the primary idle.
+  std::vector<Device> dp_devices;
+  bool dp_bypass = false;
   int workers = 0;
   int prefetch = 2;
   int64_t loader_delay_ms = 0;
@@ -55,6 +61,8 @@ struct StepRecord {
   int64_t data_ns = 0;    // how long the loop waited for this batch
   int64_t begin_ns = 0;   // step start (forward)
   int64_t end_ns = 0;     // step end (after the optimizer)
+  std::vector<int64_t> device_busy_ns;  // per device: time it computed in this step
+  std::vector<int64_t> device_samples;  // per device: samples it ran forward
   double seconds() const { return static_cast<double>(end_ns - begin_ns) * 1e-9; }
 };
 
@@ -88,6 +96,9 @@ class Trainer {
   // Optimizer steps this run will take.
   int64_t planned_steps() const { return planned_; }
   float base_lr() const { return schedule_->options().base_lr; }
+  // The devices the model runs on (one, or the DataParallel devices).
+  std::vector<Device> devices() const;
+  const DataParallel* data_parallel() const { return dp_.get(); }
 
  private:
   Model& model_;
@@ -96,6 +107,7 @@ class Trainer {
   TrainOptions o_;
   DistributedSampler sampler_;
   std::unique_ptr<DataLoader> loader_;
+  std::unique_ptr<DataParallel> dp_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   TrainPosition start_;

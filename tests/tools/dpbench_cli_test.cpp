@@ -120,6 +120,36 @@ TEST(DpbenchCli, TrainsOnIdxFilesAndReportsTestAccuracy) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(DpbenchCli, DataParallelReportsWhatEachDeviceDid) {
+  const std::string base = std::filesystem::temp_directory_path() / ("dpb_dp_" + std::to_string(::getpid()));
+  for (const std::string forward : {"scatter", "bypass"}) {
+    const std::string json = base + forward + ".json";
+    const Result r = run("--mode=dp --gpus=2 --model=mlp --batch=8 --steps=3 --warmup=1 --threads=1 --dp-forward=" +
+                         forward + " --json=" + json);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto rep = nlohmann::json::parse(slurp(json));
+    const auto& devs = rep["runs"][0]["devices"];
+    ASSERT_EQ(devs.size(), 2u);
+    EXPECT_EQ(rep["runs"][0]["world_size"], 2);
+    EXPECT_EQ(rep["config"]["device_list"][1], "cpu:1");
+    if (forward == "scatter") {
+      EXPECT_EQ(devs[0]["samples"], 16);
+      EXPECT_EQ(devs[1]["samples"], 16);
+      EXPECT_GT(devs[1]["busy_fraction"].get<double>(), 0.0);
+      EXPECT_EQ(rep["runs"][0]["dp"]["scatter_calls"], 4);
+    } else {
+      EXPECT_EQ(devs[0]["samples"], 32);
+      EXPECT_EQ(devs[1]["samples"], 0);
+      EXPECT_EQ(devs[1]["busy_fraction"].get<double>(), 0.0);
+      EXPECT_EQ(rep["runs"][0]["dp"]["scatter_calls"], 0);
+    }
+    std::remove(json.c_str());
+  }
+  const Result bad = run("--mode=single --gpus=2");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--mode=dp"), std::string::npos) << bad.err;
+}
+
 TEST(DpbenchCli, UnknownModeListsValidChoices) {
   const Result r = run("--mode=fsdp");
   EXPECT_NE(r.code, 0);
