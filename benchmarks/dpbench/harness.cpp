@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cmath>
 #include <iostream>
 
 #include "engine/backend/cpu/cpu_context.h"
@@ -230,6 +231,74 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   return report;
 }
 
+VerifyResult run_verify(const BenchOptions& o, std::ostream& out) {
+  DPB_CHECK(o.verify_steps >= 1) << "--verify-steps must be at least 1, got " << o.verify_steps;
+  const int threads = o.threads > 0 ? o.threads : cpu::hardware_threads();
+  cpu::set_threads_per_device(threads);
+  cpu::CpuDeviceScope scope(0);
+  auto train = [&](bool parallel) {
+    Generator init_gen(o.seed);
+    ModelOptions mo;
+    const Shape data_shape = dataset_sample_shape(o.dataset);
+    if (data_shape.ndim() == 3 && o.model != "simple" && o.model != "widemlp") mo.image = data_shape;
+    auto model = build_model(o.model, init_gen, mo);
+    DatasetRequest dr;
+    dr.name = o.dataset;
+    dr.dir = o.data_dir;
+    dr.augment = o.augment;
+    dr.sample_shape = model->spec().input;
+    dr.loss = model->spec().loss;
+    dr.width = model->spec().outputs;
+    dr.seed = o.seed;
+    DatasetSplits data = load_dataset(dr);
+    TrainOptions t;
+    t.batch = o.batch;
+    t.steps = o.verify_steps;
+    t.warmup = 0;
+    t.seed = o.seed;
+    t.optim.name = o.optimizer;
+    t.optim.lr = o.lr;
+    t.optim.momentum = o.momentum;
+    t.optim.weight_decay = o.weight_decay;
+    t.device = Device::cpu(0);
+    if (parallel && o.mode == "dp") {
+      for (int d = 0; d < o.gpus; ++d) t.dp_devices.push_back(Device::cpu(d));
+      t.dp_bypass = o.dp_forward == "bypass";
+    }
+    Trainer trainer(*model, *data.train, t, nullptr, data.augment.get());
+    trainer.run();
+    return model;
+  };
+  auto reference = train(false);
+  auto candidate = train(true);
+  VerifyResult v;
+  auto ref = reference->named_parameters(), got = candidate->named_parameters();
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const auto a = ref[i].second->data().to_vector(), b = got[i].second->data().to_vector();
+    double scale = 1e-3, abs_diff = 0;
+    for (size_t k = 0; k < a.size(); ++k) {
+      scale = std::max(scale, static_cast<double>(std::fabs(a[k])));
+      abs_diff = std::max(abs_diff, static_cast<double>(std::fabs(a[k] - b[k])));
+    }
+    if (abs_diff / scale > v.max_rel_diff) {
+      v.max_rel_diff = abs_diff / scale;
+      v.worst_parameter = ref[i].first;
+    }
+    v.max_abs_diff = std::max(v.max_abs_diff, abs_diff);
+  }
+  v.passed = v.max_rel_diff <= o.verify_tolerance;
+  out << fmt::format("verify: {} steps of {} (--mode={} --gpus={}) against --mode=single from the same start\n",
+                     o.verify_steps, o.model, o.mode, o.gpus);
+  out << fmt::format("largest parameter difference: {:.3g} absolute, {:.3g} relative to the parameter's scale ({}); "
+                     "tolerance {:.3g}: {}\n",
+                     v.max_abs_diff, v.max_rel_diff, v.worst_parameter.empty() ? "-" : v.worst_parameter,
+                     o.verify_tolerance, v.passed ? "PASS" : "FAIL");
+  if (!v.passed && reference->spec().has_batchnorm && o.mode == "dp")
+    out << "note: in dp each replica normalises BatchNorm with its own chunk's statistics (as PyTorch's "
+           "DataParallel does), so models with BatchNorm differ from single-device training by design\n";
+  return v;
+}
+
 int main_cli(int argc, char** argv) {
   BenchOptions o;
   CLI::App app{"dpbench: measure how fast a training setup runs, how well it scales, and why not.\n"
@@ -283,6 +352,13 @@ int main_cli(int argc, char** argv) {
   app.add_option("--base-batch", o.base_batch, "Batch the learning rate was tuned for (--lr-scale=linear)")
       ->check(CLI::PositiveNumber);
   app.add_option("--json", o.json_path, "Write the JSON report (dpbench.report/1) to this path");
+  app.add_flag("--verify", o.verify,
+               "Instead of benchmarking: train --verify-steps in --mode and in single mode from the same start, print "
+               "the largest parameter difference, exit 1 above --verify-tolerance");
+  app.add_option("--verify-steps", o.verify_steps, "Steps for --verify")->check(CLI::PositiveNumber);
+  app.add_option("--verify-tolerance", o.verify_tolerance,
+                 "Largest allowed parameter difference for --verify, relative to the parameter's scale")
+      ->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -290,6 +366,7 @@ int main_cli(int argc, char** argv) {
   }
   std::vector<std::string> args(argv, argv + argc);
   try {
+    if (o.verify) return run_verify(o, std::cout).passed ? 0 : 1;
     run_benchmark(o, args, std::cout);
   } catch (const Error& e) {
     std::cerr << "dpbench: error: " << e.what() << "\n";

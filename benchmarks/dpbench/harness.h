@@ -40,7 +40,20 @@ struct BenchOptions {
   std::string lr_scale = "none";
   int64_t base_batch = 256;
   std::string json_path;
+  bool verify = false;           // compare --mode against single instead of benchmarking
+  int64_t verify_steps = 5;
+  double verify_tolerance = 1e-4;  // largest parameter difference, relative to the parameter's scale
 };
+
+struct VerifyResult {
+  double max_abs_diff = 0, max_rel_diff = 0;
+  std::string worst_parameter;
+  bool passed = false;
+};
+
+// Trains verify_steps steps in o.mode and in single mode from the same initial weights
+// on the same batches and compares the parameters.
+VerifyResult run_verify(const BenchOptions& o, std::ostream& out);
 
 // Runs the benchmark; returns the report (already written when json_path is set).
 nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::string>& argv, std::ostream& out);

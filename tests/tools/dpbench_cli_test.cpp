@@ -150,6 +150,16 @@ TEST(DpbenchCli, DataParallelReportsWhatEachDeviceDid) {
   EXPECT_NE(bad.err.find("--mode=dp"), std::string::npos) << bad.err;
 }
 
+TEST(DpbenchCli, VerifyComparesAModeWithSingleDeviceTraining) {
+  Result r = run("--mode=dp --gpus=3 --model=lenet --batch=7 --threads=1 --verify --verify-steps=3");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+  // The same run held to an impossible tolerance fails, with a non-zero exit.
+  r = run("--mode=dp --gpus=3 --model=lenet --batch=7 --threads=1 --verify --verify-steps=3 --verify-tolerance=1e-15");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
+}
+
 TEST(DpbenchCli, UnknownModeListsValidChoices) {
   const Result r = run("--mode=fsdp");
   EXPECT_NE(r.code, 0);
