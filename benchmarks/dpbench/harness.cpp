@@ -89,6 +89,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   if (o.mode == "dp") {
     for (int d = 0; d < o.gpus; ++d) t.dp_devices.push_back(Device::cpu(d));
     t.dp_bypass = o.dp_forward == "bypass";
+    t.dp_replicate_input = o.dp_input == "list";
   }
   t.workers = o.workers;
   t.prefetch = o.prefetch;
@@ -209,6 +210,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
          {"peak_memory_bytes", memory_stats(Device::cpu(d)).peak_bytes}});
   if (const DataParallel* dp = trainer.data_parallel()) {
     run["dp"] = {{"forward", o.dp_forward},
+                 {"input", o.dp_input},
                  {"scatter_calls", dp->stats().forwards},
                  {"last_chunks", dp->stats().last_chunks}};
   }
@@ -264,6 +266,7 @@ VerifyResult run_verify(const BenchOptions& o, std::ostream& out) {
     if (parallel && o.mode == "dp") {
       for (int d = 0; d < o.gpus; ++d) t.dp_devices.push_back(Device::cpu(d));
       t.dp_bypass = o.dp_forward == "bypass";
+      t.dp_replicate_input = o.dp_input == "list";
     }
     Trainer trainer(*model, *data.train, t, nullptr, data.augment.get());
     trainer.run();
@@ -312,6 +315,9 @@ int main_cli(int argc, char** argv) {
   app.add_option("--dp-forward", o.dp_forward,
                  "dp: scatter (through the wrapper) or bypass (call the wrapped module directly: the classic mistake)")
       ->check(CLI::IsMember({"scatter", "bypass"}));
+  app.add_option("--dp-input", o.dp_input,
+                 "dp: tensor (scattered) or list (a list of samples: replicated whole to every device, the mistake)")
+      ->check(CLI::IsMember({"tensor", "list"}));
   app.add_option("--model", o.model, "Model: " + join(model_names()))->check(CLI::IsMember(model_names()));
   app.add_option("--dataset", o.dataset, "Dataset (synthetic: generated, learnable, no I/O)")
       ->check(CLI::IsMember(dataset_names()));

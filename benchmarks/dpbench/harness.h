@@ -14,6 +14,7 @@ struct BenchOptions {
   std::string mode = "single";
   int gpus = 1;                         // devices (on the CPU: logical CPU devices)
   std::string dp_forward = "scatter";   // dp: scatter | bypass (call the wrapped module directly)
+  std::string dp_input = "tensor";      // dp: tensor | list (a list of samples is replicated, not scattered)
   std::string model = "lenet";
   std::string dataset = "synthetic";
   std::string data_dir;  // empty: the dataset's default location

@@ -52,23 +52,36 @@ Tensor DataParallel::forward(const Tensor& x) {
   ++stats_.forwards;
   chunks_ = chunk_sizes(x.size(0), static_cast<int>(devices_.size()));
   stats_.last_chunks = chunks_;
-  // Broadcast: the replicas in use get the module's current parameters and buffers.
-  for (size_t r = 1; r < chunks_.size(); ++r) {
-    replica(r).copy_state_from(module_);
-  }
-  std::vector<Tensor> inputs(chunks_.size()), outputs(chunks_.size());
+  std::vector<Tensor> inputs(chunks_.size());
   int64_t begin = 0;
   for (size_t r = 0; r < chunks_.size(); ++r) {
     inputs[r] = x.slice(begin, begin + chunks_[r]).to(devices_[r]);
-    stats_.samples[r] += chunks_[r];
     begin += chunks_[r];
   }
+  return run_forward(inputs);
+}
+
+Tensor DataParallel::forward_replicated(const Tensor& x) {
+  DPB_CHECK(x.ndim() >= 1 && x.size(0) >= 1) << "DataParallel: input " << x.shape() << " has no samples";
+  chunks_.assign(devices_.size(), x.size(0));
+  stats_.last_chunks = chunks_;
+  std::vector<Tensor> inputs;
+  for (const auto& d : devices_) inputs.push_back(x.to(d));
+  return run_forward(inputs);
+}
+
+Tensor DataParallel::run_forward(const std::vector<Tensor>& inputs) {
+  // Broadcast: the replicas in use get the module's current parameters and buffers.
+  for (size_t r = 1; r < chunks_.size(); ++r) replica(r).copy_state_from(module_);
+  for (size_t r = 0; r < chunks_.size(); ++r) stats_.samples[r] += chunks_[r];
+  std::vector<Tensor> outputs(chunks_.size());
   run_on_replicas([&](size_t r) { outputs[r] = replica(r).forward(inputs[r]).to_plain(); });
   // Gather on the primary device.
   std::vector<int64_t> dims = outputs[0].shape().dims();
-  dims[0] = x.size(0);
+  dims[0] = 0;
+  for (auto c : chunks_) dims[0] += c;
   Tensor out = Tensor::empty(Shape(dims), devices_[0]);
-  begin = 0;
+  int64_t begin = 0;
   for (size_t r = 0; r < chunks_.size(); ++r) {
     out.slice(begin, begin + chunks_[r]).copy_from(outputs[r]);
     begin += chunks_[r];

@@ -11,7 +11,9 @@
 // e.g. BatchNorm running statistics, are the ones updated), as in PyTorch.
 //
 // The pitfalls are real and counted: with B < N devices sit idle; calling
-// module().forward(x) directly bypasses the scatter and runs everything on the primary.
+// module().forward(x) directly bypasses the scatter and runs everything on the primary;
+// an input that is not a tensor (a list of samples) is not scattered but replicated whole
+// to every device (forward_replicated): each replica redoes the whole batch.
 #include <memory>
 #include <vector>
 
@@ -33,6 +35,9 @@ class DataParallel {
   DataParallel(Model& module, std::vector<Device> devices);
 
   Tensor forward(const Tensor& x);
+  // What DataParallel does with a non-tensor input: every device gets all of x; the
+  // gathered output has N x B rows (the targets must be repeated to match).
+  Tensor forward_replicated(const Tensor& x);
   // Replica backwards from the gradient of the gathered output; gradients end up summed
   // in module()'s parameters (accumulating like a plain backward would).
   void backward(const Tensor& grad_out);
@@ -45,6 +50,7 @@ class DataParallel {
   static std::vector<int64_t> chunk_sizes(int64_t batch, int parts);
 
  private:
+  Tensor run_forward(const std::vector<Tensor>& inputs);
   Module& replica(size_t r);
   void run_on_replicas(const std::function<void(size_t)>& task);
 

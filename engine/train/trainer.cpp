@@ -7,6 +7,17 @@
 
 namespace dpb {
 
+namespace {
+// `t` stacked `times` times along dim 0.
+Tensor repeat_rows(const Tensor& t, int64_t times) {
+  std::vector<int64_t> dims = t.shape().dims();
+  dims[0] *= times;
+  Tensor out = Tensor::empty(Shape(dims), t.device(), t.dtype());
+  for (int64_t i = 0; i < times; ++i) out.slice(i * t.size(0), (i + 1) * t.size(0)).copy_from(t);
+  return out;
+}
+}  // namespace
+
 std::vector<StepRecord> TrainResult::measured() const {
   std::vector<StepRecord> out;
   for (const auto& s : steps)
@@ -86,8 +97,14 @@ StepRecord Trainer::step(const Batch& batch, int64_t global_step) {
   const bool scatter = dp_ && !o_.dp_bypass;
   const std::vector<int64_t> busy_before = dp_ ? dp_->stats().busy_ns : std::vector<int64_t>{};
   r.begin_ns = now_ns();
-  Tensor out = scatter ? dp_->forward(batch.x) : model_.forward(batch.x);
-  LossResult loss = compute_loss(model_.spec().loss, out, batch.target, true);
+  Tensor out, target = batch.target;
+  if (scatter && o_.dp_replicate_input) {
+    out = dp_->forward_replicated(batch.x);
+    target = repeat_rows(batch.target, static_cast<int64_t>(o_.dp_devices.size()));
+  } else {
+    out = scatter ? dp_->forward(batch.x) : model_.forward(batch.x);
+  }
+  LossResult loss = compute_loss(model_.spec().loss, out, target, true);
   if (scatter) dp_->backward(loss.grad);
   else model_.backward(loss.grad);
   optimizer_->step();

@@ -40,6 +40,7 @@ struct TrainOptions {
   // that leaves every device but the primary idle.
   std::vector<Device> dp_devices;
   bool dp_bypass = false;
+  bool dp_replicate_input = false;  // the batch as a list of samples: replicated, not scattered
   int workers = 0;
   int prefetch = 2;
   int64_t loader_delay_ms = 0;

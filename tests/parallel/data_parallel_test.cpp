@@ -131,5 +131,32 @@ TEST(DataParallel, CountsWhatEachDeviceDidIncludingThePitfalls) {
   EXPECT_THROW(DataParallel(*model, {Device::cpu(0), Device::cpu(0)}), Error);
 }
 
+// A non-tensor input is replicated whole: every device redoes the batch, the gathered
+// output has N x B rows, and with the targets repeated the gradient is unchanged.
+TEST(DataParallel, ReplicatedInputRunsTheWholeBatchOnEveryDevice) {
+  cpu::CpuDeviceScope scope(0);
+  Generator g(0);
+  auto model = build_model("mlp", g);
+  auto reference = model->clone();
+  DataParallel dp(*model, cpus(3));
+  Batch b = batch_of(model->spec(), 4, 0);
+  Tensor out = dp.forward_replicated(b.x);
+  EXPECT_EQ(out.size(0), 12);
+  EXPECT_EQ(dp.stats().samples, (std::vector<int64_t>{4, 4, 4}));
+  std::vector<int32_t> labels = b.target.to_labels(), repeated;
+  for (int i = 0; i < 3; ++i) repeated.insert(repeated.end(), labels.begin(), labels.end());
+  LossResult l = compute_loss(LossKind::cross_entropy, out, Tensor::from_labels(repeated), true);
+  dp.backward(l.grad);
+  Tensor ref_out = reference->forward(b.x);
+  LossResult rl = compute_loss(LossKind::cross_entropy, ref_out, b.target, true);
+  reference->backward(rl.grad);
+  EXPECT_NEAR(l.loss, rl.loss, 1e-6);
+  auto a = model->parameters(), r = reference->parameters();
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto ga = a[i]->grad().to_vector(), gr = r[i]->grad().to_vector();
+    for (size_t k = 0; k < ga.size(); ++k) ASSERT_NEAR(ga[k], gr[k], 1e-6 + 1e-5 * std::fabs(gr[k]));
+  }
+}
+
 }  // namespace
 }  // namespace dpb

@@ -145,6 +145,15 @@ TEST(DpbenchCli, DataParallelReportsWhatEachDeviceDid) {
     }
     std::remove(json.c_str());
   }
+  const std::string json = base + "list.json";
+  const Result list = run("--mode=dp --gpus=2 --model=mlp --batch=8 --steps=3 --warmup=1 --threads=1 --dp-input=list "
+                          "--json=" + json);
+  ASSERT_EQ(list.code, 0) << list.err;
+  const auto rep = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(rep["runs"][0]["devices"][0]["samples"], 32);  // 4 steps x the whole batch, on each device
+  EXPECT_EQ(rep["runs"][0]["devices"][1]["samples"], 32);
+  EXPECT_EQ(rep["runs"][0]["dp"]["input"], "list");
+  std::remove(json.c_str());
   const Result bad = run("--mode=single --gpus=2");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("--mode=dp"), std::string::npos) << bad.err;
