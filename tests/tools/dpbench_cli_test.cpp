@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "reports/schema_check.h"
 #include "tests/data/data_files.h"
 
 namespace {
@@ -37,6 +38,15 @@ Result run(const std::string& args) {
   return r;
 }
 
+// Every report a test produces must satisfy reports/schema/dpbench.report-1.schema.json.
+nlohmann::json checked_report(const std::string& path) {
+  static const nlohmann::json schema = nlohmann::json::parse(slurp(DPB_REPORT_SCHEMA));
+  const auto rep = nlohmann::json::parse(slurp(path));
+  const auto violations = dpb::reports::schema_violations(schema, rep);
+  for (const auto& v : violations) ADD_FAILURE() << path << " violates the report schema at " << v;
+  return rep;
+}
+
 int lines(const std::string& s) {
   int n = 0;
   for (char c : s) n += c == '\n';
@@ -48,7 +58,7 @@ TEST(DpbenchCli, WritesReportWithThroughputAndStepTime) {
   const Result r = run("--mode=single --model=mlp --batch=8 --steps=4 --warmup=1 --threads=1 --json=" + json);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("samples/s"), std::string::npos) << r.out;
-  const auto rep = nlohmann::json::parse(slurp(json));
+  const auto rep = checked_report(json);
   EXPECT_EQ(rep["schema"], "dpbench.report/1");
   EXPECT_EQ(rep["config"]["mode"], "single");
   EXPECT_EQ(rep["config"]["model"], "mlp");
@@ -101,7 +111,7 @@ TEST(DpbenchCli, TrainsOnIdxFilesAndReportsTestAccuracy) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("test: accuracy"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("epoch 2:"), std::string::npos) << r.err;
-  auto rep = nlohmann::json::parse(slurp(json));
+  auto rep = checked_report(json);
   const double acc = rep["runs"][0]["accuracy"]["test"].get<double>();
   EXPECT_GE(acc, 0.0);
   EXPECT_LE(acc, 1.0);
@@ -127,7 +137,7 @@ TEST(DpbenchCli, DataParallelReportsWhatEachDeviceDid) {
     const Result r = run("--mode=dp --gpus=2 --model=mlp --batch=8 --steps=3 --warmup=1 --threads=1 --dp-forward=" +
                          forward + " --json=" + json);
     ASSERT_EQ(r.code, 0) << r.err;
-    const auto rep = nlohmann::json::parse(slurp(json));
+    const auto rep = checked_report(json);
     const auto& devs = rep["runs"][0]["devices"];
     ASSERT_EQ(devs.size(), 2u);
     EXPECT_EQ(rep["runs"][0]["world_size"], 2);
@@ -149,7 +159,7 @@ TEST(DpbenchCli, DataParallelReportsWhatEachDeviceDid) {
   const Result list = run("--mode=dp --gpus=2 --model=mlp --batch=8 --steps=3 --warmup=1 --threads=1 --dp-input=list "
                           "--json=" + json);
   ASSERT_EQ(list.code, 0) << list.err;
-  const auto rep = nlohmann::json::parse(slurp(json));
+  const auto rep = checked_report(json);
   EXPECT_EQ(rep["runs"][0]["devices"][0]["samples"], 32);  // 4 steps x the whole batch, on each device
   EXPECT_EQ(rep["runs"][0]["devices"][1]["samples"], 32);
   EXPECT_EQ(rep["runs"][0]["dp"]["input"], "list");
