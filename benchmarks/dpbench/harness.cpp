@@ -33,7 +33,18 @@ std::string human_time(double s) {
 
 }  // namespace
 
-nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::string>& argv, std::ostream& out) {
+// What a run trains, on what, and how: the model (image models take the dataset's
+// image shape; synthetic data takes the model's task), the dataset splits, and the
+// trainer options the flags ask for. `parallel` false gives the single-device run of
+// the same setup (what --verify compares against).
+struct RunSetup {
+  std::unique_ptr<Model> model;
+  DatasetSplits data;
+  TrainOptions train;
+};
+
+// Flag combinations CLI11 cannot check on its own (for library callers too).
+void validate(const BenchOptions& o) {
   DPB_CHECK(o.mode == "single" || o.mode == "dp") << "mode '" << o.mode << "' is not available (valid: single, dp)";
   DPB_CHECK(o.gpus >= 1) << "--gpus must be at least 1, got " << o.gpus;
   DPB_CHECK(o.mode != "single" || o.gpus == 1) << "--mode=single runs on one device; use --mode=dp for --gpus="
@@ -43,21 +54,16 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   DPB_CHECK(o.devices == "cpu") << "devices '" << o.devices << "' are not available in this build (valid: cpu)";
   DPB_CHECK(o.eval == "auto" || o.eval == "on" || o.eval == "off")
       << "unknown --eval '" << o.eval << "' (valid: auto, on, off)";
-  if (!o.json_path.empty()) check_writable(o.json_path);
-  if (!o.save_path.empty()) check_writable(o.save_path);
-  const ProgressMode progress = parse_progress_mode(o.progress);
+}
 
-  const int threads = o.threads > 0 ? o.threads : cpu::hardware_threads();
-  cpu::set_threads_per_device(threads);
-  cpu::CpuDeviceScope scope(0);
-
-  // Image models take the dataset's image shape; synthetic data takes the model's task.
+RunSetup prepare_run(const BenchOptions& o, bool parallel) {
+  RunSetup r;
   Generator init_gen(o.seed);
   ModelOptions mo;
   const Shape data_shape = dataset_sample_shape(o.dataset);
   if (data_shape.ndim() == 3 && o.model != "simple" && o.model != "widemlp") mo.image = data_shape;
-  auto model = build_model(o.model, init_gen, mo);
-  const ModelSpec& spec = model->spec();
+  r.model = build_model(o.model, init_gen, mo);
+  const ModelSpec& spec = r.model->spec();
   DatasetRequest dr;
   dr.name = o.dataset;
   dr.dir = o.data_dir;
@@ -66,10 +72,9 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   dr.loss = spec.loss;
   dr.width = spec.outputs;
   dr.seed = o.seed;
-  DatasetSplits data = load_dataset(dr);
-  const bool eval = o.eval == "on" || (o.eval == "auto" && o.dataset != "synthetic");
+  r.data = load_dataset(dr);
 
-  TrainOptions t;
+  TrainOptions& t = r.train;
   t.batch = o.batch;
   t.steps = o.steps;
   t.epochs = o.epochs;
@@ -84,9 +89,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   t.lr_scale = o.lr_scale;
   t.base_batch = o.base_batch;
   t.device = Device::cpu(0);
-  std::vector<std::string> device_ids;
-  for (int d = 0; d < o.gpus; ++d) device_ids.push_back(Device::cpu(d).str());
-  if (o.mode == "dp") {
+  if (parallel && o.mode == "dp") {
     for (int d = 0; d < o.gpus; ++d) t.dp_devices.push_back(Device::cpu(d));
     t.dp_bypass = o.dp_forward == "bypass";
     t.dp_replicate_input = o.dp_input == "list";
@@ -94,6 +97,27 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   t.workers = o.workers;
   t.prefetch = o.prefetch;
   t.loader_delay_ms = o.loader_delay_ms;
+  return r;
+}
+
+nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::string>& argv, std::ostream& out) {
+  validate(o);
+  if (!o.json_path.empty()) check_writable(o.json_path);
+  if (!o.save_path.empty()) check_writable(o.save_path);
+  const ProgressMode progress = parse_progress_mode(o.progress);
+
+  const int threads = o.threads > 0 ? o.threads : cpu::hardware_threads();
+  cpu::set_threads_per_device(threads);
+  cpu::CpuDeviceScope scope(0);
+
+  RunSetup setup = prepare_run(o, true);
+  Model* model = setup.model.get();
+  const ModelSpec& spec = model->spec();
+  DatasetSplits& data = setup.data;
+  const bool eval = o.eval == "on" || (o.eval == "auto" && o.dataset != "synthetic");
+  std::vector<std::string> device_ids;
+  for (int d = 0; d < o.gpus; ++d) device_ids.push_back(Device::cpu(d).str());
+  TrainOptions& t = setup.train;
   t.save_path = o.save_path;
   t.resume_path = o.resume_path;
   t.progress = progress;
@@ -234,43 +258,19 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
 }
 
 VerifyResult run_verify(const BenchOptions& o, std::ostream& out) {
+  validate(o);
   DPB_CHECK(o.verify_steps >= 1) << "--verify-steps must be at least 1, got " << o.verify_steps;
   const int threads = o.threads > 0 ? o.threads : cpu::hardware_threads();
   cpu::set_threads_per_device(threads);
   cpu::CpuDeviceScope scope(0);
   auto train = [&](bool parallel) {
-    Generator init_gen(o.seed);
-    ModelOptions mo;
-    const Shape data_shape = dataset_sample_shape(o.dataset);
-    if (data_shape.ndim() == 3 && o.model != "simple" && o.model != "widemlp") mo.image = data_shape;
-    auto model = build_model(o.model, init_gen, mo);
-    DatasetRequest dr;
-    dr.name = o.dataset;
-    dr.dir = o.data_dir;
-    dr.augment = o.augment;
-    dr.sample_shape = model->spec().input;
-    dr.loss = model->spec().loss;
-    dr.width = model->spec().outputs;
-    dr.seed = o.seed;
-    DatasetSplits data = load_dataset(dr);
-    TrainOptions t;
-    t.batch = o.batch;
-    t.steps = o.verify_steps;
-    t.warmup = 0;
-    t.seed = o.seed;
-    t.optim.name = o.optimizer;
-    t.optim.lr = o.lr;
-    t.optim.momentum = o.momentum;
-    t.optim.weight_decay = o.weight_decay;
-    t.device = Device::cpu(0);
-    if (parallel && o.mode == "dp") {
-      for (int d = 0; d < o.gpus; ++d) t.dp_devices.push_back(Device::cpu(d));
-      t.dp_bypass = o.dp_forward == "bypass";
-      t.dp_replicate_input = o.dp_input == "list";
-    }
-    Trainer trainer(*model, *data.train, t, nullptr, data.augment.get());
+    RunSetup setup = prepare_run(o, parallel);
+    setup.train.steps = o.verify_steps;
+    setup.train.epochs = 0;
+    setup.train.warmup = 0;
+    Trainer trainer(*setup.model, *setup.data.train, setup.train, nullptr, setup.data.augment.get());
     trainer.run();
-    return model;
+    return std::move(setup.model);
   };
   auto reference = train(false);
   auto candidate = train(true);
