@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""PyTorch reference for dpbench's CPU training step.
+"""PyTorch reference for dpbench's training step, on the CPU or a GPU.
 
 Builds the same models as dpbench's registry (same layers, shapes and parameter
 names), trains them with SGD (lr 0.01, momentum 0.9) on random data and reports
 the median step time and samples/s, measured the way dpbench measures them
-(warm-up excluded; one step = forward, loss, backward, optimizer step, zero_grad).
+(warm-up excluded; one step = forward, loss, backward, optimizer step, zero_grad,
+and on a GPU a synchronisation at the end of the step, as dpbench reads the loss).
 
     python3 benchmarks/pytorch_reference/train_step.py --model lenet --batch 64 --threads 1
+    python3 benchmarks/pytorch_reference/train_step.py --device cuda --model resnet18 --batch 256 \
+        --precision bf16 --channels-last [--compile]
 
-Use Debian's python3-torch (/usr/bin/python3): it is built on the same oneDNN.
+CPU: use Debian's python3-torch (/usr/bin/python3): it is built on the same oneDNN.
+GPU precisions: fp32 (TF32 off for matmuls and convolutions), tf32 (TF32 on for both),
+bf16 (autocast to bfloat16 with fp32 weights, as dpbench's --precision=bf16).
 """
 import argparse
 import json
@@ -95,39 +100,61 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="fp32")
+    ap.add_argument("--channels-last", action="store_true", help="NHWC activations and weights (GPU)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     ap.add_argument("--json", help="write {name, unit, value} results here")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
+    dev = torch.device(a.device)
+    tf32 = a.precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = True
     cls, shape = MODELS[a.model]
-    model = cls().train()
+    model = cls().train().to(dev)
+    fmt = torch.channels_last if a.channels_last and len(shape) == 3 else torch.contiguous_format
+    model = model.to(memory_format=fmt)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(a.batch, *shape)
-    y = torch.randint(0, 10, (a.batch,))
+    step_model = torch.compile(model) if a.compile else model
+    x = torch.randn(a.batch, *shape, device=dev).contiguous(memory_format=fmt)
+    y = torch.randint(0, 10, (a.batch,), device=dev)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     times = []
     for i in range(a.warmup + a.steps):
         t0 = time.perf_counter()
-        loss = F.cross_entropy(model(x), y)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = F.cross_entropy(step_model(x), y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        loss_value = loss.item()  # dpbench reads every step's loss
+        sync()
         t1 = time.perf_counter()
         if i >= a.warmup:
             times.append(t1 - t0)
     med = statistics.median(times)
     result = {
         "framework": f"pytorch {torch.__version__}",
+        "device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
         "model": a.model,
         "batch": a.batch,
         "threads": a.threads,
+        "precision": a.precision,
+        "channels_last": a.channels_last,
+        "compile": a.compile,
         "step_time_median_s": med,
         "samples_per_s": a.batch / med,
+        "last_loss": loss_value,
     }
     print(json.dumps(result))
     if a.json:
+        tag = f"{a.device}/{a.precision}" + ("/nhwc" if a.channels_last else "") + ("/compile" if a.compile else "")
         with open(a.json, "w") as f:
-            json.dump([{"name": f"pytorch/{a.model}/b{a.batch}/t{a.threads}", "unit": "samples/s",
+            json.dump([{"name": f"pytorch/{a.model}/b{a.batch}/{tag}", "unit": "samples/s",
                         "value": result["samples_per_s"]}], f)
 
 
