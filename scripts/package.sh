@@ -32,6 +32,7 @@ mkdir -p "$DEST.tmp/bin" "$DEST.tmp/lib" "$DEST.tmp/share"
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libstdc\+\+\.so|libgcc_s\.so|libcuda\.so|libcudart\.so|libcublas|libcublasLt|libcudnn|libnccl|libnvrtc|libnvJitLink|libcupti|libnvToolsExt|libnvtx)'
 for b in "${bins[@]}"; do
   cp "$b" "$DEST.tmp/bin/"
+  strip --strip-unneeded "$DEST.tmp/bin/$(basename "$b")"
   ldd "$b" | awk '/=> \// {print $1, $3}' | while read -r name path; do
     [[ "$name" =~ $skip ]] && continue
     [ -e "$DEST.tmp/lib/$name" ] || cp -L "$path" "$DEST.tmp/lib/$name"

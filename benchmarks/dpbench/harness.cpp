@@ -7,11 +7,18 @@
 #include <iostream>
 
 #include "engine/backend/cpu/cpu_context.h"
+#include "engine/backend/device_info.h"
+#include "engine/backend/op_profile.h"
+#include "engine/backend/precision.h"
+#if DPB_WITH_CUDA
+#include "engine/backend/cuda/device_context.h"
+#endif
 #include "engine/core/file_io.h"
 #include "engine/core/log.h"
 #include "engine/core/stats.h"
 #include "engine/data/registry.h"
 #include "engine/models/model.h"
+#include "engine/trace/nvtx.h"
 #include "engine/train/trainer.h"
 #include "reports/report.h"
 
@@ -51,9 +58,32 @@ void validate(const BenchOptions& o) {
                                                << o.gpus;
   DPB_CHECK(o.dp_forward == "scatter" || o.dp_forward == "bypass")
       << "unknown --dp-forward '" << o.dp_forward << "' (valid: scatter, bypass)";
-  DPB_CHECK(o.devices == "cpu") << "devices '" << o.devices << "' are not available in this build (valid: cpu)";
+  DPB_CHECK(o.devices == "cpu" || o.devices == "cuda") << "unknown --devices '" << o.devices << "' (valid: cpu, cuda)";
+  const Precision precision = parse_precision(o.precision);
+  DPB_CHECK(precision == Precision::fp32 || o.devices == "cuda")
+      << "--precision=" << o.precision << " needs --devices=cuda (the CPU backend computes in fp32)";
+  if (o.devices == "cuda") {
+    const CudaInfo info = cuda_info();
+    DPB_CHECK(info.built) << "--devices=cuda: this build has no CUDA backend (configure with -DDPB_CUDA=ON on a "
+                             "machine with the CUDA toolkit, cuDNN and NCCL)";
+    DPB_CHECK(static_cast<int>(info.gpus.size()) >= o.gpus)
+        << "--devices=cuda --gpus=" << o.gpus << ": " << info.gpus.size() << " CUDA device(s) visible"
+        << (info.unavailable_reason.empty() ? "" : " (" + info.unavailable_reason + ")");
+  }
   DPB_CHECK(o.eval == "auto" || o.eval == "on" || o.eval == "off")
       << "unknown --eval '" << o.eval << "' (valid: auto, on, off)";
+}
+
+Device bench_device(const BenchOptions& o, int index) {
+  return o.devices == "cuda" ? Device::cuda(index) : Device::cpu(index);
+}
+
+// Peak FLOP/s of the run's device for its precision (0 when unknown: no MFU).
+double device_peak_flops(const BenchOptions& o) {
+#if DPB_WITH_CUDA
+  if (o.devices == "cuda") return cuda::DeviceContext::get(0).peak_flops(o.precision);
+#endif
+  return 0.0;
 }
 
 RunSetup prepare_run(const BenchOptions& o, bool parallel) {
@@ -88,9 +118,9 @@ RunSetup prepare_run(const BenchOptions& o, bool parallel) {
   t.lr_warmup_steps = o.lr_warmup;
   t.lr_scale = o.lr_scale;
   t.base_batch = o.base_batch;
-  t.device = Device::cpu(0);
+  t.device = bench_device(o, 0);
   if (parallel && o.mode == "dp") {
-    for (int d = 0; d < o.gpus; ++d) t.dp_devices.push_back(Device::cpu(d));
+    for (int d = 0; d < o.gpus; ++d) t.dp_devices.push_back(bench_device(o, d));
     t.dp_bypass = o.dp_forward == "bypass";
     t.dp_replicate_input = o.dp_input == "list";
   }
@@ -105,6 +135,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   if (!o.json_path.empty()) check_writable(o.json_path);
   if (!o.save_path.empty()) check_writable(o.save_path);
   const ProgressMode progress = parse_progress_mode(o.progress);
+  set_precision(parse_precision(o.precision));
 
   const int threads = o.threads > 0 ? o.threads : cpu::hardware_threads();
   cpu::set_threads_per_device(threads);
@@ -116,7 +147,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   DatasetSplits& data = setup.data;
   const bool eval = o.eval == "on" || (o.eval == "auto" && o.dataset != "synthetic");
   std::vector<std::string> device_ids;
-  for (int d = 0; d < o.gpus; ++d) device_ids.push_back(Device::cpu(d).str());
+  for (int d = 0; d < o.gpus; ++d) device_ids.push_back(bench_device(o, d).str());
   TrainOptions& t = setup.train;
   t.save_path = o.save_path;
   t.resume_path = o.resume_path;
@@ -129,8 +160,21 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
             o.mode, o.gpus, threads, o.batch,
             o.epochs > 0 ? fmt::format("{} epoch(s) = {} steps", o.epochs, trainer.planned_steps())
                          : fmt::format("{} steps + {} warm-up", o.steps, o.warmup));
-  for (int d = 0; d < o.gpus; ++d) reset_peak_memory(Device::cpu(d));
-  TrainResult result = trainer.run();
+  for (int d = 0; d < o.gpus; ++d) reset_peak_memory(bench_device(o, d));
+  ops::set_op_profiling(o.op_profile);
+  trace::set_nvtx(o.nvtx);
+  // Profilers attached with a capture range (nsys --capture-range=cudaProfilerApi,
+  // ncu --profile-from-start off) see the measured steps only.
+  const bool gpu = o.devices == "cuda";
+  if (gpu && o.warmup == 0) trace::capture_begin();
+  TrainResult result = trainer.run([&](const StepRecord& r) {
+    if (r.warmup && r.step + 1 == o.warmup) {
+      if (o.op_profile) ops::reset_op_profile();
+      if (gpu) trace::capture_begin();
+    }
+  });
+  if (gpu) trace::capture_end();
+  ops::set_op_profiling(false);
   DPB_CHECK(!result.steps.empty()) << "no training step ran (the checkpoint is already at the end of --epochs)";
 
   auto measured = result.measured();
@@ -156,13 +200,15 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   const double flops_per_sample = 3.0 * static_cast<double>(model->flops_per_sample());
   const double loss_first = result.steps.front().loss, loss_last = result.steps.back().loss;
 
-  out << fmt::format("dpbench {} | model {} | {} | {} | batch {} | {} steps{} | {} thread(s) per device\n", o.mode,
-                     spec.name, o.dataset, o.gpus == 1 ? "cpu:0" : fmt::format("cpu:0..{}", o.gpus - 1), o.batch,
-                     result.steps.size(),
+  const std::string device_text =
+      o.gpus == 1 ? device_ids[0] : fmt::format("{}:0..{}", o.devices, o.gpus - 1);
+  out << fmt::format("dpbench {} | model {} | {} | {} | {} | batch {} | {} steps{} | {}\n", o.mode, spec.name,
+                     o.dataset, device_text, o.precision, o.batch, result.steps.size(),
                      measured.size() < result.steps.size()
                          ? fmt::format(" ({} warm-up)", result.steps.size() - measured.size())
                          : "",
-                     threads);
+                     o.devices == "cuda" ? fmt::format("{}", cuda_info().gpus[0].name)
+                                         : fmt::format("{} thread(s) per device", threads));
   out << fmt::format("{:>6} {:>10} {:>8} {:>11} {:>11} {:>11} {:>7} {:>12} {:>10} {:>10}\n", "world", "batch/dev",
                      "global", "median", "p10", "p90", "cv", "samples/s", "loss[0]", "loss[-1]");
   out << fmt::format("{:>6} {:>10} {:>8} {:>11} {:>11} {:>11} {:>6.1f}% {:>12.1f} {:>10.4f} {:>10.4f}\n", o.gpus,
@@ -177,12 +223,30 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   if (o.gpus > 1) {
     std::string line = "devices:";
     for (int d = 0; d < o.gpus; ++d)
-      line += fmt::format("  cpu:{} {:.0f}% busy, {} samples", d,
+      line += fmt::format("  {} {:.0f}% busy, {} samples", device_ids[static_cast<size_t>(d)],
                           100.0 * static_cast<double>(dev_busy[static_cast<size_t>(d)]) * 1e-9 / window_s,
                           dev_samples[static_cast<size_t>(d)]);
     out << line << "\n";
   }
   if (st.outliers > 0) out << fmt::format("note: {} of {} step times are outliers (median/MAD)\n", st.outliers, st.count);
+  nlohmann::json op_rows = nlohmann::json::array();
+  if (o.op_profile) {
+    const auto prof = ops::op_profile();
+    double total = 0;
+    for (const auto& t : prof) total += t.seconds;
+    const double steps = static_cast<double>(measured.size());
+    out << fmt::format("op profile ({} measured steps; each op timed between device waits, so the profiled step "
+                       "takes longer than the median above):\n",
+                       measured.size());
+    out << fmt::format("  {:<26} {:>10} {:>12} {:>7}\n", "op", "calls/step", "ms/step", "share");
+    for (const auto& t : prof) {
+      out << fmt::format("  {:<26} {:>10.1f} {:>12.3f} {:>6.1f}%\n", t.op, static_cast<double>(t.calls) / steps,
+                         t.seconds * 1e3 / steps, 100.0 * t.seconds / total);
+      op_rows.push_back({{"op", t.op},
+                         {"calls_per_step", reports::number(static_cast<double>(t.calls) / steps)},
+                         {"seconds_per_step", reports::number(t.seconds / steps)}});
+    }
+  }
 
   nlohmann::json report = reports::report_header(argv);
   report["config"] = {{"mode", o.mode},
@@ -195,7 +259,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                       {"dp_forward", o.mode == "dp" ? nlohmann::json(o.dp_forward) : nlohmann::json(nullptr)},
                       {"batch_per_device", o.batch / o.gpus},
                       {"global_batch", o.batch},
-                      {"precision", "fp32"},
+                      {"precision", o.precision},
                       {"backend", nullptr},
                       {"threads_per_device", threads},
                       {"steps", o.epochs > 0 ? nlohmann::json(nullptr) : nlohmann::json(o.steps)},
@@ -210,6 +274,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                       {"parameters", model->parameter_count()},
                       {"resumed_from", o.resume_path.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.resume_path)}};
   const double achieved = flops_per_sample * throughput;
+  const double peak = device_peak_flops(o);
   nlohmann::json run = {{"world_size", o.gpus},
                         {"batch_per_device", o.batch / o.gpus},
                         {"global_batch", o.batch},
@@ -222,7 +287,8 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                         {"loss", {{"first", reports::number(loss_first)}, {"last", reports::number(loss_last)}}},
                         {"flops_per_sample", reports::number(flops_per_sample)},
                         {"achieved_flops_per_s", reports::number(achieved)},
-                        {"mfu", nullptr}};
+                        {"mfu", peak > 0 ? reports::number(achieved / peak) : nlohmann::json(nullptr)},
+                        {"peak_flops_per_s", peak > 0 ? reports::number(peak) : nlohmann::json(nullptr)}};
   if (result.test)
     run["accuracy"] = {{"test", reports::number(result.test->accuracy)}, {"test_loss", reports::number(result.test->loss)}};
   run["devices"] = nlohmann::json::array();
@@ -231,7 +297,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
         {{"id", device_ids[static_cast<size_t>(d)]},
          {"samples", dev_samples[static_cast<size_t>(d)]},
          {"busy_fraction", reports::number(static_cast<double>(dev_busy[static_cast<size_t>(d)]) * 1e-9 / window_s)},
-         {"peak_memory_bytes", memory_stats(Device::cpu(d)).peak_bytes}});
+         {"peak_memory_bytes", memory_stats(bench_device(o, d)).peak_bytes}});
   if (const DataParallel* dp = trainer.data_parallel()) {
     run["dp"] = {{"forward", o.dp_forward},
                  {"input", o.dp_input},
@@ -248,6 +314,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
     epochs.push_back(je);
   }
   run["epochs"] = epochs;
+  if (o.op_profile) run["op_profile"] = op_rows;
   report["runs"] = nlohmann::json::array({run});
   report["findings"] = nlohmann::json::array();
   if (!o.json_path.empty()) {
@@ -263,6 +330,7 @@ VerifyResult run_verify(const BenchOptions& o, std::ostream& out) {
   const int threads = o.threads > 0 ? o.threads : cpu::hardware_threads();
   cpu::set_threads_per_device(threads);
   cpu::CpuDeviceScope scope(0);
+  set_precision(parse_precision(o.precision));
   auto train = [&](bool parallel) {
     RunSetup setup = prepare_run(o, parallel);
     setup.train.steps = o.verify_steps;
@@ -337,7 +405,12 @@ int main_cli(int argc, char** argv) {
   app.add_option("--resume", o.resume_path, "Continue from a checkpoint written by --save");
   app.add_option("--progress", o.progress, "Progress on stderr (auto: a bar on a terminal, lines otherwise)")
       ->check(CLI::IsMember({"auto", "bar", "plain", "none"}));
-  app.add_option("--devices", o.devices, "Device kind")->check(CLI::IsMember({"cpu"}));
+  app.add_option("--devices", o.devices, "Device kind: cpu (logical CPU devices) or cuda (GPUs)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--precision", o.precision,
+                 "Math precision: fp32 (strict), tf32 (TF32 tensor cores), bf16 (bf16 activations, fp32 master "
+                 "weights, as torch.autocast); tf32 and bf16 need --devices=cuda")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   app.add_option("--batch", o.batch, "Batch size handed to the model (as DataLoader(batch_size=...))")
       ->check(CLI::PositiveNumber);
   app.add_option("--steps", o.steps, "Measured optimizer steps")->check(CLI::PositiveNumber);
@@ -358,6 +431,12 @@ int main_cli(int argc, char** argv) {
   app.add_option("--base-batch", o.base_batch, "Batch the learning rate was tuned for (--lr-scale=linear)")
       ->check(CLI::PositiveNumber);
   app.add_option("--json", o.json_path, "Write the JSON report (dpbench.report/1) to this path");
+  app.add_flag("--nvtx", o.nvtx,
+               "NVTX ranges (step, forward, backward, each layer, optimizer, data.h2d) for Nsight Systems: nsys "
+               "profile --capture-range=cudaProfilerApi dpbench ... records the measured steps");
+  app.add_flag("--op-profile", o.op_profile,
+               "Time every op of the measured steps (waits for the device around each op) and print where the "
+               "step's time goes");
   app.add_flag("--verify", o.verify,
                "Instead of benchmarking: train --verify-steps in --mode and in single mode from the same start, print "
                "the largest parameter difference, exit 1 above --verify-tolerance");

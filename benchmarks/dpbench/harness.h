@@ -18,7 +18,8 @@ struct BenchOptions {
   std::string model = "lenet";
   std::string dataset = "synthetic";
   std::string data_dir;  // empty: the dataset's default location
-  std::string devices = "cpu";
+  std::string devices = "cpu";           // cpu | cuda
+  std::string precision = "fp32";        // fp32 | tf32 | bf16 (tf32, bf16: CUDA)
   int64_t batch = 64;
   int64_t steps = 20;
   int64_t epochs = 0;  // > 0: whole epochs instead of --steps
@@ -41,6 +42,8 @@ struct BenchOptions {
   std::string lr_scale = "none";
   int64_t base_batch = 256;
   std::string json_path;
+  bool nvtx = false;             // NVTX ranges for Nsight Systems
+  bool op_profile = false;       // time each op of the measured steps (waits around every op)
   bool verify = false;           // compare --mode against single instead of benchmarking
   int64_t verify_steps = 5;
   double verify_tolerance = 1e-4;  // largest parameter difference, relative to the parameter's scale

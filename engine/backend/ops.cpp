@@ -6,15 +6,16 @@
 
 #include <type_traits>
 
+#include "engine/backend/op_profile.h"
+#include "engine/core/clock.h"
+
 #include "engine/backend/cpu/cpu_ops.h"
 #if DPB_WITH_CUDA
+#include "engine/backend/cuda/cuda_ops.h"
 #include "engine/backend/cuda/runtime.h"
-#endif
-
-#if DPB_WITH_CUDA
-#define CUDA_ONLY(...) __VA_ARGS__
+#define DPB_CUDA_IMPL(...) [&] { return cuda::__VA_ARGS__; }
 #else
-#define CUDA_ONLY(...)
+#define DPB_CUDA_IMPL(...) NoCuda {}
 #endif
 
 namespace dpb::ops {
@@ -23,8 +24,9 @@ namespace {
 
 void same_device(const char* op, const Device& d, std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts) {
-    if (t->defined())
+    if (t->defined()) {
       DPB_CHECK(t->device() == d) << op << ": tensors on different devices (" << d << " and " << t->device() << ")";
+    }
   }
 }
 
@@ -43,7 +45,37 @@ void expect_ndim(const char* op, const char* what, const Tensor& t, int ndim, co
 struct NoCuda {};
 
 template <typename F, typename G = NoCuda>
+auto run_on(const char* op, const Device& d, F&& cpu_impl, G&& cuda_impl);
+
+// Times an op for --op-profile: waits for the device before and after.
+struct OpTimer {
+  const char* op;
+  const Device& device;
+  int64_t start;
+  OpTimer(const char* name, const Device& d) : op(name), device(d) {
+    synchronize(device);
+    start = now_ns();
+  }
+  ~OpTimer() {
+    try {
+      synchronize(device);
+    } catch (...) {
+    }
+    record_op_time(op, static_cast<double>(now_ns() - start) * 1e-9);
+  }
+};
+
+template <typename F, typename G = NoCuda>
 auto dispatch(const char* op, const Device& d, F&& cpu_impl, G&& cuda_impl = {}) {
+  if (op_profiling()) {
+    OpTimer timer(op, d);
+    return run_on(op, d, std::forward<F>(cpu_impl), std::forward<G>(cuda_impl));
+  }
+  return run_on(op, d, std::forward<F>(cpu_impl), std::forward<G>(cuda_impl));
+}
+
+template <typename F, typename G>
+auto run_on(const char* op, const Device& d, F&& cpu_impl, G&& cuda_impl) {
   if (d.is_cuda()) {
 #if DPB_WITH_CUDA
     if constexpr (!std::is_same_v<std::decay_t<G>, NoCuda>) return cuda_impl();
@@ -79,6 +111,10 @@ void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor
 
 }  // namespace
 
+Tensor compute_weight(const Tensor& w) {
+  return dispatch("compute_weight", w.device(), [&] { return w; }, DPB_CUDA_IMPL(compute_weight(w)));
+}
+
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
   expect_ndim("conv2d_forward", "input", x, 4, "(N, C, H, W)");
   expect_ndim("conv2d_forward", "weight", w, 4, "(O, I, kH, kW)");
@@ -87,14 +123,15 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
                                       << w.shape();
   check_conv("conv2d_forward", x, w, out, p);
   same_device("conv2d_forward", x.device(), {&w, &b});
-  return dispatch("conv2d_forward", x.device(), [&] { return cpu::conv2d_forward(x, w, b, p); });
+  return dispatch("conv2d_forward", x.device(), [&] { return cpu::conv2d_forward(x, w, b, p); },
+                  DPB_CUDA_IMPL(conv2d_forward(x, w, b, p)));
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
   check_conv("conv2d_backward_data", dx, w, dy.shape(), p);
-  DPB_CHECK(dx.device().is_cpu() || dx.is_plain()) << "conv2d_backward_data: blocked tensor on " << dx.device();
   same_device("conv2d_backward_data", dy.device(), {&w, &dx});
-  dispatch("conv2d_backward_data", dy.device(), [&] { cpu::conv2d_backward_data(dy, w, dx, p); });
+  dispatch("conv2d_backward_data", dy.device(), [&] { cpu::conv2d_backward_data(dy, w, dx, p); },
+           DPB_CUDA_IMPL(conv2d_backward_data(dy, w, dx, p)));
 }
 
 void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db, const Conv2dParams& p,
@@ -103,25 +140,29 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
   DPB_CHECK(dw.is_plain()) << "conv2d_backward_weights: weight gradients are plain";
   same_device("conv2d_backward_weights", x.device(), {&dy, &dw, &db});
   dispatch("conv2d_backward_weights", x.device(),
-           [&] { cpu::conv2d_backward_weights(x, dy, dw, db, p, accumulate); });
+           [&] { cpu::conv2d_backward_weights(x, dy, dw, db, p, accumulate); },
+           DPB_CUDA_IMPL(conv2d_backward_weights(x, dy, dw, db, p, accumulate)));
 }
 
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   check_linear("linear_forward", x, w, y);
   same_device("linear_forward", x.device(), {&w, &b, &y});
-  dispatch("linear_forward", x.device(), [&] { cpu::linear_forward(x, w, b, y); });
+  dispatch("linear_forward", x.device(), [&] { cpu::linear_forward(x, w, b, y); },
+           DPB_CUDA_IMPL(linear_forward(x, w, b, y)));
 }
 
 void linear_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx) {
   check_linear("linear_backward_data", dx, w, dy);
   same_device("linear_backward_data", dy.device(), {&w, &dx});
-  dispatch("linear_backward_data", dy.device(), [&] { cpu::linear_backward_data(dy, w, dx); });
+  dispatch("linear_backward_data", dy.device(), [&] { cpu::linear_backward_data(dy, w, dx); },
+           DPB_CUDA_IMPL(linear_backward_data(dy, w, dx)));
 }
 
 void linear_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db, bool accumulate) {
   check_linear("linear_backward_weights", x, dw, dy);
   same_device("linear_backward_weights", x.device(), {&dy, &dw, &db});
-  dispatch("linear_backward_weights", x.device(), [&] { cpu::linear_backward_weights(x, dy, dw, db, accumulate); });
+  dispatch("linear_backward_weights", x.device(), [&] { cpu::linear_backward_weights(x, dy, dw, db, accumulate); },
+           DPB_CUDA_IMPL(linear_backward_weights(x, dy, dw, db, accumulate)));
 }
 
 void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
@@ -136,7 +177,7 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
   same_device("batchnorm_forward", x.device(), {&gamma, &beta, &y, &running_mean, &running_var});
   dispatch("batchnorm_forward", x.device(), [&] {
     cpu::batchnorm_forward_train(x, gamma, beta, y, saved, running_mean, running_var, momentum, eps);
-  });
+  }, DPB_CUDA_IMPL(batchnorm_forward_train(x, gamma, beta, y, saved, running_mean, running_var, momentum, eps)));
 }
 
 void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
@@ -145,7 +186,8 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
   expect_shape("batchnorm_forward", "output", y, x.shape());
   same_device("batchnorm_forward", x.device(), {&gamma, &beta, &y, &running_mean, &running_var});
   dispatch("batchnorm_forward", x.device(),
-           [&] { cpu::batchnorm_forward_eval(x, gamma, beta, y, running_mean, running_var, eps); });
+           [&] { cpu::batchnorm_forward_eval(x, gamma, beta, y, running_mean, running_var, eps); },
+           DPB_CUDA_IMPL(batchnorm_forward_eval(x, gamma, beta, y, running_mean, running_var, eps)));
 }
 
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const BatchNormSaved& saved,
@@ -157,14 +199,15 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
       << ", grad_input " << layout_name(dx.layout()) << " (gradients come in their tensor's layout)";
   same_device("batchnorm_backward", x.device(), {&dy, &gamma, &dx, &dgamma, &dbeta});
   dispatch("batchnorm_backward", x.device(),
-           [&] { cpu::batchnorm_backward(x, dy, gamma, saved, dx, dgamma, dbeta, eps, accumulate, global_stats); });
+           [&] { cpu::batchnorm_backward(x, dy, gamma, saved, dx, dgamma, dbeta, eps, accumulate, global_stats); },
+           DPB_CUDA_IMPL(batchnorm_backward(x, dy, gamma, saved, dx, dgamma, dbeta, eps, accumulate, global_stats)));
 }
 
 void relu_forward(const Tensor& x, Tensor& y) {
   expect_shape("relu_forward", "output", y, x.shape());
   DPB_CHECK(x.layout() == y.layout()) << "relu_forward: input and output in different layouts";
   same_device("relu_forward", x.device(), {&y});
-  dispatch("relu_forward", x.device(), [&] { cpu::relu_forward(x, y); });
+  dispatch("relu_forward", x.device(), [&] { cpu::relu_forward(x, y); }, DPB_CUDA_IMPL(relu_forward(x, y)));
 }
 
 void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
@@ -173,7 +216,8 @@ void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
   DPB_CHECK(y.layout() == dy.layout() && dy.layout() == dx.layout())
       << "relu_backward: output, grad_output and grad_input in different layouts";
   same_device("relu_backward", y.device(), {&dy, &dx});
-  dispatch("relu_backward", y.device(), [&] { cpu::relu_backward(y, dy, dx); });
+  dispatch("relu_backward", y.device(), [&] { cpu::relu_backward(y, dy, dx); },
+           DPB_CUDA_IMPL(relu_backward(y, dy, dx)));
 }
 
 void pool2d_forward(PoolKind kind, const Tensor& x, Tensor& y, Tensor& workspace, const Pool2dParams& p) {
@@ -186,16 +230,22 @@ void pool2d_forward(PoolKind kind, const Tensor& x, Tensor& y, Tensor& workspace
                {x.size(0), x.size(1), window_out(x.size(2), p.kernel, p.stride, p.padding),
                 window_out(x.size(3), p.kernel, p.stride, p.padding)});
   same_device("pool2d_forward", x.device(), {&y});
-  dispatch("pool2d_forward", x.device(), [&] { cpu::pool2d_forward(kind, x, y, workspace, p); });
+  dispatch("pool2d_forward", x.device(), [&] { cpu::pool2d_forward(kind, x, y, workspace, p); },
+           DPB_CUDA_IMPL(pool2d_forward(kind, x, y, p)));
 }
 
-void pool2d_backward(PoolKind kind, const Tensor& dy, const Tensor& workspace, Tensor& dx, const Pool2dParams& p) {
+void pool2d_backward(PoolKind kind, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace,
+                     Tensor& dx, const Pool2dParams& p) {
   expect_ndim("pool2d_backward", "grad_output", dy, 4, "(N, C, H, W)");
   expect_ndim("pool2d_backward", "grad_input", dx, 4, "(N, C, H, W)");
   DPB_CHECK(dy.layout() == dx.layout()) << "pool2d_backward: grad_output " << layout_name(dy.layout())
                                         << " and grad_input " << layout_name(dx.layout()) << " differ in layout";
-  same_device("pool2d_backward", dy.device(), {&dx, &workspace});
-  dispatch("pool2d_backward", dy.device(), [&] { cpu::pool2d_backward(kind, dy, workspace, dx, p); });
+  DPB_CHECK(x.shape() == dx.shape() && y.shape() == dy.shape())
+      << "pool2d_backward: input " << x.shape() << " and output " << y.shape() << " of the forward do not match grad_input "
+      << dx.shape() << " and grad_output " << dy.shape();
+  same_device("pool2d_backward", dy.device(), {&x, &y, &dx, &workspace});
+  dispatch("pool2d_backward", dy.device(), [&] { cpu::pool2d_backward(kind, dy, workspace, dx, p); },
+           DPB_CUDA_IMPL(pool2d_backward(kind, x, y, dy, dx, p)));
 }
 
 void global_avgpool_forward(const Tensor& x, Tensor& y) {
@@ -203,7 +253,8 @@ void global_avgpool_forward(const Tensor& x, Tensor& y) {
   DPB_CHECK(y.numel() == x.size(0) * x.size(1)) << "global_avgpool_forward: output " << y.shape() << " for input "
                                                 << x.shape();
   same_device("global_avgpool_forward", x.device(), {&y});
-  dispatch("global_avgpool_forward", x.device(), [&] { cpu::global_avgpool_forward(x, y); });
+  dispatch("global_avgpool_forward", x.device(), [&] { cpu::global_avgpool_forward(x, y); },
+           DPB_CUDA_IMPL(global_avgpool_forward(x, y)));
 }
 
 void global_avgpool_backward(const Tensor& dy, Tensor& dx) {
@@ -211,7 +262,8 @@ void global_avgpool_backward(const Tensor& dy, Tensor& dx) {
   DPB_CHECK(dy.numel() == dx.size(0) * dx.size(1)) << "global_avgpool_backward: grad_output " << dy.shape()
                                                    << " for input " << dx.shape();
   same_device("global_avgpool_backward", dy.device(), {&dx});
-  dispatch("global_avgpool_backward", dy.device(), [&] { cpu::global_avgpool_backward(dy, dx); });
+  dispatch("global_avgpool_backward", dy.device(), [&] { cpu::global_avgpool_backward(dy, dx); },
+           DPB_CUDA_IMPL(global_avgpool_backward(dy, dx)));
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
@@ -221,8 +273,7 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
       << "add: operands in different layouts (" << layout_name(a.layout()) << ", " << layout_name(b.layout())
       << " -> " << layout_name(out.layout()) << ")";
   same_device("add", a.device(), {&b, &out});
-  dispatch("add", a.device(), [&] { cpu::add(a, b, out); },
-           [&] { CUDA_ONLY(cuda::add(a.device().index, a.data(), b.data(), out.data(), a.numel())); });
+  dispatch("add", a.device(), [&] { cpu::add(a, b, out); }, DPB_CUDA_IMPL(add(a, b, out)));
 }
 
 void axpy(float alpha, const Tensor& x, Tensor& acc) {
@@ -230,13 +281,11 @@ void axpy(float alpha, const Tensor& x, Tensor& acc) {
       << "axpy: " << x.shape() << " " << layout_name(x.layout()) << " into " << acc.shape() << " "
       << layout_name(acc.layout());
   same_device("axpy", x.device(), {&acc});
-  dispatch("axpy", x.device(), [&] { cpu::axpy(alpha, x, acc); },
-           [&] { CUDA_ONLY(cuda::axpy(x.device().index, alpha, x.data(), acc.data(), x.numel())); });
+  dispatch("axpy", x.device(), [&] { cpu::axpy(alpha, x, acc); }, DPB_CUDA_IMPL(axpy(alpha, x, acc)));
 }
 
 void scale(Tensor& x, float alpha) {
-  dispatch("scale", x.device(), [&] { cpu::scale(x, alpha); },
-           [&] { CUDA_ONLY(cuda::scale(x.device().index, x.data(), alpha, x.numel())); });
+  dispatch("scale", x.device(), [&] { cpu::scale(x, alpha); }, DPB_CUDA_IMPL(scale(x, alpha)));
 }
 
 float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, int64_t* correct) {
@@ -247,26 +296,74 @@ float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& 
   if (dlogits.defined()) expect_shape("cross_entropy", "grad", dlogits, logits.shape());
   same_device("cross_entropy", logits.device(), {&labels, &dlogits});
   return dispatch("cross_entropy", logits.device(),
-                  [&] { return cpu::softmax_cross_entropy(logits, labels, dlogits, correct); });
+                  [&] { return cpu::softmax_cross_entropy(logits, labels, dlogits, correct); },
+                  DPB_CUDA_IMPL(softmax_cross_entropy(logits, labels, dlogits, correct)));
+}
+
+Tensor softmax_cross_entropy_deferred(const Tensor& logits, const Tensor& labels, Tensor& dlogits) {
+  expect_ndim("cross_entropy", "logits", logits, 2, "(N, classes)");
+  DPB_CHECK(labels.dtype() == DType::i32 && labels.ndim() == 1 && labels.size(0) == logits.size(0))
+      << "cross_entropy: labels must be (N) int32 for logits " << logits.shape() << ", got " << labels.shape() << " "
+      << dtype_name(labels.dtype());
+  if (dlogits.defined()) expect_shape("cross_entropy", "grad", dlogits, logits.shape());
+  same_device("cross_entropy", logits.device(), {&labels, &dlogits});
+  return dispatch(
+      "cross_entropy", logits.device(),
+      [&] {
+        // On the CPU the result is there at once; pack it the way the GPU leaves it.
+        int64_t correct = 0;
+        const float loss = cpu::softmax_cross_entropy(logits, labels, dlogits, &correct);
+        Tensor t = Tensor::empty({3});
+        t.data()[0] = loss * static_cast<float>(logits.size(0));
+        t.data_i32()[1] = static_cast<int32_t>(correct);
+        t.data_i32()[2] = 0;
+        return t;
+      },
+      DPB_CUDA_IMPL(softmax_cross_entropy_deferred(logits, labels, dlogits)));
+}
+
+float read_cross_entropy(const Tensor& totals, int64_t rows, int64_t classes, int64_t* correct) {
+  DPB_CHECK(totals.defined() && totals.numel() == 3) << "read_cross_entropy: not the totals of a cross-entropy";
+  struct {
+    float loss;
+    int32_t correct, bad;
+  } host{};
+  copy_bytes(Device::cpu(), &host, totals.device(), totals.raw(), sizeof(host));
+  DPB_CHECK(host.bad == 0) << "cross_entropy: " << host.bad << " of " << rows << " labels outside [0, " << classes
+                           << ")";
+  if (correct) *correct = host.correct;
+  return host.loss / static_cast<float>(rows);
 }
 
 float mse_loss(const Tensor& pred, const Tensor& target, Tensor& dpred) {
   DPB_CHECK(pred.numel() == target.numel()) << "mse_loss: prediction " << pred.shape() << " vs target "
                                             << target.shape();
   same_device("mse_loss", pred.device(), {&target, &dpred});
-  return dispatch("mse_loss", pred.device(), [&] { return cpu::mse_loss(pred, target, dpred); });
+  return dispatch("mse_loss", pred.device(), [&] { return cpu::mse_loss(pred, target, dpred); },
+                  DPB_CUDA_IMPL(mse_loss(pred, target, dpred)));
+}
+
+void synchronize(const Device& device) {
+  if (!device.is_cuda()) return;
+#if DPB_WITH_CUDA
+  cuda::synchronize(device.index);
+#else
+  DPB_FAIL() << "synchronize on " << device << ": this build has no CUDA backend";
+#endif
 }
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, const SgdHyper& h, bool first) {
   DPB_CHECK(grad.numel() == param.numel()) << "sgd_step: grad " << grad.shape() << " for param " << param.shape();
   same_device("sgd_step", param.device(), {&grad, &buf});
-  dispatch("sgd_step", param.device(), [&] { cpu::sgd_step(param, grad, buf, h, first); });
+  dispatch("sgd_step", param.device(), [&] { cpu::sgd_step(param, grad, buf, h, first); },
+           DPB_CUDA_IMPL(sgd_step(param, grad, buf, h, first)));
 }
 
 void adam_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h, int64_t step) {
   DPB_CHECK(grad.numel() == param.numel()) << "adam_step: grad " << grad.shape() << " for param " << param.shape();
   same_device("adam_step", param.device(), {&grad, &m, &v});
-  dispatch("adam_step", param.device(), [&] { cpu::adam_step(param, grad, m, v, h, step); });
+  dispatch("adam_step", param.device(), [&] { cpu::adam_step(param, grad, m, v, h, step); },
+           DPB_CUDA_IMPL(adam_step(param, grad, m, v, h, step)));
 }
 
 }  // namespace dpb::ops

@@ -33,6 +33,12 @@ inline int64_t window_out(int64_t in, int kernel, int stride, int padding) {
   return (in + 2 * padding - kernel) / stride + 1;
 }
 
+// The form of a parameter `w` (f32, plain) that conv2d/linear compute with on its device:
+// `w` itself on the CPU; on CUDA cast to the compute dtype (and channels-last for
+// convolutions under tf32/bf16). Layers convert once per forward and reuse it in
+// backward; ops also accept the plain f32 parameter (and convert it themselves).
+Tensor compute_weight(const Tensor& w);
+
 // --- convolution ---------------------------------------------------------------
 // y (N, O, Ho, Wo) = conv(x (N, I, H, W), w (O, I, k, k)) + b (O) ; b may be undefined.
 // y is channel-blocked on the CPU when O divides into the CPU's channel block.
@@ -55,7 +61,8 @@ void linear_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
 // --- batch norm (per channel of (N, C, H, W)) ------------------------------------------------
 struct BatchNormSaved {
   Tensor mean;     // (C) batch mean
-  Tensor var;      // (C) biased batch variance
+  Tensor var;      // (C) biased batch variance (CPU backend)
+  Tensor invstd;   // (C) 1 / sqrt(var + eps) (CUDA backend, cuDNN's form, instead of var)
 };
 // Training: normalises with batch statistics, saves them, and updates the running
 // statistics the way PyTorch does (running_var uses the unbiased batch variance).
@@ -77,9 +84,11 @@ void relu_forward(const Tensor& x, Tensor& y);
 // Uses the forward output y (relu'(x) = y > 0), so the forward may run in place.
 void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
 
-// `workspace` holds what max-pool backward needs (the argmax); allocated by the op.
+// `workspace` holds what max-pool backward needs on the CPU (the argmax; allocated by the
+// op); backward also gets the forward's input x and output y (cuDNN's pooling needs them).
 void pool2d_forward(PoolKind kind, const Tensor& x, Tensor& y, Tensor& workspace, const Pool2dParams& p);
-void pool2d_backward(PoolKind kind, const Tensor& dy, const Tensor& workspace, Tensor& dx, const Pool2dParams& p);
+void pool2d_backward(PoolKind kind, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace,
+                     Tensor& dx, const Pool2dParams& p);
 
 // y (N, C) = mean over H, W of x (N, C, H, W)
 void global_avgpool_forward(const Tensor& x, Tensor& y);
@@ -97,8 +106,17 @@ void scale(Tensor& x, float alpha);
 // dlogits = (softmax - onehot) / N when dlogits is defined. Returns the loss, and the
 // number of correct argmax predictions in *correct when not null.
 float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, int64_t* correct = nullptr);
+// The same, leaving the result on the logits' device: the returned tensor holds the
+// summed loss, the correct predictions and the labels out of range; read_cross_entropy
+// waits for the device, checks the labels and returns the mean loss.
+Tensor softmax_cross_entropy_deferred(const Tensor& logits, const Tensor& labels, Tensor& dlogits);
+float read_cross_entropy(const Tensor& totals, int64_t rows, int64_t classes, int64_t* correct);
 // Mean squared error over all elements; dpred = 2 (pred - target) / numel when defined.
 float mse_loss(const Tensor& pred, const Tensor& target, Tensor& dpred);
+
+// Waits until the work queued on `device` by this thread has completed (a no-op on the CPU,
+// whose ops complete before they return).
+void synchronize(const Device& device);
 
 // --- optimizer steps (in place on the parameter's device) ------------------------------------
 struct SgdHyper {

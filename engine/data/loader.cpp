@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "engine/core/clock.h"
+#include "engine/trace/nvtx.h"
 
 namespace dpb {
 
@@ -125,6 +126,7 @@ std::optional<Batch> DataLoader::next() {
     ready_.erase(cursor_);
   }
   if (!o_.device.is_cpu() || o_.device.index != 0) {
+    trace::NvtxRange range("data.h2d");
     b.x = b.x.to(o_.device);
     b.target = b.target.to(o_.device);
   }

@@ -30,8 +30,12 @@ Tensor Conv2d::forward(const Tensor& x) {
   DPB_CHECK(ho > 0 && wo > 0) << "Conv2d: input " << x.shape() << " is smaller than the " << kernel_ << "x"
                               << kernel_ << " kernel";
   p_.input_grad = needs_input_grad_;
-  Tensor y = ops::conv2d_forward(x, weight_->data(), bias_ ? bias_->data() : Tensor(), p_);
-  if (training_) x_ = x;
+  const Tensor w = ops::compute_weight(weight_->data());
+  Tensor y = ops::conv2d_forward(x, w, bias_ ? bias_->data() : Tensor(), p_);
+  if (training_) {
+    x_ = x;
+    w_ = w;
+  }
   return y;
 }
 
@@ -49,9 +53,10 @@ Tensor Conv2d::backward(const Tensor& dy) {
   Tensor dx;
   if (needs_input_grad_) {
     dx = Tensor::empty_like(x_);
-    ops::conv2d_backward_data(dy, weight_->data(), dx, p_);
+    ops::conv2d_backward_data(dy, w_, dx, p_);
   }
   x_ = Tensor();
+  w_ = Tensor();
   return dx;
 }
 

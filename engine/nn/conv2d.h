@@ -26,6 +26,7 @@ class Conv2d : public Module {
   Parameter* weight_;  // (O, I, k, k)
   Parameter* bias_;    // (O) or null
   Tensor x_;           // (N, I, H, W) saved input
+  Tensor w_;           // the weight as the forward computed with it (ops::compute_weight)
 };
 
 }  // namespace dpb

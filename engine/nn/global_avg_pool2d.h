@@ -21,6 +21,7 @@ class GlobalAvgPool2d : public Module {
  private:
   Shape x_shape_;
   Layout x_layout_ = Layout::plain;
+  DType x_dtype_ = DType::f32;
 };
 
 }  // namespace dpb

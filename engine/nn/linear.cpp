@@ -1,6 +1,7 @@
 #include "engine/nn/linear.h"
 
 #include "engine/backend/ops.h"
+#include "engine/backend/precision.h"
 #include "engine/nn/init.h"
 
 namespace dpb {
@@ -23,9 +24,13 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator* 
 Tensor Linear::forward(const Tensor& x) {
   DPB_CHECK(x.ndim() == 2 && x.size(1) == in_)
       << "Linear(" << in_ << ", " << out_ << ") expects input (N, " << in_ << "), got " << x.shape();
-  Tensor y = Tensor::empty({x.size(0), out_}, x.device());
-  ops::linear_forward(x, weight_->data(), bias_ ? bias_->data() : Tensor(), y);
-  if (training_) x_ = x;
+  Tensor y = Tensor::empty({x.size(0), out_}, x.device(), compute_dtype(x.device()));
+  const Tensor w = ops::compute_weight(weight_->data());
+  ops::linear_forward(x, w, bias_ ? bias_->data() : Tensor(), y);
+  if (training_) {
+    x_ = x;
+    w_ = w;
+  }
   return y;
 }
 
@@ -33,8 +38,8 @@ Tensor Linear::backward(const Tensor& dy) {
   DPB_CHECK(x_.defined()) << "Linear.backward without a training-mode forward";
   Tensor dx;
   if (needs_input_grad_) {
-    dx = Tensor::empty(x_.shape(), dy.device());
-    ops::linear_backward_data(dy, weight_->data(), dx);
+    dx = Tensor::empty(x_.shape(), dy.device(), x_.dtype());
+    ops::linear_backward_data(dy, w_, dx);
   }
   const bool acc_w = weight_->begin_grad();
   Tensor db;
@@ -46,6 +51,7 @@ Tensor Linear::backward(const Tensor& dy) {
   if (bias_) bias_->mark_grad_ready();
   weight_->mark_grad_ready();
   x_ = Tensor();
+  w_ = Tensor();
   return dx;
 }
 

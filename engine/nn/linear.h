@@ -24,6 +24,7 @@ class Linear : public Module {
   Parameter* weight_;  // (out, in)
   Parameter* bias_;    // (out) or null
   Tensor x_;           // (N, in) saved input
+  Tensor w_;           // the weight as the forward computed with it (ops::compute_weight)
 };
 
 }  // namespace dpb

@@ -13,19 +13,21 @@ Tensor Pool2d::forward(const Tensor& x) {
   const int64_t ho = ops::window_out(x.size(2), p_.kernel, p_.stride, p_.padding);
   const int64_t wo = ops::window_out(x.size(3), p_.kernel, p_.stride, p_.padding);
   DPB_CHECK(ho > 0 && wo > 0) << type_name() << ": input " << x.shape() << " is smaller than the window";
-  Tensor y = Tensor::empty({x.size(0), x.size(1), ho, wo}, x.device(), DType::f32, x.layout());
+  Tensor y = Tensor::empty({x.size(0), x.size(1), ho, wo}, x.device(), x.dtype(), x.layout());
   ops::pool2d_forward(kind_, x, y, workspace_, p_);
   if (training_) {
-    x_shape_ = x.shape();
-    x_layout_ = x.layout();
+    x_ = x;
+    y_ = y;
   }
   return y;
 }
 
 Tensor Pool2d::backward(const Tensor& dy) {
-  DPB_CHECK(x_shape_.ndim() == 4) << type_name() << ".backward without a training-mode forward";
-  Tensor dx = Tensor::empty(x_shape_, dy.device(), DType::f32, x_layout_);
-  ops::pool2d_backward(kind_, dy, workspace_, dx, p_);
+  DPB_CHECK(x_.defined()) << type_name() << ".backward without a training-mode forward";
+  Tensor dx = Tensor::empty_like(x_);
+  ops::pool2d_backward(kind_, x_, y_, dy, workspace_, dx, p_);
+  x_ = Tensor();
+  y_ = Tensor();
   return dx;
 }
 

@@ -20,9 +20,9 @@ class Pool2d : public Module {
  private:
   ops::PoolKind kind_;
   ops::Pool2dParams p_;
-  Shape x_shape_;     // (N, C, H, W) of the saved forward
-  Layout x_layout_ = Layout::plain;
-  Tensor workspace_;  // argmax for max pooling
+  Tensor x_;          // (N, C, H, W) input of the saved forward
+  Tensor y_;          // (N, C, Ho, Wo) its output
+  Tensor workspace_;  // argmax for max pooling (CPU)
 };
 
 inline std::unique_ptr<Pool2d> MaxPool2d(int kernel, int stride, int padding = 0) {

@@ -1,5 +1,7 @@
 #include "engine/nn/sequential.h"
 
+#include "engine/trace/nvtx.h"
+
 namespace dpb {
 
 Sequential& Sequential::add(std::string name, std::unique_ptr<Module> child) {
@@ -11,13 +13,29 @@ Sequential& Sequential::add(std::string name, std::unique_ptr<Module> child) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (Module* m : layers_) h = m->forward(h);
+  const bool ranges = trace::nvtx_enabled();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (ranges) {
+      trace::NvtxRange r(names_[i] + " (" + layers_[i]->type_name() + ")");
+      h = layers_[i]->forward(h);
+    } else {
+      h = layers_[i]->forward(h);
+    }
+  }
   return h;
 }
 
 Tensor Sequential::backward(const Tensor& grad_out) {
   Tensor g = grad_out;
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) g = (*it)->backward(g);
+  const bool ranges = trace::nvtx_enabled();
+  for (size_t i = layers_.size(); i-- > 0;) {
+    if (ranges) {
+      trace::NvtxRange r(names_[i] + " (" + layers_[i]->type_name() + ")");
+      g = layers_[i]->backward(g);
+    } else {
+      g = layers_[i]->backward(g);
+    }
+  }
   return g;
 }
 

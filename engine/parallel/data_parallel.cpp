@@ -80,7 +80,7 @@ Tensor DataParallel::run_forward(const std::vector<Tensor>& inputs) {
   std::vector<int64_t> dims = outputs[0].shape().dims();
   dims[0] = 0;
   for (auto c : chunks_) dims[0] += c;
-  Tensor out = Tensor::empty(Shape(dims), devices_[0]);
+  Tensor out = Tensor::empty(Shape(dims), devices_[0], outputs[0].dtype());
   int64_t begin = 0;
   for (size_t r = 0; r < chunks_.size(); ++r) {
     out.slice(begin, begin + chunks_[r]).copy_from(outputs[r]);
@@ -100,7 +100,7 @@ void DataParallel::backward(const Tensor& grad_out) {
   int64_t begin = 0;
   for (size_t r = 0; r < chunks_.size(); ++r) {
     // A copy on every device (the primary's too): backward may reuse its gradient.
-    grads[r] = Tensor::empty(grad_out.slice(begin, begin + chunks_[r]).shape(), devices_[r]);
+    grads[r] = Tensor::empty(grad_out.slice(begin, begin + chunks_[r]).shape(), devices_[r], grad_out.dtype());
     grads[r].copy_from(grad_out.slice(begin, begin + chunks_[r]));
     begin += chunks_[r];
   }

@@ -9,6 +9,7 @@
 
 #include "engine/core/error.h"
 #if DPB_WITH_CUDA
+#include "engine/backend/cuda/caching_allocator.h"
 #include "engine/backend/cuda/runtime.h"
 #endif
 
@@ -145,11 +146,19 @@ MemoryStats memory_stats(const Device& device) {
     std::lock_guard<std::mutex> lock(cache.mu);
     s.cached_bytes = cache.bytes;
   }
+#if DPB_WITH_CUDA
+  if (device.is_cuda()) s.cached_bytes = cuda::cache_stats(device.index).cached_bytes;
+#endif
   return s;
 }
 
 void empty_cache(const Device& device) {
-  if (!device.is_cpu()) return;
+  if (!device.is_cpu()) {
+#if DPB_WITH_CUDA
+    cuda::empty_cache(device.index);
+#endif
+    return;
+  }
   (void)counters(device);
   HostCache& cache = host_cache(device.index);
   std::lock_guard<std::mutex> lock(cache.mu);

@@ -14,7 +14,7 @@ struct MemoryStats {
   int64_t current_bytes = 0;  // in live tensors
   int64_t peak_bytes = 0;
   int64_t allocations = 0;
-  int64_t cached_bytes = 0;   // freed, kept for reuse (CPU)
+  int64_t cached_bytes = 0;   // freed, kept for reuse (the CPU cache; CUDA's caching allocator)
 };
 
 void* device_alloc(const Device& device, size_t bytes);
@@ -26,7 +26,7 @@ void pinned_free(void* ptr, size_t bytes, bool pinned) noexcept;
 
 MemoryStats memory_stats(const Device& device);
 void reset_peak_memory(const Device& device);
-// Returns the cached free blocks of a CPU device to the system.
+// Returns the cached free blocks of a device to the system (the driver for CUDA).
 void empty_cache(const Device& device);
 
 }  // namespace dpb

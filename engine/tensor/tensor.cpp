@@ -29,13 +29,18 @@ const char* layout_name(Layout l) {
       return "nChw8c";
     case Layout::nChw16c:
       return "nChw16c";
+    case Layout::nhwc:
+      return "nhwc";
   }
   return "?";
 }
 
 Tensor Tensor::empty(const Shape& shape, Device device, DType dtype, Layout layout) {
   for (auto d : shape.dims()) DPB_CHECK(d >= 0) << "negative dimension in shape " << shape;
-  if (layout != Layout::plain) {
+  if (layout == Layout::nhwc) {
+    DPB_CHECK(shape.ndim() == 4 && device.is_cuda())
+        << "layout nhwc needs a 4-d CUDA tensor, got " << shape << " on " << device;
+  } else if (layout != Layout::plain) {
     DPB_CHECK(shape.ndim() == 4 && device.is_cpu() && dtype == DType::f32)
         << "layout " << layout_name(layout) << " needs a 4-d f32 CPU tensor, got " << shape << " on " << device;
   }
@@ -78,15 +83,16 @@ void convert_layout(const float* src, float* dst, const Shape& s, int block, boo
 }  // namespace
 
 int64_t Tensor::storage_numel() const {
-  if (layout_ == Layout::plain) return numel();
+  if (layout_ == Layout::plain || layout_ == Layout::nhwc) return numel();
   const int b = layout_block(layout_);
   return shape_[0] * channel_blocks(shape_[1], b) * b * shape_[2] * shape_[3];
 }
 
 void Tensor::zero_padding() {
   const int b = layout_block(layout_);
+  if (b == 1) return;
   const int64_t C = shape_[1];
-  if (layout_ == Layout::plain || C % b == 0) return;
+  if (C % b == 0) return;
   const int64_t N = shape_[0], HW = shape_[2] * shape_[3], CB = channel_blocks(C, b), last = C % b;
   float* p = data();
   for (int64_t n = 0; n < N; ++n)
@@ -102,7 +108,19 @@ Tensor Tensor::to_layout(Layout layout) const {
     t.layout_ = layout;
     return t;
   }
-  DPB_CHECK(device().is_cpu()) << "layout conversion on " << device();
+  if (device().is_cuda()) {
+    DPB_CHECK(layout == Layout::plain || layout == Layout::nhwc)
+        << "layout " << layout_name(layout) << " on " << device() << " (CUDA tensors are plain or nhwc)";
+#if DPB_WITH_CUDA
+    Tensor out = empty(shape_, device(), dtype_, layout);
+    cuda::convert_layout(device().index, raw(), out.raw(), dtype_size(dtype_), shape_.dims(),
+                         layout == Layout::nhwc);
+    return out;
+#endif
+  }
+  DPB_CHECK(device().is_cpu() && dtype_ == DType::f32 && layout != Layout::nhwc)
+      << "layout conversion " << layout_name(layout_) << " -> " << layout_name(layout) << " of a "
+      << dtype_name(dtype_) << " tensor on " << device();
   Tensor out = empty(shape_, device(), dtype_, layout);
   if (layout_ != Layout::plain && layout != Layout::plain) {
     return to_plain().to_layout(layout);
@@ -180,7 +198,11 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(Device dev) const {
   if (dev == device()) return *this;
-  Tensor t = empty(shape_, dev, dtype_, dev.is_cpu() ? layout_ : Layout::plain);
+  // Layouts each side can hold: CPU tensors plain or blocked, CUDA tensors plain or nhwc.
+  Layout l = layout_;
+  if (dev.is_cpu() && l == Layout::nhwc) l = Layout::plain;
+  if (dev.is_cuda() && l != Layout::nhwc) l = Layout::plain;
+  Tensor t = empty(shape_, dev, dtype_, l);
   t.copy_from(*this);
   return t;
 }
@@ -189,15 +211,50 @@ void Tensor::copy_from(const Tensor& src) {
   DPB_CHECK(src.numel() == numel() && src.dtype() == dtype_)
       << "copy of " << src.shape() << " " << dtype_name(src.dtype()) << " into " << shape_ << " " << dtype_name(dtype_);
   if (src.layout() != layout_) {
-    Tensor converted = src.device().is_cpu() ? src.to_layout(layout_) : src.to(Device::cpu()).to_layout(layout_);
-    copy_bytes(device(), data(), converted.device(), converted.data(), nbytes());
+    // Convert where the layout can live: on the source when it can hold the target's
+    // layout, else through plain order on the host.
+    const bool src_can = src.device().is_cuda() ? (layout_ == Layout::plain || layout_ == Layout::nhwc)
+                                                : layout_ != Layout::nhwc;
+    Tensor converted = src_can ? src.to_layout(layout_) : src.to_plain();
+    if (converted.layout() != layout_) {
+      converted = converted.to(device());
+      if (converted.layout() != layout_) converted = converted.to_layout(layout_);
+    }
+    copy_bytes(device(), raw(), converted.device(), converted.raw(), nbytes());
     return;
   }
-  copy_bytes(device(), data(), src.device(), src.data(), nbytes());
+  copy_bytes(device(), raw(), src.device(), src.raw(), nbytes());
+}
+
+Tensor Tensor::to_dtype(DType dtype) const {
+  if (dtype == dtype_) return *this;
+  DPB_CHECK(dtype != DType::i32 && dtype_ != DType::i32)
+      << "conversion " << dtype_name(dtype_) << " -> " << dtype_name(dtype) << " (only between F32 and BF16)";
+  Tensor out = empty(shape_, device(), dtype, layout_);
+  if (device().is_cuda()) {
+#if DPB_WITH_CUDA
+    cuda::cast(device().index, raw(), dtype_ == DType::bf16, out.raw(), dtype == DType::bf16, storage_numel());
+#endif
+    return out;
+  }
+  const int64_t n = storage_numel();
+  if (dtype == DType::bf16) {
+    auto* dst = static_cast<uint16_t*>(out.raw());
+    const float* src = data();
+    for (int64_t i = 0; i < n; ++i) dst[i] = float_to_bf16(src[i]);
+  } else {
+    const auto* src = static_cast<const uint16_t*>(raw());
+    float* dst = out.data();
+    for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(src[i]);
+  }
+  return out;
 }
 
 std::vector<float> Tensor::to_vector() const {
-  DPB_CHECK(dtype_ == DType::f32) << "to_vector() of a " << dtype_name(dtype_) << " tensor";
+  DPB_CHECK(dtype_ != DType::i32) << "to_vector() of an I32 tensor (use to_labels())";
+  if (device().is_cuda() && (layout_ != Layout::plain || dtype_ != DType::f32))
+    return to_plain().to_dtype(DType::f32).to_vector();
+  if (dtype_ != DType::f32) return to_dtype(DType::f32).to_vector();
   if (layout_ != Layout::plain) return to_plain().to_vector();
   std::vector<float> v(static_cast<size_t>(numel()));
   copy_bytes(Device::cpu(), v.data(), device(), data(), nbytes());
@@ -206,20 +263,23 @@ std::vector<float> Tensor::to_vector() const {
 
 float Tensor::item() const {
   DPB_CHECK(numel() == 1) << "item() of a tensor with " << numel() << " elements";
-  float v = 0;
-  copy_bytes(Device::cpu(), &v, device(), data(), sizeof(float));
-  return v;
+  return to_vector()[0];
 }
 
 void Tensor::fill(float value) {
-  DPB_CHECK(dtype_ == DType::f32) << "fill() of a " << dtype_name(dtype_) << " tensor";
-  if (device().is_cpu()) {
-    std::fill_n(data(), storage_numel(), value);
-    zero_padding();
-  } else {
-    std::vector<float> host(static_cast<size_t>(numel()), value);
-    copy_bytes(device(), data(), Device::cpu(), host.data(), nbytes());
+  DPB_CHECK(dtype_ != DType::i32) << "fill() of an I32 tensor";
+  if (device().is_cuda()) {
+#if DPB_WITH_CUDA
+    cuda::fill(device().index, raw(), dtype_ == DType::bf16, value, storage_numel());
+#endif
+    return;
   }
+  if (dtype_ == DType::bf16) {
+    std::fill_n(static_cast<uint16_t*>(raw()), storage_numel(), float_to_bf16(value));
+    return;
+  }
+  std::fill_n(data(), storage_numel(), value);
+  zero_padding();
 }
 
 }  // namespace dpb

@@ -10,6 +10,11 @@
 // multiple of the block, storage holds C rounded up to the block and the padding
 // channels are kept zero (as oneDNN expects). The sample dimension stays outermost,
 // so slices along dim 0 remain views. to_vector() always returns logical order.
+// A 4-d CUDA tensor may be stored channels-last (nhwc, PyTorch's channels_last), the
+// layout cuDNN's tensor-core convolutions run on without transposes.
+//
+// dtype: f32 everywhere; bf16 for activations under --precision=bf16 (parameters stay
+// f32: they are the master weights); i32 for labels.
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -47,7 +52,7 @@ class Storage {
   void* data_;
 };
 
-enum class Layout { plain, nChw8c, nChw16c };
+enum class Layout { plain, nChw8c, nChw16c, nhwc };
 
 inline int layout_block(Layout l) { return l == Layout::nChw8c ? 8 : l == Layout::nChw16c ? 16 : 1; }
 const char* layout_name(Layout l);
@@ -79,6 +84,8 @@ class Tensor {
   int64_t storage_numel() const;
   size_t nbytes() const { return static_cast<size_t>(storage_numel()) * dtype_size(dtype_); }
   DType dtype() const { return dtype_; }
+  // The same values as `dtype` (shares storage when already of that type).
+  Tensor to_dtype(DType dtype) const;
   Layout layout() const { return layout_; }
   bool is_plain() const { return layout_ == Layout::plain; }
   // The same values in `layout` (shares storage when already there, or when the
@@ -89,6 +96,8 @@ class Tensor {
 
   float* data() const { return static_cast<float*>(storage_->data()) + offset_; }
   int32_t* data_i32() const { return static_cast<int32_t*>(storage_->data()) + offset_; }
+  // The first element, whatever the dtype.
+  void* raw() const { return static_cast<char*>(storage_->data()) + offset_ * static_cast<int64_t>(dtype_size(dtype_)); }
   // Host access, only on CPU tensors (checked).
   float* host_data() const;
 

@@ -4,6 +4,7 @@
 
 #include "engine/core/clock.h"
 #include "engine/core/log.h"
+#include "engine/trace/nvtx.h"
 
 namespace dpb {
 
@@ -97,18 +98,36 @@ StepRecord Trainer::step(const Batch& batch, int64_t global_step) {
   const bool scatter = dp_ && !o_.dp_bypass;
   const std::vector<int64_t> busy_before = dp_ ? dp_->stats().busy_ns : std::vector<int64_t>{};
   r.begin_ns = now_ns();
+  trace::NvtxRange step_range("step");
   Tensor out, target = batch.target;
-  if (scatter && o_.dp_replicate_input) {
-    out = dp_->forward_replicated(batch.x);
-    target = repeat_rows(batch.target, static_cast<int64_t>(o_.dp_devices.size()));
-  } else {
-    out = scatter ? dp_->forward(batch.x) : model_.forward(batch.x);
+  {
+    trace::NvtxRange range("forward");
+    if (scatter && o_.dp_replicate_input) {
+      out = dp_->forward_replicated(batch.x);
+      target = repeat_rows(batch.target, static_cast<int64_t>(o_.dp_devices.size()));
+    } else {
+      out = scatter ? dp_->forward(batch.x) : model_.forward(batch.x);
+    }
   }
-  LossResult loss = compute_loss(model_.spec().loss, out, target, true);
-  if (scatter) dp_->backward(loss.grad);
-  else model_.backward(loss.grad);
-  optimizer_->step();
-  optimizer_->zero_grad();
+  LossResult loss;
+  {
+    trace::NvtxRange range("loss");
+    loss = compute_loss(model_.spec().loss, out, target, true, /*deferred=*/true);
+  }
+  {
+    trace::NvtxRange range("backward");
+    if (scatter) dp_->backward(loss.grad);
+    else model_.backward(loss.grad);
+  }
+  {
+    trace::NvtxRange range("optimizer");
+    optimizer_->step();
+    optimizer_->zero_grad();
+  }
+  // The step ends when its work on the device has: the loss is read (one wait per step),
+  // then the device is drained.
+  loss.resolve();
+  ops::synchronize(o_.device);
   r.end_ns = now_ns();
   if (scatter) {
     // Replicas' compute, plus the primary's own work outside them (gather, loss,

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -25,9 +26,16 @@ std::string slurp(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// The binary and schema the build names, unless the environment points elsewhere (a
+// package made by scripts/package.sh, run on another machine).
+std::string from_env(const char* name, const char* built) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : built;
+}
+
 Result run(const std::string& args) {
   const std::string base = std::filesystem::temp_directory_path() / ("dpb_cli_" + std::to_string(::getpid()));
-  const std::string cmd = std::string(DPBENCH_BIN) + " " + args + " >" + base + ".out 2>" + base + ".err";
+  const std::string cmd = from_env("DPBENCH_BIN", DPBENCH_BIN) + " " + args + " >" + base + ".out 2>" + base + ".err";
   Result r;
   const int status = std::system(cmd.c_str());
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -40,7 +48,7 @@ Result run(const std::string& args) {
 
 // Every report a test produces must satisfy reports/schema/dpbench.report-1.schema.json.
 nlohmann::json checked_report(const std::string& path) {
-  static const nlohmann::json schema = nlohmann::json::parse(slurp(DPB_REPORT_SCHEMA));
+  static const nlohmann::json schema = nlohmann::json::parse(slurp(from_env("DPB_REPORT_SCHEMA", DPB_REPORT_SCHEMA)));
   const auto rep = nlohmann::json::parse(slurp(path));
   const auto violations = dpb::reports::schema_violations(schema, rep);
   for (const auto& v : violations) ADD_FAILURE() << path << " violates the report schema at " << v;

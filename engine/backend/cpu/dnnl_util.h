@@ -42,6 +42,8 @@ inline tag tag_of(Layout l) {
       return tag::nChw8c;
     case Layout::nChw16c:
       return tag::nChw16c;
+    case Layout::nhwc:
+      return tag::nhwc;
     case Layout::plain:
       break;
   }

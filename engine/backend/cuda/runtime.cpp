@@ -2,7 +2,10 @@
 
 #include <cuda_runtime.h>
 
+#include "engine/backend/cuda/caching_allocator.h"
 #include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/device_context.h"
+#include "engine/backend/cuda/kernels.h"
 #include "engine/backend/device_info.h"
 
 namespace dpb::cuda {
@@ -15,53 +18,48 @@ std::string where_device() {
   return " on cuda:" + std::to_string(d);
 }
 
-namespace {
-void use_device(int index) {
-  const int n = cuda_device_count();
-  DPB_CHECK(index >= 0 && index < n) << "cuda:" << index << " is not available: this machine has " << n
-                                     << " usable CUDA device(s)";
-  DPB_CUDA_CHECK(cudaSetDevice(index));
-}
-}  // namespace
-
 void* device_malloc(int index, size_t bytes) {
-  use_device(index);
-  void* p = nullptr;
-  const cudaError_t s = cudaMalloc(&p, bytes);
-  if (s == cudaErrorMemoryAllocation) {
-    (void)cudaGetLastError();
-    size_t free_b = 0, total_b = 0;
-    cudaMemGetInfo(&free_b, &total_b);
-    DPB_FAIL() << "CUDA out of memory on cuda:" << index << ": asked for " << bytes << " bytes, "
-               << free_b << " of " << total_b << " bytes free (try a smaller --batch, or bf16 precision)";
-  }
-  DPB_CUDA_CHECK(s) << "allocating " << bytes << " bytes";
-  return p;
+  set_device(index);
+  return cached_malloc(index, bytes, current_stream(index));
 }
 
-void device_free(int index, void* ptr) noexcept {
-  if (!ptr) return;
-  DPB_CUDA_CHECK_NOTHROW(cudaSetDevice(index));
-  DPB_CUDA_CHECK_NOTHROW(cudaFree(ptr));
-}
+void device_free(int index, void* ptr) noexcept { cached_free(index, ptr); }
 
 void* host_alloc_pinned(size_t bytes) {
   if (cuda_device_count() == 0) return nullptr;
-  void* p = nullptr;
-  if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return nullptr;
-  }
-  return p;
+  return pinned_malloc(bytes);
 }
 
-void host_free_pinned(void* ptr) noexcept { DPB_CUDA_CHECK_NOTHROW(cudaFreeHost(ptr)); }
+void host_free_pinned(void* ptr) noexcept { pinned_free(ptr); }
+
+void synchronize(int index) {
+  set_device(index);
+  DPB_CUDA_CHECK(cudaStreamSynchronize(current_stream(index))) << "waiting for cuda:" << index;
+}
 
 void copy(const Device& dst_dev, void* dst, const Device& src_dev, const void* src, size_t bytes) {
-  if (dst_dev.is_cuda()) use_device(dst_dev.index);
-  else if (src_dev.is_cuda()) use_device(src_dev.index);
-  DPB_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault))
+  if (dst_dev.is_cuda() && src_dev.is_cuda() && dst_dev.index != src_dev.index) {
+    // Between GPUs: after the source's queued work, then complete before returning
+    // (the source block may be reused once we return).
+    synchronize(src_dev.index);
+    set_device(dst_dev.index);
+    cudaStream_t s = current_stream(dst_dev.index);
+    DPB_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_dev.index, src, src_dev.index, bytes, s))
+        << "copying " << bytes << " bytes " << src_dev << " -> " << dst_dev;
+    DPB_CUDA_CHECK(cudaStreamSynchronize(s));
+    return;
+  }
+  const int index = dst_dev.is_cuda() ? dst_dev.index : src_dev.index;
+  set_device(index);
+  cudaStream_t s = current_stream(index);
+  DPB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s))
       << "copying " << bytes << " bytes " << src_dev << " -> " << dst_dev;
+  if (dst_dev.is_cpu()) {
+    DPB_CUDA_CHECK(cudaStreamSynchronize(s)) << "copying " << bytes << " bytes " << src_dev << " -> " << dst_dev;
+  } else if (src_dev.is_cpu()) {
+    if (is_pinned(src)) record_host_use(src, index, s);
+    else DPB_CUDA_CHECK(cudaStreamSynchronize(s)) << "copying " << bytes << " bytes " << src_dev << " -> " << dst_dev;
+  }
 }
 
 }  // namespace dpb::cuda
@@ -69,11 +67,14 @@ void copy(const Device& dst_dev, void* dst, const Device& src_dev, const void* s
 namespace dpb {
 
 int cuda_device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
+  static const int n = [] {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return count;
+  }();
   return n;
 }
 
@@ -109,3 +110,27 @@ CudaInfo cuda_info() {
 }
 
 }  // namespace dpb
+
+namespace dpb::cuda {
+
+void fill(int index, void* x, bool bf16, float value, int64_t n) {
+  set_device(index);
+  k::fill(current_stream(index), x, bf16, value, n);
+}
+
+void cast(int index, const void* src, bool src_bf16, void* dst, bool dst_bf16, int64_t n) {
+  set_device(index);
+  k::cast(current_stream(index), src, src_bf16, dst, dst_bf16, n);
+}
+
+void convert_layout(int index, const void* src, void* dst, size_t elem, const std::vector<int64_t>& nchw,
+                    bool to_nhwc) {
+  DPB_CHECK(nchw.size() == 4) << "layout conversion of a " << nchw.size() << "-d tensor";
+  set_device(index);
+  DPB_CHECK(elem == 2 || elem == 4) << "layout conversion of " << elem << "-byte elements";
+  // Same dtype both sides: 2-byte elements move as bf16, 4-byte ones as f32 (bit-exact).
+  const bool bf16 = elem == 2;
+  k::convert4d(current_stream(index), src, bf16, !to_nhwc, dst, bf16, to_nhwc, nchw[0], nchw[1], nchw[2], nchw[3]);
+}
+
+}  // namespace dpb::cuda

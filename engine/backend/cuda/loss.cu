@@ -1,0 +1,94 @@
+// Losses: softmax cross-entropy (one warp per row, log-sum-exp in fp32 whatever the
+// logits' dtype) and mean squared error. Totals go to a small device buffer the caller
+// reads once, so a step synchronises once for its loss.
+#include "engine/backend/cuda/common.cuh"
+#include "engine/backend/cuda/kernels.h"
+
+namespace dpb::cuda::k {
+
+namespace {
+
+template <typename T>
+__global__ void xent_kernel(const T* logits, const int32_t* labels, T* dlogits, int64_t N, int64_t C, float* out,
+                            int32_t* out_i) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
+  if (row >= N) return;
+  const T* z = logits + row * C;
+  const int32_t y = labels[row];
+  float mx = -INFINITY;
+  int64_t arg = 0;
+  for (int64_t j = lane; j < C; j += 32) {
+    const float v = load(z, j);
+    if (v > mx) {
+      mx = v;
+      arg = j;
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float om = __shfl_xor_sync(0xffffffffu, mx, o);
+    const int64_t oa = __shfl_xor_sync(0xffffffffu, arg, o);
+    if (om > mx || (om == mx && oa < arg)) {
+      mx = om;
+      arg = oa;
+    }
+  }
+  float sum = 0.0f;
+  for (int64_t j = lane; j < C; j += 32) sum += __expf(load(z, j) - mx);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  const float log_sum = __logf(sum);
+  const bool valid = y >= 0 && y < C;
+  if (lane == 0) {
+    if (valid) {
+      atomicAdd(out, log_sum - (load(z, y) - mx));
+      if (arg == y) atomicAdd(out_i, 1);
+    } else {
+      atomicAdd(out_i + 1, 1);
+    }
+  }
+  if (dlogits) {
+    const float inv_n = 1.0f / static_cast<float>(N);
+    T* dz = dlogits + row * C;
+    for (int64_t j = lane; j < C; j += 32) {
+      const float p = __expf(load(z, j) - mx - log_sum);
+      store(dz, j, (p - (valid && j == y ? 1.0f : 0.0f)) * inv_n);
+    }
+  }
+}
+
+template <typename T>
+__global__ void mse_kernel(const T* pred, const float* target, T* dpred, int64_t n, float* out) {
+  float acc = 0.0f;
+  const float g = 2.0f / static_cast<float>(n);
+  DPB_GRID_STRIDE(i, n) {
+    const float d = load(pred, i) - target[i];
+    acc += d * d;
+    if (dpred) store(dpred, i, g * d);
+  }
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) atomicAdd(out, acc);
+}
+
+}  // namespace
+
+void softmax_cross_entropy(cudaStream_t s, const void* logits, bool bf16, const int32_t* labels, void* dlogits,
+                           int64_t N, int64_t C, float* out, int32_t* out_i) {
+  if (N == 0) return;
+  with_type(bf16, [&](auto* t) {
+    using T = std::remove_pointer_t<decltype(t)>;
+    xent_kernel<<<grid_for(N * 32), kBlock, 0, s>>>(static_cast<const T*>(logits), labels, static_cast<T*>(dlogits),
+                                                     N, C, out, out_i);
+  });
+  check_launch("softmax_cross_entropy");
+}
+
+void mse(cudaStream_t s, const void* pred, bool bf16, const float* target, void* dpred, int64_t n, float* out) {
+  if (n == 0) return;
+  with_type(bf16, [&](auto* t) {
+    using T = std::remove_pointer_t<decltype(t)>;
+    mse_kernel<<<grid_for(n), kBlock, 0, s>>>(static_cast<const T*>(pred), target, static_cast<T*>(dpred), n, out);
+  });
+  check_launch("mse");
+}
+
+}  // namespace dpb::cuda::k
