@@ -62,6 +62,10 @@ void validate(const BenchOptions& o) {
   const Precision precision = parse_precision(o.precision);
   DPB_CHECK(precision == Precision::fp32 || o.devices == "cuda")
       << "--precision=" << o.precision << " needs --devices=cuda (the CPU backend computes in fp32)";
+  DPB_CHECK(!o.cuda_graph || (o.devices == "cuda" && o.mode == "single"))
+      << "--cuda-graph needs --devices=cuda and --mode=single";
+  DPB_CHECK(!(o.cuda_graph && o.op_profile))
+      << "--op-profile times ops one at a time, which a CUDA graph replay does not allow; use one or the other";
   if (o.devices == "cuda") {
     const CudaInfo info = cuda_info();
     DPB_CHECK(info.built) << "--devices=cuda: this build has no CUDA backend (configure with -DDPB_CUDA=ON on a "
@@ -124,6 +128,7 @@ RunSetup prepare_run(const BenchOptions& o, bool parallel) {
     t.dp_bypass = o.dp_forward == "bypass";
     t.dp_replicate_input = o.dp_input == "list";
   }
+  t.cuda_graph = o.cuda_graph;
   t.workers = o.workers;
   t.prefetch = o.prefetch;
   t.loader_delay_ms = o.loader_delay_ms;
@@ -260,6 +265,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                       {"batch_per_device", o.batch / o.gpus},
                       {"global_batch", o.batch},
                       {"precision", o.precision},
+                      {"cuda_graph", o.cuda_graph},
                       {"backend", nullptr},
                       {"threads_per_device", threads},
                       {"steps", o.epochs > 0 ? nlohmann::json(nullptr) : nlohmann::json(o.steps)},
@@ -431,6 +437,9 @@ int main_cli(int argc, char** argv) {
   app.add_option("--base-batch", o.base_batch, "Batch the learning rate was tuned for (--lr-scale=linear)")
       ->check(CLI::PositiveNumber);
   app.add_option("--json", o.json_path, "Write the JSON report (dpbench.report/1) to this path");
+  app.add_flag("--cuda-graph", o.cuda_graph,
+               "CUDA: after two eager steps, capture forward, loss and backward as a CUDA graph and replay it each "
+               "step (the optimizer runs outside it)");
   app.add_flag("--nvtx", o.nvtx,
                "NVTX ranges (step, forward, backward, each layer, optimizer, data.h2d) for Nsight Systems: nsys "
                "profile --capture-range=cudaProfilerApi dpbench ... records the measured steps");

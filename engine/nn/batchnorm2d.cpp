@@ -37,7 +37,7 @@ Tensor BatchNorm2d::backward(const Tensor& dy) {
   DPB_CHECK(bias_->begin_grad() == acc) << "BatchNorm2d: weight and bias gradients out of step";
   Tensor dx = Tensor::empty_like(x_);
   if (frozen_) {
-    const ops::BatchNormSaved running{*running_mean_, *running_var_};
+    const ops::BatchNormSaved running{*running_mean_, *running_var_, Tensor()};
     ops::batchnorm_backward(x_, dy, weight_->data(), running, dx, weight_->grad(), bias_->grad(), eps_, acc, true);
   } else {
     ops::batchnorm_backward(x_, dy, weight_->data(), saved_, dx, weight_->grad(), bias_->grad(), eps_, acc);

@@ -28,6 +28,9 @@ class Parameter {
   // Allocates the gradient if needed; returns true when this backward must add to it.
   bool begin_grad();
   void zero_grad() { grad_is_zero_ = true; }
+  // The gradient was written by work that did not go through begin_grad() (a replayed
+  // CUDA graph of a backward that overwrote it).
+  void note_grad_written() { grad_is_zero_ = false; }
   // True when no gradient was written since zero_grad() (the grad tensor holds stale values).
   bool grad_is_zero() const { return grad_is_zero_; }
 

@@ -19,6 +19,16 @@ Tensor repeat_rows(const Tensor& t, int64_t times) {
 }
 }  // namespace
 
+// The captured step: static inputs the graph reads, and the loss totals it leaves.
+struct Trainer::GraphStep {
+  explicit GraphStep(Device d) : graph(d) {}
+  DeviceGraph graph;
+  Tensor x, target;  // inputs at fixed addresses, filled before each replay
+  LossResult loss;   // its `pending` totals are written by each replay
+};
+
+Trainer::~Trainer() = default;
+
 std::vector<StepRecord> TrainResult::measured() const {
   std::vector<StepRecord> out;
   for (const auto& s : steps)
@@ -50,6 +60,12 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
   if (o_.dp_devices.size() > 1) {
     o_.device = o_.dp_devices[0];
     dp_ = std::make_unique<DataParallel>(model_, o_.dp_devices);
+  }
+  if (o_.cuda_graph) {
+    DPB_CHECK(o_.device.is_cuda() && !dp_) << "CUDA graphs need one CUDA device (--devices=cuda, --mode=single)";
+    DPB_CHECK(spec.loss == LossKind::cross_entropy)
+        << "CUDA graphs need a model trained with cross-entropy (its loss stays on the device); '" << spec.name
+        << "' is trained with " << loss_name(spec.loss);
   }
   model_.to(o_.device);
   model_.train();
@@ -89,6 +105,56 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
   schedule_ = std::make_unique<LrSchedule>(s);
 }
 
+// Captures forward + loss + backward on the third full-size batch, replays it from then
+// on. Returns false when this batch runs eagerly (warming up, or a smaller last batch).
+bool Trainer::graph_step(const Batch& batch, StepRecord& r) {
+  if (!graph_) {
+    if (eager_steps_ < 2 || batch.size() != o_.batch) return false;
+    // Two eager steps have found the convolution algorithms and allocated gradients,
+    // optimizer state and workspaces at their final sizes.
+    graph_ = std::make_unique<GraphStep>(o_.device);
+    graph_->x = Tensor::empty_like(batch.x);
+    graph_->target = Tensor::empty_like(batch.target);
+    graph_->x.copy_from(batch.x);
+    graph_->target.copy_from(batch.target);
+    graph_->graph.begin_capture();
+    try {
+      Tensor out = model_.forward(graph_->x);
+      graph_->loss = compute_loss(model_.spec().loss, out, graph_->target, true, /*deferred=*/true);
+      model_.backward(graph_->loss.grad);
+    } catch (...) {
+      graph_.reset();
+      throw;
+    }
+    graph_->graph.end_capture();
+    log::info("captured the training step as a CUDA graph (batch {})", o_.batch);
+  } else if (batch.size() != o_.batch) {
+    return false;
+  } else {
+    graph_->x.copy_from(batch.x);
+    graph_->target.copy_from(batch.target);
+  }
+  {
+    trace::NvtxRange range("forward+backward (graph)");
+    graph_->graph.replay();
+  }
+  for (Parameter* p : model_.parameters()) p->note_grad_written();
+  {
+    trace::NvtxRange range("optimizer");
+    optimizer_->step();
+    optimizer_->zero_grad();
+  }
+  LossResult loss = graph_->loss;  // the same totals tensor, rewritten by this replay
+  loss.resolve();
+  ops::synchronize(o_.device);
+  r.end_ns = now_ns();
+  r.loss = loss.loss;
+  r.correct = loss.correct;
+  r.device_busy_ns = {r.end_ns - r.begin_ns};
+  r.device_samples = {batch.size()};
+  return true;
+}
+
 StepRecord Trainer::step(const Batch& batch, int64_t global_step) {
   StepRecord r;
   r.step = global_step;
@@ -99,6 +165,10 @@ StepRecord Trainer::step(const Batch& batch, int64_t global_step) {
   const std::vector<int64_t> busy_before = dp_ ? dp_->stats().busy_ns : std::vector<int64_t>{};
   r.begin_ns = now_ns();
   trace::NvtxRange step_range("step");
+  if (o_.cuda_graph) {
+    if (graph_step(batch, r)) return r;
+    ++eager_steps_;
+  }
   Tensor out, target = batch.target;
   {
     trace::NvtxRange range("forward");

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "engine/backend/device_graph.h"
 #include "engine/data/loader.h"
 #include "engine/models/model.h"
 #include "engine/optim/lr_schedule.h"
@@ -41,6 +42,10 @@ struct TrainOptions {
   std::vector<Device> dp_devices;
   bool dp_bypass = false;
   bool dp_replicate_input = false;  // the batch as a list of samples: replicated, not scattered
+  // CUDA: after two eager steps, capture forward, loss and backward as a CUDA graph and
+  // replay it for every full batch (the optimizer step stays outside the graph, so
+  // learning-rate schedules and Adam work). Needs a cross-entropy model in single mode.
+  bool cuda_graph = false;
   int workers = 0;
   int prefetch = 2;
   int64_t loader_delay_ms = 0;
@@ -88,6 +93,7 @@ class Trainer {
  public:
   Trainer(Model& model, const Dataset& train, TrainOptions options, const Dataset* test = nullptr,
           const Transform* augment = nullptr);
+  ~Trainer();
 
   TrainResult run(const std::function<void(const StepRecord&)>& on_step = {});
   // One optimizer step on a batch already on the model's device.
@@ -113,6 +119,12 @@ class Trainer {
   std::unique_ptr<LrSchedule> schedule_;
   TrainPosition start_;
   int64_t planned_ = 0;
+
+  // CUDA graph of forward + loss + backward (cuda_graph).
+  struct GraphStep;
+  std::unique_ptr<GraphStep> graph_;
+  int64_t eager_steps_ = 0;
+  bool graph_step(const Batch& batch, StepRecord& r);
 };
 
 }  // namespace dpb

@@ -76,6 +76,11 @@ StreamResources& DeviceContext::resources(cudaStream_t stream) {
     DPB_CUBLAS_CHECK(cublasCreate(&r->cublas));
     DPB_CUBLAS_CHECK(cublasSetStream(r->cublas, stream));
     DPB_CUBLAS_CHECK(cublasLtCreate(&r->cublaslt));
+    // cuBLAS's own scratch, from the caching allocator: without it cuBLAS allocates
+    // internally, which a CUDA graph capture does not allow.
+    constexpr size_t kBlasWorkspace = size_t{32} << 20;
+    void* ws = cached_malloc(index_, kBlasWorkspace, stream);
+    DPB_CUBLAS_CHECK(cublasSetWorkspace(r->cublas, ws, kBlasWorkspace));
     slot = std::move(r);
   }
   return *slot;
