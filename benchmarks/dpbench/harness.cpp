@@ -141,6 +141,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   if (!o.save_path.empty()) check_writable(o.save_path);
   const ProgressMode progress = parse_progress_mode(o.progress);
   set_precision(parse_precision(o.precision));
+  set_deterministic(o.deterministic);
 
   const int threads = o.threads > 0 ? o.threads : cpu::hardware_threads();
   cpu::set_threads_per_device(threads);
@@ -220,7 +221,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                      o.batch / o.gpus, o.batch, human_time(st.median), human_time(st.p10), human_time(st.p90), st.cv * 100, throughput,
                      loss_first, loss_last);
   if (result.test)
-    out << fmt::format("test: accuracy {:.2f}%, loss {:.4f} on {} samples | trained {} epoch(s) in {:.1f} s\n",
+    out << fmt::format("test: accuracy {:.2f}%, loss {:.4f} on {} samples | trained {:.2f} epoch(s) in {:.1f} s\n",
                        100 * result.test->accuracy, result.test->loss, result.test->samples,
                        static_cast<double>(result.end.global_step) /
                            static_cast<double>(std::max<int64_t>(1, trainer.loader().batches_per_epoch())),
@@ -266,6 +267,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                       {"global_batch", o.batch},
                       {"precision", o.precision},
                       {"cuda_graph", o.cuda_graph},
+                      {"deterministic", o.deterministic},
                       {"backend", nullptr},
                       {"threads_per_device", threads},
                       {"steps", o.epochs > 0 ? nlohmann::json(nullptr) : nlohmann::json(o.steps)},
@@ -337,6 +339,7 @@ VerifyResult run_verify(const BenchOptions& o, std::ostream& out) {
   cpu::set_threads_per_device(threads);
   cpu::CpuDeviceScope scope(0);
   set_precision(parse_precision(o.precision));
+  set_deterministic(o.deterministic);
   auto train = [&](bool parallel) {
     RunSetup setup = prepare_run(o, parallel);
     setup.train.steps = o.verify_steps;
@@ -440,6 +443,8 @@ int main_cli(int argc, char** argv) {
   app.add_flag("--cuda-graph", o.cuda_graph,
                "CUDA: after two eager steps, capture forward, loss and backward as a CUDA graph and replay it each "
                "step (the optimizer runs outside it)");
+  app.add_flag("--deterministic", o.deterministic,
+               "Deterministic algorithms only (like torch.backends.cudnn.deterministic): runs repeat bit for bit");
   app.add_flag("--nvtx", o.nvtx,
                "NVTX ranges (step, forward, backward, each layer, optimizer, data.h2d) for Nsight Systems: nsys "
                "profile --capture-range=cudaProfilerApi dpbench ... records the measured steps");

@@ -42,7 +42,8 @@ struct BenchOptions {
   std::string lr_scale = "none";
   int64_t base_batch = 256;
   std::string json_path;
-  bool cuda_graph = false;       // replay forward+backward as a CUDA graph
+  bool cuda_graph = false;
+  bool deterministic = false;    // deterministic algorithms only       // replay forward+backward as a CUDA graph
   bool nvtx = false;             // NVTX ranges for Nsight Systems
   bool op_profile = false;       // time each op of the measured steps (waits around every op)
   bool verify = false;           // compare --mode against single instead of benchmarking

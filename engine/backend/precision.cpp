@@ -8,7 +8,11 @@ namespace dpb {
 
 namespace {
 std::atomic<Precision> g_precision{Precision::fp32};
-}
+std::atomic<bool> g_deterministic{false};
+}  // namespace
+
+void set_deterministic(bool on) { g_deterministic.store(on); }
+bool deterministic() { return g_deterministic.load(); }
 
 void set_precision(Precision p) { g_precision.store(p); }
 Precision precision() { return g_precision.load(); }

@@ -22,4 +22,10 @@ Precision parse_precision(const std::string& name);
 const char* precision_name(Precision p);
 DType compute_dtype(const Device& device);
 
+// Deterministic algorithms only (--deterministic, as torch.backends.cudnn.deterministic):
+// convolutions use only algorithms cuDNN reports as deterministic, so a run repeats
+// bit for bit; the fastest algorithm may be given up for it.
+void set_deterministic(bool on);
+bool deterministic();
+
 }  // namespace dpb

@@ -55,7 +55,7 @@ std::shared_ptr<ConvPlan> get_plan(OpEnv& env, const Shape& xs, const Shape& ws,
                                    Layout l) {
   const std::string key = "conv|" + xs.str() + "|" + ws.str() + "|" + std::to_string(p.stride) + "|" +
                           std::to_string(p.padding) + "|" + std::string(dtype_name(dt)) + "|" + layout_name(l) + "|" +
-                          precision_name(precision());
+                          precision_name(precision()) + (deterministic() ? "|deterministic" : "");
   std::shared_ptr<ConvPlan> plan;
   if (env.ctx.find_cached(key, &plan)) return plan;
   plan = std::make_shared<ConvPlan>();
@@ -75,16 +75,18 @@ std::shared_ptr<ConvPlan> get_plan(OpEnv& env, const Shape& xs, const Shape& ws,
   return plan;
 }
 
-// Picks the fastest algorithm that succeeded; sets its math type on the descriptor.
+// Picks the fastest algorithm that succeeded (and is deterministic, when asked); sets
+// its math type on the descriptor.
 template <typename Perf>
 const Perf& pick(const Perf* perf, int n, const char* pass, cudnnConvolutionDescriptor_t conv) {
   for (int i = 0; i < n; ++i) {
-    if (perf[i].status == CUDNN_STATUS_SUCCESS) {
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && (!deterministic() || perf[i].determinism == CUDNN_DETERMINISTIC)) {
       DPB_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, perf[i].mathType));
       return perf[i];
     }
   }
-  DPB_FAIL() << "cuDNN found no algorithm for the convolution's " << pass << " pass";
+  DPB_FAIL() << "cuDNN found no " << (deterministic() ? "deterministic " : "") << "algorithm for the convolution's "
+             << pass << " pass";
 }
 
 constexpr int kMaxAlgos = 16;

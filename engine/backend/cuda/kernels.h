@@ -59,10 +59,10 @@ void bn_nhwc_backward(cudaStream_t s, const void* x, const void* dy, void* dx, b
 
 // --- losses (loss.cu) ---
 // Mean softmax cross-entropy over N rows of C logits; dlogits (same dtype, may be null)
-// = (softmax - onehot) / N. out[0] += the summed loss (float), out_i[0] += correct
-// argmax predictions, out_i[1] += labels outside [0, C) (the caller zeroes them).
+// = (softmax - onehot) / N. out[0] = the summed loss (float), out_i[0] = correct argmax
+// predictions, out_i[1] = labels outside [0, C). scratch: 2 * N floats.
 void softmax_cross_entropy(cudaStream_t s, const void* logits, bool bf16, const int32_t* labels, void* dlogits,
-                           int64_t N, int64_t C, float* out, int32_t* out_i);
+                           int64_t N, int64_t C, float* out, int32_t* out_i, float* scratch);
 // Mean squared error: out[0] += sum (p - t)^2; dpred = 2 (p - t) / n
 void mse(cudaStream_t s, const void* pred, bool bf16, const float* target, void* dpred, int64_t n, float* out);
 

@@ -1,6 +1,7 @@
 // Losses: softmax cross-entropy (one warp per row, log-sum-exp in fp32 whatever the
-// logits' dtype) and mean squared error. Totals go to a small device buffer the caller
-// reads once, so a step synchronises once for its loss.
+// logits' dtype; per-row results summed by one block in a fixed order, so the loss is
+// the same bits on every run) and mean squared error. Totals go to a small device
+// buffer the caller reads once, so a step synchronises once for its loss.
 #include "engine/backend/cuda/common.cuh"
 #include "engine/backend/cuda/kernels.h"
 
@@ -8,9 +9,10 @@ namespace dpb::cuda::k {
 
 namespace {
 
+// Per row: row_loss[row] and row_flag[row] = 1 correct, 0 wrong, 2 label out of range.
 template <typename T>
-__global__ void xent_kernel(const T* logits, const int32_t* labels, T* dlogits, int64_t N, int64_t C, float* out,
-                            int32_t* out_i) {
+__global__ void xent_kernel(const T* logits, const int32_t* labels, T* dlogits, int64_t N, int64_t C,
+                            float* row_loss, int32_t* row_flag) {
   const int lane = threadIdx.x & 31;
   const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
   if (row >= N) return;
@@ -39,12 +41,8 @@ __global__ void xent_kernel(const T* logits, const int32_t* labels, T* dlogits, 
   const float log_sum = __logf(sum);
   const bool valid = y >= 0 && y < C;
   if (lane == 0) {
-    if (valid) {
-      atomicAdd(out, log_sum - (load(z, y) - mx));
-      if (arg == y) atomicAdd(out_i, 1);
-    } else {
-      atomicAdd(out_i + 1, 1);
-    }
+    row_loss[row] = valid ? log_sum - (load(z, y) - mx) : 0.0f;
+    row_flag[row] = valid ? (arg == y ? 1 : 0) : 2;
   }
   if (dlogits) {
     const float inv_n = 1.0f / static_cast<float>(N);
@@ -53,6 +51,25 @@ __global__ void xent_kernel(const T* logits, const int32_t* labels, T* dlogits, 
       const float p = __expf(load(z, j) - mx - log_sum);
       store(dz, j, (p - (valid && j == y ? 1.0f : 0.0f)) * inv_n);
     }
+  }
+}
+
+// One block: out[0] = sum of row_loss, out_i[0] = correct rows, out_i[1] = bad labels.
+__global__ void xent_total_kernel(const float* row_loss, const int32_t* row_flag, int64_t N, float* out,
+                                  int32_t* out_i) {
+  float loss = 0.0f, correct = 0.0f, bad = 0.0f;
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+    loss += row_loss[i];
+    correct += row_flag[i] == 1 ? 1.0f : 0.0f;
+    bad += row_flag[i] == 2 ? 1.0f : 0.0f;
+  }
+  loss = block_sum(loss);
+  correct = block_sum(correct);
+  bad = block_sum(bad);
+  if (threadIdx.x == 0) {
+    out[0] = loss;
+    out_i[0] = static_cast<int32_t>(correct);
+    out_i[1] = static_cast<int32_t>(bad);
   }
 }
 
@@ -72,13 +89,16 @@ __global__ void mse_kernel(const T* pred, const float* target, T* dpred, int64_t
 }  // namespace
 
 void softmax_cross_entropy(cudaStream_t s, const void* logits, bool bf16, const int32_t* labels, void* dlogits,
-                           int64_t N, int64_t C, float* out, int32_t* out_i) {
+                           int64_t N, int64_t C, float* out, int32_t* out_i, float* scratch) {
   if (N == 0) return;
+  float* row_loss = scratch;
+  auto* row_flag = reinterpret_cast<int32_t*>(scratch + N);
   with_type(bf16, [&](auto* t) {
     using T = std::remove_pointer_t<decltype(t)>;
     xent_kernel<<<grid_for(N * 32), kBlock, 0, s>>>(static_cast<const T*>(logits), labels, static_cast<T*>(dlogits),
-                                                     N, C, out, out_i);
+                                                     N, C, row_loss, row_flag);
   });
+  xent_total_kernel<<<1, kBlock, 0, s>>>(row_loss, row_flag, N, out, out_i);
   check_launch("softmax_cross_entropy");
 }
 

@@ -65,12 +65,12 @@ Tensor softmax_cross_entropy_deferred(const Tensor& logits, const Tensor& labels
   OpEnv env = op_env(logits);
   const int64_t N = logits.size(0), C = logits.size(1);
   Tensor totals = Tensor::empty({static_cast<int64_t>(sizeof(LossTotals) / 4)}, logits.device());
-  DPB_CUDA_CHECK(cudaMemsetAsync(totals.raw(), 0, sizeof(LossTotals), env.stream));
+  Tensor scratch = Tensor::empty({2 * N}, logits.device());
   Tensor dz = dlogits;
   if (dz.defined() && dz.dtype() != logits.dtype()) dz = Tensor::empty(logits.shape(), logits.device(), logits.dtype());
   auto* t = static_cast<LossTotals*>(totals.raw());
   k::softmax_cross_entropy(env.stream, logits.raw(), is_bf16(logits), labels.data_i32(),
-                           dz.defined() ? dz.raw() : nullptr, N, C, &t->loss, &t->correct);
+                           dz.defined() ? dz.raw() : nullptr, N, C, &t->loss, &t->correct, scratch.data());
   if (dz.defined() && !dz.shares_storage_with(dlogits)) dlogits.copy_from(dz.to_dtype(dlogits.dtype()));
   return totals;
 }
