@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -90,6 +91,15 @@ double device_peak_flops(const BenchOptions& o) {
   return 0.0;
 }
 
+// Loader threads: on the CPU every core computes, so batches load in the training
+// thread; a GPU step is short and its host is free, so loading moves to workers (up to 8,
+// leaving a core for the training thread).
+int loader_workers(const BenchOptions& o) {
+  if (o.workers >= 0) return o.workers;
+  if (o.devices != "cuda") return 0;
+  return std::clamp(cpu::hardware_threads() - 1, 1, 8);
+}
+
 RunSetup prepare_run(const BenchOptions& o, bool parallel) {
   RunSetup r;
   Generator init_gen(o.seed);
@@ -129,7 +139,7 @@ RunSetup prepare_run(const BenchOptions& o, bool parallel) {
     t.dp_replicate_input = o.dp_input == "list";
   }
   t.cuda_graph = o.cuda_graph;
-  t.workers = o.workers;
+  t.workers = loader_workers(o);
   t.prefetch = o.prefetch;
   t.loader_delay_ms = o.loader_delay_ms;
   return r;
@@ -274,7 +284,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                       {"epochs", o.epochs > 0 ? nlohmann::json(o.epochs) : nlohmann::json(nullptr)},
                       {"warmup", o.warmup},
                       {"seed", o.seed},
-                      {"workers", o.workers},
+                      {"workers", loader_workers(o)},
                       {"optimizer", {{"name", o.optimizer}, {"lr", o.lr}, {"momentum", o.momentum}}},
                       {"lr_scale", o.lr_scale},
                       {"lr_effective", reports::number(result.lr)},
@@ -402,8 +412,9 @@ int main_cli(int argc, char** argv) {
                  "Dataset folder (default: fashion-mnist " + default_data_dir("fashion-mnist") + ", mnist " +
                      default_data_dir("mnist") + ", cifar10 " + default_data_dir("cifar10") + ")");
   app.add_option("--epochs", o.epochs, "Train whole epochs (overrides --steps)")->check(CLI::NonNegativeNumber);
-  app.add_option("--workers", o.workers, "DataLoader worker threads (0: load in the training thread)")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--workers", o.workers,
+                 "DataLoader worker threads (0: load in the training thread; default: 0 on the CPU, up to 8 for GPUs)")
+      ->check(CLI::Range(-1, 256));
   app.add_option("--prefetch", o.prefetch, "Batches in flight per worker")->check(CLI::PositiveNumber);
   app.add_option("--loader-delay-ms", o.loader_delay_ms, "Inject a delay per batch into the loader (slow input)")
       ->check(CLI::NonNegativeNumber);

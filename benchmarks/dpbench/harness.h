@@ -24,7 +24,7 @@ struct BenchOptions {
   int64_t steps = 20;
   int64_t epochs = 0;  // > 0: whole epochs instead of --steps
   int64_t warmup = 3;
-  int workers = 0;
+  int workers = -1;  // -1: auto (0 on the CPU, up to 8 loader threads for GPUs)
   int prefetch = 2;
   int64_t loader_delay_ms = 0;
   std::string eval = "auto";  // auto (real datasets) | on | off

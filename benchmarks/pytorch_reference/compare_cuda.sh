@@ -8,7 +8,8 @@
 #   DPBENCH="build/benchmarks/dpbench/dpbench" benchmarks/pytorch_reference/compare_cuda.sh [OUT_DIR]
 #   DPBENCH="dist/dpbench/run dpbench" ...     # a package made by scripts/package.sh
 #
-# Settings (environment): MODEL, BATCH, STEPS, WARMUP, REPEAT, COMPILE=0|1, PYTHON.
+# Settings (environment): MODEL, BATCH, STEPS, WARMUP, REPEAT, COMPILE=0|1, WORKERS (dpbench's
+# loader threads; PyTorch's reference trains on one batch already on the GPU), PYTHON.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 DPBENCH="${DPBENCH:-$here/../../build/benchmarks/dpbench/dpbench}"
@@ -19,6 +20,7 @@ STEPS="${STEPS:-100}"
 WARMUP="${WARMUP:-20}"
 REPEAT="${REPEAT:-2}"
 COMPILE="${COMPILE:-1}"
+WORKERS="${WORKERS:-8}"
 out="${1:-out/compare_cuda}"
 mkdir -p "$out"
 
@@ -28,7 +30,7 @@ for r in $(seq "$REPEAT"); do
       flag=""
       [ "$g" = graph ] && flag="--cuda-graph"
       $DPBENCH --devices=cuda --model="$MODEL" --batch="$BATCH" --steps="$STEPS" --warmup="$WARMUP" \
-        --precision="$p" $flag --progress=none --json="$out/dpbench_${p}_${g}_$r.json" > "$out/dpbench_${p}_${g}_$r.txt"
+        --precision="$p" $flag --workers="$WORKERS" --progress=none --json="$out/dpbench_${p}_${g}_$r.json" > "$out/dpbench_${p}_${g}_$r.txt"
     done
     for layout in nchw cl; do
       [ "$p" = fp32 ] && [ "$layout" = cl ] && continue

@@ -105,7 +105,24 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first) {
       << "start batch " << first << " outside the epoch's " << batches_per_epoch() << " batches";
   cursor_ = first;
   submitted_ = first;
+  staged_ = Staged{};
   if (o_.workers > 0) submit_up_to(first + static_cast<int64_t>(o_.workers) * o_.prefetch);
+}
+
+void DataLoader::stage(int64_t index) {
+  if (!o_.device.is_cuda() || o_.workers == 0 || index >= batches_per_epoch()) return;
+  Batch host;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = ready_.find(index);
+    if (it == ready_.end()) return;  // not assembled yet: copied when it is asked for
+    host = std::move(it->second);
+    ready_.erase(it);
+  }
+  trace::NvtxRange range("data.h2d");
+  staged_.index = index;
+  staged_.x = DeviceTransfer::start(host.x, o_.device);
+  staged_.target = DeviceTransfer::start(host.target, o_.device);
 }
 
 std::optional<Batch> DataLoader::next() {
@@ -113,6 +130,19 @@ std::optional<Batch> DataLoader::next() {
   if (cursor_ >= batches_per_epoch()) return std::nullopt;
   const int64_t t0 = now_ns();
   Batch b;
+  if (staged_.index == cursor_) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      submit_up_to(cursor_ + 1 + static_cast<int64_t>(o_.workers) * o_.prefetch);
+    }
+    b.x = staged_.x.take();
+    b.target = staged_.target.take();
+    staged_ = Staged{};
+    wait_ns_.push_back(now_ns() - t0);
+    ++cursor_;
+    stage(cursor_);
+    return b;
+  }
   if (o_.workers == 0) {
     b = assemble(cursor_, epoch_, *order_);
   } else {
@@ -127,11 +157,12 @@ std::optional<Batch> DataLoader::next() {
   }
   if (!o_.device.is_cpu() || o_.device.index != 0) {
     trace::NvtxRange range("data.h2d");
-    b.x = b.x.to(o_.device);
-    b.target = b.target.to(o_.device);
+    b.x = DeviceTransfer::start(b.x, o_.device).take();
+    b.target = DeviceTransfer::start(b.target, o_.device).take();
   }
   wait_ns_.push_back(now_ns() - t0);
   ++cursor_;
+  stage(cursor_);
   return b;
 }
 

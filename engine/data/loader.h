@@ -1,7 +1,9 @@
 #pragma once
 // DataLoader: batches from a Dataset in the order of a DistributedSampler, assembled
 // by worker threads ahead of the consumer (prefetch), as torch.utils.data.DataLoader.
-// Batches bound for a GPU are assembled in page-locked memory. Every call to next()
+// Batches bound for a GPU are assembled in page-locked memory, and while the consumer
+// trains on batch i the copy of batch i+1 (when a worker has it ready) already runs on
+// the GPU's copy stream, overlapping with compute. Every call to next()
 // records how long the consumer waited for its batch: the evidence for "input-bound".
 // Augmentation is deterministic under the seed whatever the worker count.
 #include <condition_variable>
@@ -13,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/backend/transfer.h"
 #include "engine/data/dataset.h"
 #include "engine/data/sampler.h"
 #include "engine/data/transforms.h"
@@ -51,6 +54,8 @@ class DataLoader {
   Batch assemble(int64_t batch_index, int64_t epoch, const std::vector<int64_t>& indices) const;
   void worker_loop();
   void submit_up_to(int64_t batch_index);
+  // Starts the device copy of batch `index` if a worker has it ready (GPU targets).
+  void stage(int64_t index);
 
   const Dataset& ds_;
   DistributedSampler& sampler_;
@@ -71,6 +76,12 @@ class DataLoader {
   bool stop_ = false;
   std::vector<std::thread> threads_;
   std::vector<int64_t> wait_ns_;
+
+  struct Staged {
+    int64_t index = -1;
+    DeviceTransfer x, target;
+  };
+  Staged staged_;  // the next batch, already on its way to the device
 };
 
 }  // namespace dpb

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "engine/backend/device_info.h"
 #include "reports/schema_check.h"
 #include "tests/data/data_files.h"
 
@@ -191,6 +192,53 @@ TEST(DpbenchCli, UnknownModeListsValidChoices) {
   const Result r = run("--mode=fsdp");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("single"), std::string::npos) << r.err;
+}
+
+}  // namespace
+
+namespace {
+
+TEST(DpbenchCli, PrecisionAndDeviceFlagsAreCheckedBeforeWork) {
+  Result r = run("--model=mlp --precision=bf16");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--precision=bf16 needs --devices=cuda"), std::string::npos) << r.err;
+  r = run("--model=mlp --precision=fp16");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("bf16"), std::string::npos) << "valid choices listed: " << r.err;
+  r = run("--model=mlp --devices=tpu");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("cuda"), std::string::npos) << "valid choices listed: " << r.err;
+  r = run("--model=mlp --cuda-graph");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--cuda-graph needs --devices=cuda"), std::string::npos) << r.err;
+  if (dpb::cuda_info().gpus.empty()) {
+    r = run("--model=mlp --devices=cuda --steps=1");
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find("CUDA device(s) visible"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("training"), std::string::npos) << "must fail before training: " << r.err;
+  }
+}
+
+TEST(DpbenchCli, OpProfileShowsWhereTheStepGoes) {
+  const std::string json =
+      std::filesystem::temp_directory_path() / ("dpb_opprof_" + std::to_string(::getpid()) + ".json");
+  const Result r = run("--model=lenet --batch=8 --steps=3 --warmup=1 --threads=1 --op-profile --json=" + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("op profile"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("conv2d_forward"), std::string::npos) << r.out;
+  const auto rep = checked_report(json);
+  const auto& prof = rep["runs"][0]["op_profile"];
+  ASSERT_TRUE(prof.is_array() && !prof.empty());
+  bool conv = false;
+  for (const auto& row : prof) {
+    EXPECT_GT(row["seconds_per_step"].get<double>(), 0.0);
+    if (row["op"] == "conv2d_forward") {
+      conv = true;
+      EXPECT_DOUBLE_EQ(row["calls_per_step"].get<double>(), 2.0);  // LeNet's two convolutions
+    }
+  }
+  EXPECT_TRUE(conv);
+  std::remove(json.c_str());
 }
 
 }  // namespace
