@@ -74,6 +74,10 @@ double trajectory_error(const TrainedRun& got, const TrainedRun& want, std::stri
 // elements by 9%; with frozen BatchNorm by 1e-6), so summation order alone moves them.
 // With batch statistics it is held to the loss and the gradients' direction.
 // bf16 rounds every activation and batch sums cancel, so bf16 is held to direction.
+// In fp32, cuDNN's timed search may pick Winograd or FFT convolutions for ResNet-18's
+// 3x3 layers (as PyTorch with cudnn.benchmark does), whose rounding differs from the
+// CPU's direct convolution by more than summation order: up to 0.7% of the largest
+// gradient element was seen on an H100, so ResNet-18 gets 1% there, with the direction.
 TEST(CudaGradients, EveryParameterOfEachModelMatchesCpu) {
   DPB_REQUIRE_GPU();
   cpu::set_threads_per_device(2);
@@ -110,8 +114,11 @@ TEST(CudaGradients, EveryParameterOfEachModelMatchesCpu) {
         const Tensor& want = cp[i].second->grad();
         const std::string what = name + (c.frozen_bn ? " (frozen BN) " : " ") + precision_name(prec) +
                                  ": gradient of " + cp[i].first;
-        if (prec == Precision::fp32 && (name != "resnet18" || c.frozen_bn)) {
+        if (prec == Precision::fp32 && name != "resnet18") {
           EXPECT_LT(test::rel_error(got, want), 1e-3) << what;
+        } else if (prec == Precision::fp32 && c.frozen_bn) {
+          EXPECT_LT(test::rel_error(got, want), 1e-2) << what;
+          EXPECT_GT(test::cosine(got, want), 0.9999) << what;
         } else if (prec == Precision::fp32) {
           EXPECT_GT(test::cosine(got, want), 0.999) << what;
         } else {
