@@ -94,8 +94,9 @@ TEST(Trainer, BadInputsAreClearErrors) {
     EXPECT_NE(std::string(e.what()).find("batch size must be at least 1, got 0"), std::string::npos);
   }
   SyntheticDataset colour(Shape{3, 32, 32}, LossKind::cross_entropy, 10, 64, 0);
+  const TrainOptions defaults;
   try {
-    Trainer t(*model, colour, TrainOptions{});
+    Trainer t(*model, colour, defaults);
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("expects (1, 28, 28)"), std::string::npos) << e.what();
