@@ -1,0 +1,463 @@
+#include "engine/comm/gloo/process_group_gloo.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "engine/backend/ops.h"
+#include "engine/core/error.h"
+
+namespace dpb::comm {
+
+namespace {
+
+// Our store as Gloo's rendezvous store, with our timeout on every wait.
+class GlooStore : public gloo::rendezvous::Store {
+ public:
+  GlooStore(std::shared_ptr<comm::Store> s, Millis timeout) : s_(std::move(s)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    s_->set(key, std::string(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    const std::string v = s_->get(key, timeout_);
+    return {v.begin(), v.end()};
+  }
+  void wait(const std::vector<std::string>& keys) override { s_->wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    s_->wait(keys, timeout);
+  }
+
+ private:
+  std::shared_ptr<comm::Store> s_;
+  Millis timeout_;
+};
+
+using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+
+ReduceFn reduce_fn(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::max:
+      return &gloo::max<float>;
+    case ReduceOp::min:
+      return &gloo::min<float>;
+    case ReduceOp::sum:
+    case ReduceOp::avg:
+      return &gloo::sum<float>;
+  }
+  return &gloo::sum<float>;
+}
+
+constexpr uint64_t kP2pSlot = uint64_t{1} << 56;
+
+void check_f32(const char* op, const Tensor& t) {
+  DPB_CHECK(t.defined() && t.dtype() == DType::f32 && t.layout() == Layout::plain)
+      << op << ": the gloo backend takes plain F32 tensors, got "
+      << (t.defined() ? std::string(dtype_name(t.dtype())) + " " + layout_name(t.layout()) : "an undefined tensor");
+}
+
+// A tensor's values on the host for Gloo, and back: CPU tensors are used in place; CUDA
+// tensors are staged (after the device finished writing them).
+struct Staged {
+  Tensor device, host;
+  explicit Staged(const Tensor& t) : device(t) {
+    if (t.device().is_cuda()) {
+      ops::synchronize(t.device());
+      host = t.to(Device::cpu());
+    } else {
+      host = t;
+    }
+  }
+  float* data() const { return host.data(); }
+  void copy_back() {
+    if (!host.shares_storage_with(device)) device.copy_from(host);
+  }
+};
+
+class GlooWork : public Work {
+ public:
+  GlooWork(std::shared_ptr<ProcessGroupGloo::Call> call, Millis timeout, GroupHealth* health, int rank)
+      : call_(std::move(call)), timeout_(timeout), health_(health), rank_(rank) {}
+  void wait(Millis timeout) override;
+  bool completed() override;
+
+ private:
+  std::shared_ptr<ProcessGroupGloo::Call> call_;
+  Millis timeout_;
+  GroupHealth* health_;
+  int rank_;
+};
+
+}  // namespace
+
+struct ProcessGroupGloo::Call {
+  const char* op = "";
+  int64_t seq = 0;
+  int64_t numel = 0;
+  int root = -1;
+  ReduceOp rop = ReduceOp::sum;
+  std::function<void(gloo::Context&, uint32_t tag)> run;
+  // completion
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::string error;
+  void finish(std::string err) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      error = std::move(err);
+      done = true;
+    }
+    cv.notify_all();
+  }
+};
+
+namespace {
+
+void GlooWork::wait(Millis timeout) {
+  // Gloo's own timeout ends a stuck call; this bound is a little longer, so the
+  // error normally comes from the call itself with the diagnosis.
+  const Millis bound = timeout.count() > 0 ? timeout : timeout_ + Millis(10000);
+  std::unique_lock<std::mutex> lock(call_->mu);
+  if (!call_->cv.wait_for(lock, bound, [&] { return call_->done; })) {
+    const std::string op = call_->op;
+    const int64_t seq = call_->seq;
+    lock.unlock();
+    DPB_FAIL() << op << " #" << seq << " did not complete within " << bound.count() << " ms on rank " << rank_ << ": "
+               << health_->diagnose(seq, op);
+  }
+  if (!call_->error.empty()) throw Error(call_->error);
+}
+
+bool GlooWork::completed() {
+  std::lock_guard<std::mutex> lock(call_->mu);
+  return call_->done;
+}
+
+// A p2p Work: the buffer was posted when the call was made; wait() waits for it.
+class P2pWork : public Work {
+ public:
+  P2pWork(std::unique_ptr<gloo::transport::UnboundBuffer> buf, bool is_send, int peer, Staged staged, Millis timeout,
+          int rank)
+      : buf_(std::move(buf)), send_(is_send), peer_(peer), staged_(std::move(staged)), timeout_(timeout), rank_(rank) {}
+  void wait(Millis timeout) override {
+    if (done_) return;
+    const Millis bound = timeout.count() > 0 ? timeout : timeout_;
+    try {
+      if (send_) buf_->waitSend(bound);
+      else buf_->waitRecv(bound);
+    } catch (const std::exception& e) {
+      DPB_FAIL() << (send_ ? "send to" : "recv from") << " rank " << peer_ << " failed on rank " << rank_ << ": "
+                 << e.what();
+    }
+    if (!send_) staged_.copy_back();
+    done_ = true;
+  }
+  bool completed() override { return done_; }
+
+ private:
+  std::unique_ptr<gloo::transport::UnboundBuffer> buf_;
+  bool send_;
+  int peer_;
+  Staged staged_;
+  Millis timeout_;
+  int rank_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, GroupOptions options)
+    : ProcessGroup(rank, size, std::move(options)), store_(std::move(store)) {
+  DPB_CHECK(size >= 1 && rank >= 0 && rank < size) << "gloo: rank " << rank << " outside a group of " << size;
+  gloo::transport::tcp::attr attr;
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) attr.iface = ifname;
+  else attr.hostname = options_.host.empty() ? "127.0.0.1" : options_.host;
+  try {
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    ctx->setTimeout(options_.timeout);
+    GlooStore gs(std::make_shared<PrefixStore>("gloo/", store_), options_.timeout);
+    ctx->connectFullMesh(gs, device);
+    context_ = ctx;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    DPB_FAIL() << "gloo: rank " << rank << " of " << size << " could not connect to the others through the "
+               << store_->describe() << ": " << e.what();
+  }
+  health_ = std::make_unique<GroupHealth>(std::make_shared<PrefixStore>("pg/", store_), rank, size);
+  thread_ = std::thread([this] { run_loop(); });
+}
+
+ProcessGroupGloo::~ProcessGroupGloo() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::enqueue(std::shared_ptr<Call> call) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    call->seq = next_seq_++;
+    queue_.push_back(call);
+  }
+  cv_.notify_all();
+  return std::make_shared<GlooWork>(call, options_.timeout, health_.get(), rank_);
+}
+
+void ProcessGroupGloo::run_loop() {
+  for (;;) {
+    std::shared_ptr<Call> c;
+    std::string broken;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      c = queue_.front();
+      queue_.pop_front();
+      broken = broken_;
+    }
+    if (!broken.empty()) {
+      c->finish(std::string(c->op) + " #" + std::to_string(c->seq) + " not run: the group broke earlier: " + broken);
+      continue;
+    }
+    health_->entering(c->seq, c->op);
+    std::string error;
+    try {
+      if (options_.debug_collectives) check_consistent(*c);
+      c->run(*context_, static_cast<uint32_t>(c->seq & 0x7fffffff));
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      // A cross-rank mismatch found by check_consistent is already the whole story.
+      error = what.rfind("collective mismatch", 0) == 0
+                  ? what
+                  : std::string(c->op) + " #" + std::to_string(c->seq) + " failed on rank " + std::to_string(rank_) +
+                        ": " + health_->diagnose(c->seq, c->op) + " [gloo: " + what + "]";
+      std::lock_guard<std::mutex> lock(mu_);
+      broken_ = error;
+    }
+    c->finish(error);
+  }
+}
+
+// Every rank says what it is about to run; any difference is a clear error.
+void ProcessGroupGloo::check_consistent(const Call& c) {
+  constexpr int kFields = 5;
+  const int64_t mine[kFields] = {c.seq, static_cast<int64_t>(std::hash<std::string>()(c.op) & 0xffffff), c.numel,
+                                 c.root, static_cast<int64_t>(c.rop)};
+  std::vector<int64_t> all(static_cast<size_t>(kFields * size_));
+  gloo::AllgatherOptions o(context_);
+  o.setInput(const_cast<int64_t*>(mine), kFields);
+  o.setOutput(all.data(), all.size());
+  o.setTag(0x7fffffffu);
+  o.setTimeout(options_.timeout);
+  gloo::allgather(o);
+  std::ostringstream diff;
+  for (int r = 0; r < size_; ++r) {
+    const int64_t* theirs = all.data() + kFields * r;
+    if (std::equal(mine, mine + kFields, theirs)) continue;
+    diff << "; rank " << r << " called "
+         << (theirs[1] == mine[1] ? std::string(c.op) : std::string("another collective")) << " #" << theirs[0]
+         << " with " << theirs[2] << " elements" << (theirs[3] >= 0 ? ", root " + std::to_string(theirs[3]) : "");
+  }
+  if (!diff.str().empty())
+    DPB_FAIL() << "collective mismatch at " << c.op << " #" << c.seq << ": rank " << rank_ << " called " << c.op
+               << " with " << c.numel << " elements" << (c.root >= 0 ? ", root " + std::to_string(c.root) : "")
+               << diff.str() << " (every rank must issue the same collectives in the same order with the same sizes)";
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& t, ReduceOp op) {
+  check_f32("allreduce", t);
+  auto c = std::make_shared<Call>();
+  c->op = "allreduce";
+  c->numel = t.numel();
+  c->rop = op;
+  auto staged = std::make_shared<Staged>(t);
+  const int size = size_;
+  const Millis timeout = options_.timeout;
+  c->run = [staged, op, size, timeout](gloo::Context& ctx, uint32_t tag) {
+    const auto n = static_cast<size_t>(staged->host.numel());
+    if (n > 0) {
+      gloo::AllreduceOptions o(std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}));
+      o.setOutput(staged->data(), n);
+      o.setReduceFunction(reduce_fn(op));
+      o.setTag(tag);
+      o.setTimeout(timeout);
+      gloo::allreduce(o);
+      if (op == ReduceOp::avg) {
+        float* p = staged->data();
+        const float inv = 1.0f / static_cast<float>(size);
+        for (size_t i = 0; i < n; ++i) p[i] *= inv;
+      }
+    }
+    staged->copy_back();
+  };
+  return enqueue(c);
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& t, int root) {
+  check_f32("broadcast", t);
+  DPB_CHECK(root >= 0 && root < size_) << "broadcast: root " << root << " outside a group of " << size_;
+  auto c = std::make_shared<Call>();
+  c->op = "broadcast";
+  c->numel = t.numel();
+  c->root = root;
+  auto staged = std::make_shared<Staged>(t);
+  const Millis timeout = options_.timeout;
+  c->run = [staged, root, timeout](gloo::Context& ctx, uint32_t tag) {
+    if (staged->host.numel() > 0) {
+      gloo::BroadcastOptions o(std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}));
+      o.setOutput(staged->data(), static_cast<size_t>(staged->host.numel()));
+      o.setRoot(root);
+      o.setTag(tag);
+      o.setTimeout(timeout);
+      gloo::broadcast(o);
+    }
+    staged->copy_back();
+  };
+  return enqueue(c);
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::reduce(Tensor& t, int root, ReduceOp op) {
+  check_f32("reduce", t);
+  DPB_CHECK(root >= 0 && root < size_) << "reduce: root " << root << " outside a group of " << size_;
+  auto c = std::make_shared<Call>();
+  c->op = "reduce";
+  c->numel = t.numel();
+  c->root = root;
+  c->rop = op;
+  auto staged = std::make_shared<Staged>(t);
+  const int rank = rank_, size = size_;
+  const Millis timeout = options_.timeout;
+  c->run = [staged, root, op, rank, size, timeout](gloo::Context& ctx, uint32_t tag) {
+    const auto n = static_cast<size_t>(staged->host.numel());
+    if (n == 0) return;
+    // Gloo reduces through the output buffers of every rank: non-roots use a scratch copy.
+    Tensor out = rank == root ? staged->host : staged->host.clone();
+    gloo::ReduceOptions o(std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}));
+    o.setInput(staged->data(), n);
+    o.setOutput(out.data(), n);
+    o.setRoot(root);
+    o.setReduceFunction(reduce_fn(op));
+    o.setTag(tag);
+    o.setTimeout(timeout);
+    gloo::reduce(o);
+    if (rank == root) {
+      if (op == ReduceOp::avg) {
+        float* p = out.data();
+        for (size_t i = 0; i < n; ++i) p[i] /= static_cast<float>(size);
+      }
+      staged->copy_back();
+    }
+  };
+  return enqueue(c);
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::allgather(Tensor& out, const Tensor& in) {
+  check_f32("allgather", in);
+  check_f32("allgather", out);
+  DPB_CHECK(out.numel() == in.numel() * size_) << "allgather: output has " << out.numel() << " elements, expected "
+                                               << size_ << " x " << in.numel();
+  auto c = std::make_shared<Call>();
+  c->op = "allgather";
+  c->numel = in.numel();
+  auto src = std::make_shared<Staged>(in);
+  auto dst = std::make_shared<Staged>(out);
+  const Millis timeout = options_.timeout;
+  c->run = [src, dst, timeout](gloo::Context& ctx, uint32_t tag) {
+    const auto n = static_cast<size_t>(src->host.numel());
+    if (n > 0) {
+      gloo::AllgatherOptions o(std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}));
+      o.setInput(src->data(), n);
+      o.setOutput(dst->data(), static_cast<size_t>(dst->host.numel()));
+      o.setTag(tag);
+      o.setTimeout(timeout);
+      gloo::allgather(o);
+    }
+    dst->copy_back();
+  };
+  return enqueue(c);
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
+  check_f32("reduce_scatter", in);
+  check_f32("reduce_scatter", out);
+  DPB_CHECK(in.numel() == out.numel() * size_) << "reduce_scatter: input has " << in.numel()
+                                               << " elements, expected " << size_ << " x " << out.numel();
+  auto c = std::make_shared<Call>();
+  c->op = "reduce_scatter";
+  c->numel = in.numel();
+  c->rop = op;
+  // Gloo 0.5 has no options-style reduce-scatter: all-reduce the input, keep this rank's
+  // chunk (correct, at the bandwidth of an all-reduce).
+  auto src = std::make_shared<Staged>(in);
+  auto dst = std::make_shared<Staged>(out);
+  const int rank = rank_, size = size_;
+  const Millis timeout = options_.timeout;
+  c->run = [src, dst, op, rank, size, timeout](gloo::Context& ctx, uint32_t tag) {
+    const auto n = static_cast<size_t>(src->host.numel());
+    if (n > 0) {
+      Tensor work = src->host.clone();
+      gloo::AllreduceOptions o(std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}));
+      o.setOutput(work.data(), n);
+      o.setReduceFunction(reduce_fn(op));
+      o.setTag(tag);
+      o.setTimeout(timeout);
+      gloo::allreduce(o);
+      const int64_t chunk = dst->host.numel();
+      const float* from = work.data() + chunk * rank;
+      float* to = dst->data();
+      const float scale = op == ReduceOp::avg ? 1.0f / static_cast<float>(size) : 1.0f;
+      for (int64_t i = 0; i < chunk; ++i) to[i] = from[i] * scale;
+    }
+    dst->copy_back();
+  };
+  return enqueue(c);
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::barrier() {
+  auto c = std::make_shared<Call>();
+  c->op = "barrier";
+  const Millis timeout = options_.timeout;
+  c->run = [timeout](gloo::Context& ctx, uint32_t tag) {
+    gloo::BarrierOptions o(std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}));
+    o.setTag(tag);
+    o.setTimeout(timeout);
+    gloo::barrier(o);
+  };
+  return enqueue(c);
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::send(const Tensor& t, int dst, int tag) {
+  check_f32("send", t);
+  DPB_CHECK(dst >= 0 && dst < size_ && dst != rank_) << "send: destination rank " << dst << " (this is rank "
+                                                     << rank_ << " of " << size_ << ")";
+  Staged staged(t);
+  auto buf = context_->createUnboundBuffer(staged.data(), staged.host.nbytes());
+  buf->send(dst, kP2pSlot | static_cast<uint64_t>(tag));
+  return std::make_shared<P2pWork>(std::move(buf), true, dst, std::move(staged), options_.timeout, rank_);
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::recv(Tensor& t, int src, int tag) {
+  check_f32("recv", t);
+  DPB_CHECK(src >= 0 && src < size_ && src != rank_) << "recv: source rank " << src << " (this is rank " << rank_
+                                                     << " of " << size_ << ")";
+  Staged staged(t);
+  auto buf = context_->createUnboundBuffer(staged.data(), staged.host.nbytes());
+  buf->recv(src, kP2pSlot | static_cast<uint64_t>(tag));
+  return std::make_shared<P2pWork>(std::move(buf), false, src, std::move(staged), options_.timeout, rank_);
+}
+
+}  // namespace dpb::comm

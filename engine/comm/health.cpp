@@ -1,0 +1,111 @@
+#include "engine/comm/health.h"
+
+#include <sstream>
+#include <vector>
+
+#include "engine/core/log.h"
+
+namespace dpb::comm {
+
+namespace {
+
+struct Record {
+  bool present = false;
+  int64_t beats = 0, seq = -1;
+  std::string op;
+};
+
+Record parse(const std::string& s) {
+  Record r;
+  if (s.empty()) return r;
+  std::istringstream in(s);
+  in >> r.beats >> r.seq >> r.op;
+  r.present = !in.fail();
+  return r;
+}
+
+std::string key(int rank) { return "health/" + std::to_string(rank); }
+
+std::string join(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
+  return s;
+}
+
+}  // namespace
+
+GroupHealth::GroupHealth(std::shared_ptr<Store> store, int rank, int size, Millis interval)
+    : store_(std::move(store)), rank_(rank), size_(size), interval_(interval) {
+  thread_ = std::thread([this] { publish_loop(); });
+}
+
+GroupHealth::~GroupHealth() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void GroupHealth::entering(int64_t seq, const char* op) {
+  op_.store(op);
+  seq_.store(seq);
+}
+
+void GroupHealth::publish_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    try {
+      store_->set(key(rank_), std::to_string(++beats_) + " " + std::to_string(seq_.load()) + " " + op_.load());
+    } catch (const std::exception& e) {
+      log::debug("health: publishing progress failed: {}", e.what());
+    }
+    lock.lock();
+    cv_.wait_for(lock, interval_, [&] { return stop_; });
+  }
+}
+
+std::string GroupHealth::diagnose(int64_t seq, const std::string& op) {
+  auto read_all = [&] {
+    std::vector<Record> v(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      try {
+        v[static_cast<size_t>(r)] = parse(store_->try_get(key(r)));
+      } catch (const std::exception&) {
+      }
+    }
+    return v;
+  };
+  const auto first = read_all();
+  std::this_thread::sleep_for(interval_ * 4);
+  const auto second = read_all();
+  std::vector<int> gone, behind;
+  std::ostringstream detail;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    const Record& a = first[static_cast<size_t>(r)];
+    const Record& b = second[static_cast<size_t>(r)];
+    if (!b.present || b.beats == a.beats) {
+      gone.push_back(r);
+      detail << "; rank " << r << ": no heartbeat for " << (interval_ * 4).count() << " ms, last seen "
+             << (b.present ? "at " + b.op + " #" + std::to_string(b.seq) : std::string("never"))
+             << " (its process died or hangs)";
+    } else if (b.seq < seq) {
+      behind.push_back(r);
+      detail << "; rank " << r << ": alive, last entered " << b.op << " #" << b.seq;
+    }
+  }
+  std::ostringstream msg;
+  if (gone.empty() && behind.empty()) {
+    msg << "every rank reached " << op << " #" << seq << " (the transport failed under it)";
+  } else {
+    msg << "rank(s) " << join(gone.empty() ? behind : gone) << " did not arrive at " << op << " #" << seq;
+    if (!gone.empty() && !behind.empty()) msg << "; rank(s) " << join(behind) << " are behind";
+  }
+  return msg.str() + detail.str();
+}
+
+}  // namespace dpb::comm

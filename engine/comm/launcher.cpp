@@ -1,0 +1,205 @@
+#include "engine/comm/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <ostream>
+
+#include "engine/core/error.h"
+
+namespace dpb::comm {
+
+namespace {
+
+std::atomic<int> g_forward_signal{0};
+void on_signal(int sig) { g_forward_signal.store(sig); }
+
+struct Child {
+  int rank = 0;
+  pid_t pid = -1;
+  int out = -1, err = -1;          // read ends of the pipes
+  std::string out_buf, err_buf;    // partial lines
+  bool exited = false;
+  int status = 0;
+};
+
+// Writes complete lines of `buf` (keeping a partial last line) with the rank prefix.
+void flush_lines(std::string& buf, int rank, int fd, bool all) {
+  size_t start = 0;
+  for (;;) {
+    const size_t nl = buf.find('\n', start);
+    if (nl == std::string::npos) break;
+    const std::string line = "[rank " + std::to_string(rank) + "] " + buf.substr(start, nl - start + 1);
+    if (::write(fd, line.data(), line.size()) < 0) {
+    }
+    start = nl + 1;
+  }
+  buf.erase(0, start);
+  if (all && !buf.empty()) {
+    const std::string line = "[rank " + std::to_string(rank) + "] " + buf + "\n";
+    if (::write(fd, line.data(), line.size()) < 0) {
+    }
+    buf.clear();
+  }
+}
+
+// Reads what is available on `fd` into buf; false at EOF.
+bool drain(int fd, std::string& buf) {
+  char chunk[4096];
+  const ssize_t n = ::read(fd, chunk, sizeof(chunk));
+  if (n > 0) {
+    buf.append(chunk, static_cast<size_t>(n));
+    return true;
+  }
+  return n < 0 && (errno == EAGAIN || errno == EINTR);
+}
+
+}  // namespace
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    return "killed by signal " + std::to_string(sig) + (name ? std::string(" (SIG") + name + ")" : "");
+  }
+  return "status " + std::to_string(status);
+}
+
+LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
+  DPB_CHECK(o.nproc_per_node >= 1 && o.nnodes >= 1 && o.node_rank >= 0 && o.node_rank < o.nnodes)
+      << "launcher: " << o.nproc_per_node << " rank(s) per node, node " << o.node_rank << " of " << o.nnodes;
+  DPB_CHECK(!o.argv.empty()) << "launcher: no command to run";
+  const int world = o.nproc_per_node * o.nnodes;
+  if (!o.run_dir.empty()) std::filesystem::create_directories(o.run_dir);
+
+  struct sigaction sa {}, old_int{}, old_term{};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  g_forward_signal = 0;
+
+  std::vector<Child> children(static_cast<size_t>(o.nproc_per_node));
+  for (int local = 0; local < o.nproc_per_node; ++local) {
+    Child& c = children[static_cast<size_t>(local)];
+    c.rank = o.node_rank * o.nproc_per_node + local;
+    int out_pipe[2], err_pipe[2];
+    DPB_CHECK(::pipe(out_pipe) == 0 && ::pipe(err_pipe) == 0) << "launcher: pipe(): " << std::strerror(errno);
+    const pid_t pid = ::fork();
+    DPB_CHECK(pid >= 0) << "launcher: fork(): " << std::strerror(errno);
+    if (pid == 0) {
+      ::dup2(out_pipe[1], STDOUT_FILENO);
+      ::dup2(err_pipe[1], STDERR_FILENO);
+      ::close(out_pipe[0]);
+      ::close(err_pipe[0]);
+      ::close(out_pipe[1]);
+      ::close(err_pipe[1]);
+      ::setenv("RANK", std::to_string(c.rank).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+      ::setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node).c_str(), 1);
+      ::setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
+      ::setenv("MASTER_PORT", std::to_string(o.master_port).c_str(), 1);
+      ::setenv("DPB_LAUNCHED", "1", 1);
+      if (!o.run_dir.empty()) ::setenv("DPB_RUN_DIR", o.run_dir.c_str(), 1);
+      std::vector<char*> args;
+      for (const auto& a : o.argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execv("/proc/self/exe", args.data());
+      ::execvp(args[0], args.data());
+      std::fprintf(stderr, "launcher: cannot run %s: %s\n", args[0], std::strerror(errno));
+      ::_exit(127);
+    }
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
+    c.pid = pid;
+    c.out = out_pipe[0];
+    c.err = err_pipe[0];
+    ::fcntl(c.out, F_SETFL, O_NONBLOCK);
+    ::fcntl(c.err, F_SETFL, O_NONBLOCK);
+  }
+
+  LaunchResult result;
+  auto stop_others = [&](int sig) {
+    for (auto& c : children)
+      if (!c.exited) ::kill(c.pid, sig);
+  };
+  std::chrono::steady_clock::time_point kill_at{};
+  bool stopping = false;
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Child*, bool>> owners;  // (child, is stderr)
+    for (auto& c : children) {
+      if (c.out >= 0) {
+        fds.push_back({c.out, POLLIN, 0});
+        owners.emplace_back(&c, false);
+      }
+      if (c.err >= 0) {
+        fds.push_back({c.err, POLLIN, 0});
+        owners.emplace_back(&c, true);
+      }
+    }
+    if (!fds.empty()) ::poll(fds.data(), fds.size(), 50);
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Child& c = *owners[i].first;
+      const bool is_err = owners[i].second;
+      int& fd = is_err ? c.err : c.out;
+      std::string& buf = is_err ? c.err_buf : c.out_buf;
+      const bool open = drain(fd, buf);
+      flush_lines(buf, c.rank, is_err ? STDERR_FILENO : STDOUT_FILENO, !open);
+      if (!open) {
+        ::close(fd);
+        fd = -1;
+      }
+    }
+    if (const int sig = g_forward_signal.exchange(0); sig != 0) {
+      if (result.failure.empty()) result.failure = "stopped by signal " + std::to_string(sig);
+      stop_others(sig);
+      stopping = true;
+      kill_at = std::chrono::steady_clock::now() + o.grace;
+    }
+    bool all_done = true;
+    for (auto& c : children) {
+      if (!c.exited) {
+        int status = 0;
+        if (::waitpid(c.pid, &status, WNOHANG) == c.pid) {
+          c.exited = true;
+          c.status = status;
+          const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+          if (failed && result.failure.empty()) {
+            result.failure = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") died: " +
+                             describe_exit(status);
+            err << "launcher: " << result.failure << "; stopping the other rank(s)\n" << std::flush;
+            stop_others(SIGTERM);
+            stopping = true;
+            kill_at = std::chrono::steady_clock::now() + o.grace;
+          }
+        }
+      }
+      all_done = all_done && c.exited && c.out < 0 && c.err < 0;
+    }
+    if (all_done) break;
+    if (stopping && std::chrono::steady_clock::now() >= kill_at) {
+      stop_others(SIGKILL);
+      kill_at = std::chrono::steady_clock::now() + std::chrono::hours(1);
+    }
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  if (!o.run_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(o.run_dir, ec);
+  }
+  result.exit_code = result.failure.empty() ? 0 : 1;
+  return result;
+}
+
+}  // namespace dpb::comm

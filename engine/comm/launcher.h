@@ -1,0 +1,36 @@
+#pragma once
+// The local launcher (torchrun --nproc-per-node=N): starts this node's ranks as child
+// processes with torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT) plus DPB_RUN_DIR (the file store of a one-node run) and
+// DPB_LAUNCHED=1; forwards every line they print to our stdout/stderr prefixed with
+// "[rank N] "; and when a rank dies (non-zero exit or a signal) stops the others
+// (SIGTERM, then SIGKILL after a grace period) and reports which rank died and how.
+// SIGINT/SIGTERM sent to the launcher are passed on to the ranks.
+#include <chrono>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace dpb::comm {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1, node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::vector<std::string> argv;  // every rank runs this command (argv[0]: the program)
+  std::string run_dir;            // one node: the file store's directory (created, removed after)
+  std::chrono::milliseconds grace{3000};
+};
+
+struct LaunchResult {
+  int exit_code = 0;      // 0 when every rank exited 0
+  std::string failure;    // which rank died first and how
+};
+
+LaunchResult launch(const LaunchOptions& options, std::ostream& err);
+
+// "exit code 3", "killed by signal 9 (SIGKILL)"
+std::string describe_exit(int wait_status);
+
+}  // namespace dpb::comm

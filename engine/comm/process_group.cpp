@@ -1,0 +1,40 @@
+#include "engine/comm/process_group.h"
+
+#include "engine/comm/gloo/process_group_gloo.h"
+#include "engine/core/error.h"
+#if DPB_WITH_CUDA
+#include "engine/comm/nccl/process_group_nccl.h"
+#endif
+
+namespace dpb::comm {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::avg:
+      return "avg";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
+  }
+  return "?";
+}
+
+std::unique_ptr<ProcessGroup> make_process_group(const std::string& backend, std::shared_ptr<Store> store, int rank,
+                                                 int size, const GroupOptions& options, Device device) {
+  if (backend == "gloo") return std::make_unique<ProcessGroupGloo>(std::move(store), rank, size, options);
+  if (backend == "nccl") {
+#if DPB_WITH_CUDA
+    DPB_CHECK(device.is_cuda()) << "the nccl backend runs on GPUs; this rank's device is " << device
+                                << " (use --backend=gloo for CPU ranks)";
+    return std::make_unique<ProcessGroupNccl>(std::move(store), rank, size, options, device.index);
+#else
+    DPB_FAIL() << "the nccl backend needs the CUDA backend (configure with -DDPB_CUDA=ON); use --backend=gloo";
+#endif
+  }
+  DPB_FAIL() << "unknown process group backend '" << backend << "' (valid: gloo, nccl)";
+}
+
+}  // namespace dpb::comm

@@ -1,0 +1,87 @@
+#include "engine/core/env.h"
+
+#include <cstdlib>
+
+#include "engine/core/error.h"
+
+namespace dpb {
+
+namespace {
+
+int parse_int(const GetEnv& getenv, const char* name, const char* launcher) {
+  const char* v = getenv(name);
+  DPB_CHECK(v && *v) << launcher << " environment found but " << name << " is not set";
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  DPB_CHECK(end && *end == '\0' && x >= 0 && x < (1 << 24)) << name << "='" << v << "' is not a valid count or index";
+  return static_cast<int>(x);
+}
+
+void master_from_env(const GetEnv& getenv, RankEnv& r) {
+  if (const char* a = getenv("MASTER_ADDR"); a && *a) r.master_addr = a;
+  if (const char* p = getenv("MASTER_PORT"); p && *p) {
+    char* end = nullptr;
+    const long port = std::strtol(p, &end, 10);
+    DPB_CHECK(end && *end == '\0' && port > 0 && port < 65536) << "MASTER_PORT='" << p << "' is not a port number";
+    r.master_port = static_cast<int>(port);
+  }
+}
+
+}  // namespace
+
+RankEnv resolve_rank_env(const RankFlags& f, const GetEnv& getenv) {
+  RankEnv r;
+  if (f.rank || f.world_size) {
+    DPB_CHECK(f.rank && f.world_size) << "--rank and --world-size go together";
+    r.source = "flags";
+    r.rank = *f.rank;
+    r.world_size = *f.world_size;
+    r.local_rank = f.local_rank.value_or(r.rank);
+    r.local_world_size = f.local_world_size.value_or(r.world_size);
+    master_from_env(getenv, r);
+  } else if (getenv("RANK") && *getenv("RANK")) {
+    r.source = "torchrun";
+    r.rank = parse_int(getenv, "RANK", "torchrun");
+    r.world_size = parse_int(getenv, "WORLD_SIZE", "torchrun");
+    r.local_rank = parse_int(getenv, "LOCAL_RANK", "torchrun");
+    r.local_world_size = parse_int(getenv, "LOCAL_WORLD_SIZE", "torchrun");
+    master_from_env(getenv, r);
+    DPB_CHECK(!r.master_addr.empty()) << "torchrun environment found but MASTER_ADDR is not set";
+    DPB_CHECK(r.master_port > 0) << "torchrun environment found but MASTER_PORT is not set";
+  } else if (getenv("SLURM_PROCID") && *getenv("SLURM_PROCID")) {
+    r.source = "slurm";
+    r.rank = parse_int(getenv, "SLURM_PROCID", "Slurm");
+    r.world_size = parse_int(getenv, "SLURM_NTASKS", "Slurm");
+    r.local_rank = parse_int(getenv, "SLURM_LOCALID", "Slurm");
+    // SLURM_NTASKS_PER_NODE is "4" or "4(x2)"; the leading count is this node's.
+    const char* per = getenv("SLURM_NTASKS_PER_NODE");
+    r.local_world_size = per && *per ? std::atoi(per) : r.world_size;
+    master_from_env(getenv, r);
+    if (r.master_addr.empty())
+      if (const char* ip = getenv("SLURM_LAUNCH_NODE_IPADDR"); ip && *ip) r.master_addr = ip;
+  } else if (getenv("OMPI_COMM_WORLD_RANK") && *getenv("OMPI_COMM_WORLD_RANK")) {
+    r.source = "openmpi";
+    r.rank = parse_int(getenv, "OMPI_COMM_WORLD_RANK", "Open MPI");
+    r.world_size = parse_int(getenv, "OMPI_COMM_WORLD_SIZE", "Open MPI");
+    r.local_rank = parse_int(getenv, "OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI");
+    r.local_world_size = parse_int(getenv, "OMPI_COMM_WORLD_LOCAL_SIZE", "Open MPI");
+    master_from_env(getenv, r);
+  } else {
+    r.source = "none";
+    master_from_env(getenv, r);
+  }
+  if (!f.master_addr.empty()) r.master_addr = f.master_addr;
+  if (f.master_port > 0) r.master_port = f.master_port;
+  DPB_CHECK(r.world_size >= 1 && r.rank >= 0 && r.rank < r.world_size)
+      << "rank " << r.rank << " is outside a world of " << r.world_size << " (from " << r.source << ")";
+  DPB_CHECK(r.local_world_size >= 1 && r.local_rank >= 0 && r.local_rank < r.local_world_size)
+      << "local rank " << r.local_rank << " is outside " << r.local_world_size << " local ranks (from " << r.source
+      << ")";
+  return r;
+}
+
+RankEnv resolve_rank_env(const RankFlags& flags) {
+  return resolve_rank_env(flags, [](const char* n) -> const char* { return std::getenv(n); });
+}
+
+}  // namespace dpb

@@ -1,0 +1,176 @@
+// The Gloo process group with ranks as threads of this process (an in-memory store,
+// loopback TCP): every collective's values, queued execution, send/recv, the checks
+// of --debug-collectives, and bounded waits that name the rank that did not arrive.
+#include "engine/comm/gloo/process_group_gloo.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <thread>
+
+#include "engine/core/error.h"
+
+namespace dpb::comm {
+namespace {
+
+// Runs fn(rank, group) on `n` ranks in threads; returns each rank's error ("" if none).
+std::vector<std::string> run_ranks(int n, const std::function<void(int, ProcessGroup&)>& fn,
+                                   GroupOptions options = {}) {
+  if (options.timeout == GroupOptions{}.timeout) options.timeout = Millis(10000);
+  auto store = std::make_shared<MemoryStore>();
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        ProcessGroupGloo pg(store, r, n, options);
+        fn(r, pg);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+void expect_no_errors(const std::vector<std::string>& errors) {
+  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// Rank r's input: (r + 1) * (i % 7 + 1), exact in f32, so sums are exact.
+Tensor input(int rank, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>((rank + 1) * (i % 7 + 1));
+  return Tensor::from_vector({n}, v);
+}
+
+class GlooCollectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(GlooCollectives, ComputeWhatTheyShould) {
+  const int n = GetParam();
+  const int64_t count = 1001;  // not a multiple of the rank count
+  const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
+  expect_no_errors(run_ranks(n, [&](int r, ProcessGroup& pg) {
+    // allreduce sum / avg / max, queued back to back before any wait
+    Tensor s = input(r, count), a = input(r, count), m = input(r, count);
+    auto w1 = pg.allreduce(s, ReduceOp::sum);
+    auto w2 = pg.allreduce(a, ReduceOp::avg);
+    auto w3 = pg.allreduce(m, ReduceOp::max);
+    w1->wait();
+    w2->wait();
+    w3->wait();
+    const auto sv = s.to_vector(), av = a.to_vector(), mv = m.to_vector();
+    for (int64_t i = 0; i < count; ++i) {
+      const float base = static_cast<float>(i % 7 + 1);
+      ASSERT_EQ(sv[static_cast<size_t>(i)], ranks_sum * base);
+      ASSERT_FLOAT_EQ(av[static_cast<size_t>(i)], ranks_sum * base / static_cast<float>(n));
+      ASSERT_EQ(mv[static_cast<size_t>(i)], static_cast<float>(n) * base);
+    }
+    // broadcast from the last rank
+    Tensor b = input(r, count);
+    pg.broadcast(b, n - 1)->wait();
+    EXPECT_EQ(b.to_vector(), input(n - 1, count).to_vector());
+    // reduce to rank 0; other ranks keep their values
+    Tensor red = input(r, count);
+    pg.reduce(red, 0, ReduceOp::sum)->wait();
+    if (r == 0) EXPECT_EQ(red.to_vector()[10], ranks_sum * static_cast<float>(10 % 7 + 1));
+    else EXPECT_EQ(red.to_vector(), input(r, count).to_vector());
+    // allgather: rank q's input at offset q * count
+    Tensor all = Tensor::empty({count * n});
+    pg.allgather(all, input(r, count))->wait();
+    const auto gv = all.to_vector();
+    for (int q = 0; q < n; ++q) EXPECT_EQ(gv[static_cast<size_t>(q * count + 3)], static_cast<float>((q + 1) * 4));
+    // reduce_scatter: chunk r of the sum
+    Tensor chunk = Tensor::empty({count});
+    pg.reduce_scatter(chunk, input(r, count * n), ReduceOp::sum)->wait();
+    const auto cv = chunk.to_vector();
+    for (int64_t i = 0; i < count; ++i)
+      ASSERT_EQ(cv[static_cast<size_t>(i)], ranks_sum * static_cast<float>((r * count + i) % 7 + 1));
+    pg.barrier()->wait();
+    // send/recv around a ring
+    if (n > 1) {
+      Tensor out = input(r, 10), in = Tensor::empty({10});
+      auto sw = pg.send(out, (r + 1) % n, 5);
+      auto rw = pg.recv(in, (r + n - 1) % n, 5);
+      rw->wait();
+      sw->wait();
+      EXPECT_EQ(in.to_vector(), input((r + n - 1) % n, 10).to_vector());
+    }
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, GlooCollectives, ::testing::Values(1, 2, 3, 4));
+
+TEST(GlooGroup, MismatchedSizesAreAClearErrorWithDebugCollectives) {
+  GroupOptions o;
+  o.debug_collectives = true;
+  o.timeout = Millis(5000);
+  const auto errors = run_ranks(
+      2,
+      [](int r, ProcessGroup& pg) {
+        Tensor t = Tensor::zeros({r == 0 ? 100 : 120});
+        pg.allreduce(t)->wait();
+      },
+      o);
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("collective mismatch at allreduce #0"), std::string::npos) << e;
+    EXPECT_NE(e.find("with 100 elements"), std::string::npos) << e;
+    EXPECT_NE(e.find("with 120 elements"), std::string::npos) << e;
+  }
+}
+
+TEST(GlooGroup, ARankThatNeverArrivesIsNamedWithinTheTimeout) {
+  GroupOptions o;
+  o.timeout = Millis(1500);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto errors = run_ranks(
+      3,
+      [](int r, ProcessGroup& pg) {
+        Tensor t = Tensor::zeros({64});
+        pg.allreduce(t)->wait();  // #0: everyone
+        if (r == 2) {
+          std::this_thread::sleep_for(Millis(4000));  // alive but never calls #1
+          return;
+        }
+        pg.allreduce(t)->wait();  // #1: rank 2 does not arrive
+      },
+      o);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(errors[2], "");
+  for (int r : {0, 1}) {
+    const auto& e = errors[static_cast<size_t>(r)];
+    EXPECT_NE(e.find("allreduce #1"), std::string::npos) << e;
+    EXPECT_NE(e.find("rank(s) 2 did not arrive"), std::string::npos) << e;
+    EXPECT_NE(e.find("last entered allreduce #0"), std::string::npos) << e;
+  }
+  EXPECT_LT(seconds, 10.0);
+  // After a failure the group is broken: later calls fail at once with the cause.
+}
+
+TEST(GlooGroup, LaterCallsOnABrokenGroupFailAtOnce) {
+  GroupOptions o;
+  o.timeout = Millis(800);
+  const auto errors = run_ranks(
+      2,
+      [](int r, ProcessGroup& pg) {
+        if (r == 1) {
+          std::this_thread::sleep_for(Millis(2500));
+          return;
+        }
+        Tensor t = Tensor::zeros({8});
+        EXPECT_THROW(pg.allreduce(t)->wait(), Error);
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          pg.allreduce(t)->wait();
+          ADD_FAILURE() << "a broken group ran a collective";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("the group broke earlier"), std::string::npos) << e.what();
+        }
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+      },
+      o);
+  EXPECT_EQ(errors[0], "");
+}
+
+}  // namespace
+}  // namespace dpb::comm
