@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <iostream>
 
+#include "benchmarks/dpbench/distributed.h"
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/backend/device_info.h"
 #include "engine/backend/op_profile.h"
@@ -389,11 +391,53 @@ VerifyResult run_verify(const BenchOptions& o, std::ostream& out) {
   return v;
 }
 
+namespace {
+
+// "8", "64K", "256M", "1G" (powers of 1024), as nccl-tests' -b/-e.
+int64_t parse_bytes(const std::string& text) {
+  DPB_CHECK(!text.empty()) << "empty size";
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    DPB_FAIL() << "size '" << text << "' is not a number of bytes (e.g. 8, 64K, 256M, 1G)";
+  }
+  const std::string suffix = text.substr(used);
+  int64_t scale = 1;
+  if (suffix == "K" || suffix == "k") scale = int64_t{1} << 10;
+  else if (suffix == "M" || suffix == "m") scale = int64_t{1} << 20;
+  else if (suffix == "G" || suffix == "g") scale = int64_t{1} << 30;
+  else DPB_CHECK(suffix.empty()) << "size '" << text << "': unknown suffix '" << suffix << "' (valid: K, M, G)";
+  DPB_CHECK(v >= 1) << "size '" << text << "' must be at least 1 byte";
+  return v * scale;
+}
+
+void validate_collectives(const BenchOptions& o) {
+  const std::string backend = o.backend.empty() ? (o.devices == "cuda" ? "nccl" : "gloo") : o.backend;
+  DPB_CHECK(backend == "gloo" || o.devices == "cuda")
+      << "--backend=" << backend << " runs on GPUs; with --devices=cpu use --backend=gloo";
+  DPB_CHECK(o.timeout_s > 0) << "--timeout must be positive, got " << o.timeout_s;
+  DPB_CHECK(o.nnodes >= 1 && o.node_rank >= 0 && o.node_rank < o.nnodes)
+      << "--node-rank=" << o.node_rank << " is outside --nnodes=" << o.nnodes;
+  if (o.devices == "cuda") {
+    const CudaInfo info = cuda_info();
+    DPB_CHECK(info.built && !info.gpus.empty()) << "--devices=cuda: no usable GPU ("
+                                                << (info.built ? info.unavailable_reason : "built without CUDA") << ")";
+  }
+}
+
+}  // namespace
+
 int main_cli(int argc, char** argv) {
   BenchOptions o;
   CLI::App app{"dpbench: measure how fast a training setup runs, how well it scales, and why not.\n"
                "On the CPU, devices are logical CPU devices (cpu:0, cpu:1, ...), each with its own thread budget."};
   app.option_defaults()->always_capture_default();
+  app.add_option("--bench", o.bench,
+                 "What to measure: train (a training setup) or collectives (all-reduce, all-gather, reduce-scatter, "
+                 "broadcast over --gpus ranks, as nccl-tests)")
+      ->check(CLI::IsMember({"train", "collectives"}));
   app.add_option("--mode", o.mode, "Parallel mode: single (one device), dp (one process, --gpus devices)")
       ->check(CLI::IsMember({"single", "dp"}));
   app.add_option("--gpus", o.gpus,
@@ -450,7 +494,34 @@ int main_cli(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "linear"}));
   app.add_option("--base-batch", o.base_batch, "Batch the learning rate was tuned for (--lr-scale=linear)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--json", o.json_path, "Write the JSON report (dpbench.report/1) to this path");
+  app.add_option("--json", o.json_path,
+                 "Write the JSON report to this path (dpbench.report/1; dpbench.collectives/1 for --bench=collectives)");
+  auto* ranks = app.add_option_group("Ranks", "Runs of several processes (--bench=collectives)");
+  ranks->add_option("--backend", o.backend, "Communication backend (default: nccl on GPUs, gloo on the CPU)")
+      ->check(CLI::IsMember({"gloo", "nccl"}));
+  ranks->add_option("--timeout", o.timeout_s, "Seconds any collective or rendezvous may wait before failing");
+  ranks->add_flag("--debug-collectives", o.debug_collectives,
+                  "Check before every collective that all ranks call the same op with the same sizes (like "
+                  "TORCH_DISTRIBUTED_DEBUG=DETAIL)");
+  ranks->add_option("--nnodes", o.nnodes, "Nodes in the run (each runs dpbench with its --node-rank)")
+      ->check(CLI::PositiveNumber);
+  ranks->add_option("--node-rank", o.node_rank, "This node's index")->check(CLI::NonNegativeNumber);
+  ranks->add_option("--master-addr", o.master_addr, "Address of node 0, where rank 0 hosts the store");
+  ranks->add_option("--master-port", o.master_port, "Port of the store on node 0")->check(CLI::Range(1, 65535));
+  ranks->add_option("--rank", o.rank, "This process's rank (else from torchrun/Slurm/Open MPI variables)");
+  ranks->add_option("--world-size", o.world_size, "Ranks in the run (with --rank)");
+  ranks->add_option("--local-rank", o.local_rank, "This process's rank on its node (with --rank)");
+  std::string ops_text = "allreduce,allgather,reduce_scatter,broadcast", min_bytes = "8", max_bytes = "256M",
+              kill = "";
+  auto* coll = app.add_option_group("Collectives", "--bench=collectives (nccl-tests' -b/-e/-f/-n/-w)");
+  coll->add_option("--ops", ops_text, "Collectives, comma-separated: allreduce, allgather, reduce_scatter, broadcast");
+  coll->add_option("--min-bytes,-b", min_bytes, "Smallest size (bytes; K, M, G suffixes)");
+  coll->add_option("--max-bytes,-e", max_bytes, "Largest size");
+  coll->add_option("--step-factor,-f", o.collectives.factor, "Size multiplier between steps")->check(CLI::Range(2, 1024));
+  coll->add_option("--iters,-n", o.collectives.iters, "Timed iterations per size")->check(CLI::PositiveNumber);
+  coll->add_option("--kill-rank", kill,
+                   "Fault injection, RANK:N: that rank kills itself after N collectives (to see what the others "
+                   "report)");
   app.add_flag("--cuda-graph", o.cuda_graph,
                "CUDA: after two eager steps, capture forward, loss and backward as a CUDA graph and replay it each "
                "step (the optimizer runs outside it)");
@@ -476,6 +547,29 @@ int main_cli(int argc, char** argv) {
   }
   std::vector<std::string> args(argv, argv + argc);
   try {
+    if (o.bench == "collectives") {
+      o.collectives.ops.clear();
+      std::stringstream ss(ops_text);
+      for (std::string op; std::getline(ss, op, ',');) {
+        DPB_CHECK(std::find(collective_names().begin(), collective_names().end(), op) != collective_names().end())
+            << "unknown collective '" << op << "' in --ops (valid: allreduce, allgather, reduce_scatter, broadcast)";
+        o.collectives.ops.push_back(op);
+      }
+      o.collectives.min_bytes = parse_bytes(min_bytes);
+      o.collectives.max_bytes = parse_bytes(max_bytes);
+      o.collectives.warmup = static_cast<int>(o.warmup);
+      if (!kill.empty()) {
+        const auto colon = kill.find(':');
+        DPB_CHECK(colon != std::string::npos) << "--kill-rank='" << kill << "': expected RANK:N";
+        o.collectives.kill_rank = std::stoi(kill.substr(0, colon));
+        o.collectives.kill_after = std::stoll(kill.substr(colon + 1));
+      }
+      validate_collectives(o);
+      if (!o.json_path.empty()) check_writable(o.json_path);
+      const RankEnv env = rank_env(o);
+      if (should_launch(o, env)) return launch_ranks(o, args);
+      return run_collectives_rank(o, args);
+    }
     if (o.verify) return run_verify(o, std::cout).passed ? 0 : 1;
     run_benchmark(o, args, std::cout);
   } catch (const Error& e) {

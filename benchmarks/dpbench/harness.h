@@ -8,9 +8,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
+#include "benchmarks/dpbench/collectives.h"
+
 namespace dpb::bench {
 
 struct BenchOptions {
+  std::string bench = "train";          // train | collectives
   std::string mode = "single";
   int gpus = 1;                         // devices (on the CPU: logical CPU devices)
   std::string dp_forward = "scatter";   // dp: scatter | bypass (call the wrapped module directly)
@@ -46,6 +51,15 @@ struct BenchOptions {
   bool deterministic = false;    // deterministic algorithms only       // replay forward+backward as a CUDA graph
   bool nvtx = false;             // NVTX ranges for Nsight Systems
   bool op_profile = false;       // time each op of the measured steps (waits around every op)
+  // Ranks and communication (collectives; DDP).
+  std::string backend;                  // gloo | nccl (default: nccl on GPUs, gloo otherwise)
+  double timeout_s = 300;               // every collective and rendezvous wait
+  bool debug_collectives = false;       // check every collective's op and sizes across ranks first
+  int nnodes = 1, node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::optional<int> rank, world_size, local_rank;
+  CollectiveOptions collectives;
   bool verify = false;           // compare --mode against single instead of benchmarking
   int64_t verify_steps = 5;
   double verify_tolerance = 1e-4;  // largest parameter difference, relative to the parameter's scale

@@ -58,6 +58,24 @@ ReduceFn reduce_fn(ReduceOp op) {
 
 constexpr uint64_t kP2pSlot = uint64_t{1} << 56;
 
+// Gloo's all-reduce algorithm by size: bcube (recursive halving/doubling: fewer steps)
+// below 32 MiB, ring above, where its pipelining wins. Measured with 2 ranks on one
+// host against torch.distributed's default (ring), reports/results/collectives-*.md.
+// DPB_GLOO_ALLREDUCE=ring|bcube|auto overrides (as NCCL_ALGO does for NCCL).
+gloo::AllreduceOptions::Algorithm allreduce_algorithm(size_t bytes) {
+  static const std::string forced = [] {
+    const char* v = std::getenv("DPB_GLOO_ALLREDUCE");
+    const std::string s = v ? v : "auto";
+    DPB_CHECK(s == "auto" || s == "ring" || s == "bcube")
+        << "DPB_GLOO_ALLREDUCE='" << s << "' (valid: auto, ring, bcube)";
+    return s;
+  }();
+  if (forced == "ring") return gloo::AllreduceOptions::Algorithm::RING;
+  if (forced == "bcube") return gloo::AllreduceOptions::Algorithm::BCUBE;
+  return bytes < (size_t{32} << 20) ? gloo::AllreduceOptions::Algorithm::BCUBE
+                                    : gloo::AllreduceOptions::Algorithm::RING;
+}
+
 void check_f32(const char* op, const Tensor& t) {
   DPB_CHECK(t.defined() && t.dtype() == DType::f32 && t.layout() == Layout::plain)
       << op << ": the gloo backend takes plain F32 tensors, got "
@@ -295,6 +313,7 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& t, ReduceOp op) {
       o.setReduceFunction(reduce_fn(op));
       o.setTag(tag);
       o.setTimeout(timeout);
+      o.setAlgorithm(allreduce_algorithm(n * sizeof(float)));
       gloo::allreduce(o);
       if (op == ReduceOp::avg) {
         float* p = staged->data();
@@ -415,6 +434,7 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& out, const Tensor
       o.setReduceFunction(reduce_fn(op));
       o.setTag(tag);
       o.setTimeout(timeout);
+      o.setAlgorithm(allreduce_algorithm(n * sizeof(float)));
       gloo::allreduce(o);
       const int64_t chunk = dst->host.numel();
       const float* from = work.data() + chunk * rank;
