@@ -90,8 +90,10 @@ std::string GroupHealth::diagnose(int64_t seq, const std::string& op) {
     const Record& b = second[static_cast<size_t>(r)];
     if (!b.present || b.beats == a.beats) {
       gone.push_back(r);
-      detail << "; rank " << r << ": no heartbeat for " << (interval_ * 4).count() << " ms, last seen "
-             << (b.present ? "at " + b.op + " #" + std::to_string(b.seq) : std::string("never"))
+      detail << "; rank " << r << ": no heartbeat for " << (interval_ * 4).count() << " ms, last reported "
+             << (!b.present   ? std::string("nothing")
+                 : b.seq < 0  ? std::string("before its first collective")
+                              : "at " + b.op + " #" + std::to_string(b.seq))
              << " (its process died or hangs)";
     } else if (b.seq < seq) {
       behind.push_back(r);

@@ -131,8 +131,8 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
     for (auto& c : children)
       if (!c.exited) ::kill(c.pid, sig);
   };
-  std::chrono::steady_clock::time_point kill_at{};
-  bool stopping = false;
+  std::chrono::steady_clock::time_point term_at{}, kill_at{};
+  bool dying = false, stopping = false;
   for (;;) {
     std::vector<pollfd> fds;
     std::vector<std::pair<Child*, bool>> owners;  // (child, is stderr)
@@ -178,15 +178,19 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
             result.failure = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") died: " +
                              describe_exit(status);
             err << "launcher: " << result.failure << "; stopping the other rank(s)\n" << std::flush;
-            stop_others(SIGTERM);
-            stopping = true;
-            kill_at = std::chrono::steady_clock::now() + o.grace;
+            dying = true;
+            term_at = std::chrono::steady_clock::now() + o.report_window;
           }
         }
       }
       all_done = all_done && c.exited && c.out < 0 && c.err < 0;
     }
     if (all_done) break;
+    if (dying && !stopping && std::chrono::steady_clock::now() >= term_at) {
+      stop_others(SIGTERM);
+      stopping = true;
+      kill_at = std::chrono::steady_clock::now() + o.grace;
+    }
     if (stopping && std::chrono::steady_clock::now() >= kill_at) {
       stop_others(SIGKILL);
       kill_at = std::chrono::steady_clock::now() + std::chrono::hours(1);

@@ -3,8 +3,10 @@
 // processes with torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT) plus DPB_RUN_DIR (the file store of a one-node run) and
 // DPB_LAUNCHED=1; forwards every line they print to our stdout/stderr prefixed with
-// "[rank N] "; and when a rank dies (non-zero exit or a signal) stops the others
-// (SIGTERM, then SIGKILL after a grace period) and reports which rank died and how.
+// "[rank N] "; and when a rank dies (non-zero exit or a signal) reports which rank died
+// and how, gives the others a moment to notice and say what they saw (their
+// collectives fail naming the missing rank), then stops them (SIGTERM, then SIGKILL
+// after a grace period).
 // SIGINT/SIGTERM sent to the launcher are passed on to the ranks.
 #include <chrono>
 #include <iosfwd>
@@ -20,7 +22,8 @@ struct LaunchOptions {
   int master_port = 29500;
   std::vector<std::string> argv;  // every rank runs this command (argv[0]: the program)
   std::string run_dir;            // one node: the file store's directory (created, removed after)
-  std::chrono::milliseconds grace{3000};
+  std::chrono::milliseconds report_window{5000};  // after a death, before SIGTERM
+  std::chrono::milliseconds grace{3000};          // after SIGTERM, before SIGKILL
 };
 
 struct LaunchResult {

@@ -1,0 +1,140 @@
+// dpbench as several processes: the local launcher, the collective benchmark's report,
+// a rank killed in the middle of an all-reduce loop, two "nodes" on loopback, and ranks
+// started by another launcher (torchrun's variables).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/comm/tcp_store.h"
+#include "reports/schema_check.h"
+
+namespace {
+
+std::string bin() {
+  const char* v = std::getenv("DPBENCH_BIN");
+  return v && *v ? v : DPBENCH_BIN;
+}
+
+std::string schema_path() {
+  const char* v = std::getenv("DPB_REPORT_SCHEMA");
+  const std::string report = v && *v ? v : DPB_REPORT_SCHEMA;
+  return std::filesystem::path(report).parent_path() / "dpbench.collectives-1.schema.json";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string tmp(const std::string& tag) {
+  return std::filesystem::temp_directory_path() / ("dpb_ranks_" + tag + "_" + std::to_string(::getpid()));
+}
+
+struct Proc {
+  int code = -1;
+  std::string out, err;
+  double seconds = 0;
+};
+
+// Runs a shell command line, capturing stdout and stderr.
+Proc sh(const std::string& cmd) {
+  const std::string base = tmp("sh");
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status = std::system(("( " + cmd + " ) >" + base + ".out 2>" + base + ".err").c_str());
+  Proc r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(base + ".out");
+  r.err = slurp(base + ".err");
+  std::remove((base + ".out").c_str());
+  std::remove((base + ".err").c_str());
+  return r;
+}
+
+int free_port() {
+  dpb::comm::TcpStoreServer probe(0);
+  return probe.port();
+}
+
+const std::string kSmall = " --bench=collectives -b 8 -e 4K -f 8 -n 3 --warmup=1 --threads=1 --timeout=30";
+
+TEST(DpbenchRanks, LauncherRunsTheCollectiveBenchmark) {
+  const std::string json = tmp("report") + ".json";
+  const Proc r = sh(bin() + kSmall + " --gpus=2 --json=" + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("[rank 0] dpbench collectives | backend gloo | 2 rank(s)"), std::string::npos) << r.out;
+  const auto doc = nlohmann::json::parse(slurp(json));
+  const auto schema = nlohmann::json::parse(slurp(schema_path()));
+  for (const auto& v : dpb::reports::schema_violations(schema, doc)) ADD_FAILURE() << "schema: " << v;
+  EXPECT_EQ(doc["config"]["world_size"], 2);
+  EXPECT_EQ(doc["config"]["launcher"], "torchrun");  // our launcher speaks torchrun's variables
+  ASSERT_EQ(doc["results"].size(), 4u * 4u);          // 4 ops x sizes 8, 64, 512, 4096
+  for (const auto& row : doc["results"]) {
+    EXPECT_EQ(row["wrong"], 0) << row;
+    const double algbw = row["algbw_gbps"], busbw = row["busbw_gbps"];
+    const double f = row["op"] == "allreduce" ? 1.0 : row["op"] == "broadcast" ? 1.0 : 0.5;  // n = 2
+    EXPECT_NEAR(busbw, algbw * f, 1e-9 + 1e-9 * algbw) << row;
+  }
+  std::remove(json.c_str());
+}
+
+TEST(DpbenchRanks, KilledRankIsNamedAndTheSurvivorsExitWithinTheTimeout) {
+  const Proc r = sh(bin() + " --bench=collectives --gpus=3 --ops=allreduce -b 1K -e 1K -n 1000000 --threads=1 "
+                           "--timeout=8 --kill-rank=1:40");
+  EXPECT_NE(r.code, 0);
+  EXPECT_LT(r.seconds, 8.0 + 6.0) << "survivors must stop within the timeout and a few seconds";
+  EXPECT_NE(r.err.find("launcher: rank 1 (pid"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("died: killed by signal 9 (SIGKILL)"), std::string::npos) << r.err;
+  for (const std::string survivor : {"[rank 0]", "[rank 2]"}) {
+    const auto at = r.err.find(survivor + " dpbench: error: allreduce #");
+    ASSERT_NE(at, std::string::npos) << survivor << " did not report: " << r.err;
+    const std::string line = r.err.substr(at, r.err.find('\n', at) - at);
+    EXPECT_NE(line.find("rank(s) 1 did not arrive"), std::string::npos) << line;
+  }
+}
+
+TEST(DpbenchRanks, TwoNodesOfTwoRanksOnLoopback) {
+  const std::string port = std::to_string(free_port());
+  const std::string base = tmp("nodes");
+  const std::string common = bin() + kSmall + " --ops=allreduce --gpus=2 --nnodes=2 --master-addr=127.0.0.1 "
+                                              "--master-port=" + port;
+  std::string both = "(";
+  both += common + " --node-rank=1 > " + base + ".1 2>&1; echo $? > " + base + ".1.code) & " + common +
+          " --node-rank=0; code=$?; wait; exit $code";
+  const Proc r = sh(both);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("[rank 0] dpbench collectives | backend gloo | 4 rank(s)"), std::string::npos) << r.out;
+  EXPECT_EQ(slurp(base + ".1.code"), "0\n") << slurp(base + ".1");
+  std::remove((base + ".1").c_str());
+  std::remove((base + ".1.code").c_str());
+}
+
+TEST(DpbenchRanks, RanksStartedWithTorchrunVariables) {
+  const std::string port = std::to_string(free_port());
+  auto env = [&](int rank) {
+    return "RANK=" + std::to_string(rank) + " LOCAL_RANK=" + std::to_string(rank) +
+           " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " ";
+  };
+  const std::string base = tmp("torchrun");
+  std::string both = "(";
+  both += env(1) + bin() + kSmall + " > " + base + ".1 2>&1) & " + env(0) + bin() + kSmall + "; code=$?; wait; exit $code";
+  const Proc r = sh(both);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("dpbench collectives | backend gloo | 2 rank(s)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("[rank"), std::string::npos) << "not launched by us: no prefix";
+  std::remove((base + ".1").c_str());
+  // A launcher's environment that lacks a variable is named.
+  const Proc bad = sh("RANK=0 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " + bin() +
+                     kSmall);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("WORLD_SIZE is not set"), std::string::npos) << bad.err;
+}
+
+}  // namespace
