@@ -87,10 +87,14 @@ int run_collectives_rank(const BenchOptions& o, const std::vector<std::string>& 
   go.host = gloo_host(o, env);
   const std::string backend = backend_of(o);
   auto pg = comm::make_process_group(backend, store, env.rank, env.world_size, go, device);
-  if (env.rank == 0)
+  if (env.rank == 0) {
     std::cout << fmt::format("dpbench collectives | backend {} | {} rank(s) | {} | {} warm-up + {} timed iterations\n",
                              backend, env.world_size, o.devices == "cuda" ? "cuda" : "cpu", o.collectives.warmup,
                              o.collectives.iters);
+    if (env.world_size == 1)
+      std::cout << "note: one rank: collectives move no data between ranks, so the times are the cost of a call and "
+                   "the bandwidths say nothing about links\n";
+  }
   std::ostream null_out(nullptr);
   const nlohmann::json rows = run_collectives(*pg, device, o.collectives, env.rank == 0 ? std::cout : null_out);
   pg->barrier()->wait();  // no rank leaves while another still checks its results

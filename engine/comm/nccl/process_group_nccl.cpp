@@ -58,7 +58,8 @@ class NcclWork : public Work {
 
   void wait(Millis timeout) override {
     const Millis bound = timeout.count() > 0 ? timeout : timeout_;
-    const auto deadline = std::chrono::steady_clock::now() + bound;
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + bound;
     cuda::set_device(device_);
     for (;;) {
       const cudaError_t s = cudaEventQuery(done_);
@@ -83,7 +84,10 @@ class NcclWork : public Work {
         pg_->abort(why);
         throw Error(why);
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      // Spin for the first millisecond (small collectives finish in microseconds), then
+      // poll more gently.
+      if (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1)) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
     // The caller's stream continues after the collective.
     DPB_CUDA_CHECK(cudaStreamWaitEvent(cuda::current_stream(device_), done_, 0));
