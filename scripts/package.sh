@@ -8,6 +8,7 @@
 #   gpu-host$ dpbench/run dpbench --devices=cuda --model=resnet18 --batch=256
 #   gpu-host$ dpbench/run test_cuda
 #
+# DPB_PACKAGE_ONLY="dpbench test_cuda" packages only those executables (smaller).
 # DEST/bin holds the executables, DEST/lib the shared libraries they need that are not
 # part of the C/C++ runtime or of CUDA (those come from the target machine), DEST/run
 # finds the target's CUDA, cuDNN and NCCL libraries (ldconfig, /usr/local/cuda, the
@@ -23,6 +24,13 @@ DEST="${2:-$ROOT/dist/dpbench}"
 mapfile -t bins < <(find "$BUILD/benchmarks" "$BUILD/diagnostics" "$BUILD/reports" "$BUILD/tests" \
                       -maxdepth 3 -type f -perm -u+x ! -name '*.so*' ! -name '*.sh' 2>/dev/null |
                     while read -r f; do file -b "$f" | grep -q '^ELF' && echo "$f"; done)
+if [ -n "${DPB_PACKAGE_ONLY:-}" ]; then
+  wanted=()
+  for b in "${bins[@]}"; do
+    for w in $DPB_PACKAGE_ONLY; do [ "$(basename "$b")" = "$w" ] && wanted+=("$b"); done
+  done
+  bins=("${wanted[@]}")
+fi
 [ ${#bins[@]} -gt 0 ] || { echo "package: no executables under '$BUILD'" >&2; exit 2; }
 
 rm -rf "$DEST.tmp"
@@ -35,7 +43,10 @@ for b in "${bins[@]}"; do
   strip --strip-unneeded "$DEST.tmp/bin/$(basename "$b")"
   ldd "$b" | awk '/=> \// {print $1, $3}' | while read -r name path; do
     [[ "$name" =~ $skip ]] && continue
-    [ -e "$DEST.tmp/lib/$name" ] || cp -L "$path" "$DEST.tmp/lib/$name"
+    if [ ! -e "$DEST.tmp/lib/$name" ]; then
+      cp -L "$path" "$DEST.tmp/lib/$name"
+      strip --strip-unneeded "$DEST.tmp/lib/$name" 2>/dev/null || true
+    fi
   done
 done
 cp -r "$ROOT/reports/schema" "$DEST.tmp/share/"
