@@ -83,13 +83,15 @@ void check_f32(const char* op, const Tensor& t) {
 }
 
 // A tensor's values on the host for Gloo, and back: CPU tensors are used in place; CUDA
-// tensors are staged (after the device finished writing them).
+// tensors are staged through page-locked memory (after the device finished writing them;
+// the copy back is queued on the device's stream, the pinned block reserved until done).
 struct Staged {
   Tensor device, host;
   explicit Staged(const Tensor& t) : device(t) {
     if (t.device().is_cuda()) {
       ops::synchronize(t.device());
-      host = t.to(Device::cpu());
+      host = Tensor::empty_pinned(t.shape(), t.dtype());
+      host.copy_from(t);
     } else {
       host = t;
     }
