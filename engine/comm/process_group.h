@@ -26,6 +26,10 @@ class Work {
   // complete within `timeout` (the group's timeout when zero).
   virtual void wait(Millis timeout = Millis(0)) = 0;
   virtual bool completed() = 0;
+  // When the communication itself ran (steady-clock ns, as engine/core/clock.h's
+  // now_ns()), once completed; 0 where the backend cannot tell. For overlap metrics.
+  virtual int64_t started_ns() const { return 0; }
+  virtual int64_t finished_ns() const { return 0; }
 };
 
 struct GroupOptions {

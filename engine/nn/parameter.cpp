@@ -12,6 +12,14 @@ bool Parameter::begin_grad() {
   return accumulate;
 }
 
+void Parameter::set_grad(Tensor g) {
+  DPB_CHECK(g.shape() == data_.shape() && g.device() == data_.device() && g.dtype() == data_.dtype())
+      << "set_grad: a " << g.shape() << " gradient on " << g.device() << " for a " << data_.shape()
+      << " parameter on " << data_.device();
+  grad_ = std::move(g);
+  grad_is_zero_ = true;
+}
+
 void Parameter::mark_grad_ready() {
   for (auto& h : hooks_) h(*this);
 }

@@ -28,6 +28,9 @@ class Parameter {
   // Allocates the gradient if needed; returns true when this backward must add to it.
   bool begin_grad();
   void zero_grad() { grad_is_zero_ = true; }
+  // Makes `g` (same shape and device) the gradient's storage, e.g. a view into DDP's
+  // flat bucket; its values count as zero until the next backward writes them.
+  void set_grad(Tensor g);
   // The gradient was written by work that did not go through begin_grad() (a replayed
   // CUDA graph of a backward that overwrote it).
   void note_grad_written() { grad_is_zero_ = false; }

@@ -27,7 +27,7 @@ std::shared_ptr<BnFwd> get_forward(CpuContext& ctx, const dims& d, Layout l, flo
                              batch_normalization_forward::desc desc(
                                  kind == 1 ? prop_kind::forward_inference : prop_kind::forward_training,
                                  md4(d, l), eps, flags);
-                             batch_normalization_forward::primitive_desc pd(desc, ctx.engine());
+                             batch_normalization_forward::primitive_desc pd(desc, user_scratchpad(), ctx.engine());
                              return BnFwd{pd, batch_normalization_forward(pd)};
                            });
 }
@@ -89,7 +89,7 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
                              [&] {
     const auto flags = global_stats ? (kScaleShift | normalization_flags::use_global_stats) : kScaleShift;
     batch_normalization_backward::desc desc(prop_kind::backward, md4(d, l), md4(d, l), eps, flags);
-    batch_normalization_backward::primitive_desc pd(desc, ctx.engine(),
+    batch_normalization_backward::primitive_desc pd(desc, user_scratchpad(), ctx.engine(),
                                                     get_forward(ctx, d, l, eps, global_stats ? 2 : 0)->pd);
     return BnBwd{batch_normalization_backward(pd)};
   });

@@ -59,7 +59,7 @@ std::shared_ptr<Fwd> get_forward(CpuContext& ctx, const ConvShapes& s) {
                                                     any_weights(s), md(s.bias, tag::x), dst, s.strides, s.pad, s.pad)
                         : convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, src,
                                                     any_weights(s), dst, s.strides, s.pad, s.pad);
-    convolution_forward::primitive_desc pd(d, ctx.engine());
+    convolution_forward::primitive_desc pd(d, user_scratchpad(), ctx.engine());
     return Fwd{pd, convolution_forward(pd)};
   });
 }
@@ -73,7 +73,7 @@ memory in_format(CpuContext& ctx, const memory::desc& have, const memory::desc& 
   scratch = Tensor::empty({words}, t.device());
   memory src = mem(have, ctx, t), dst(want, ctx.engine(), scratch.data());
   // Reorder primitives come from oneDNN's own primitive cache after the first call.
-  reorder(src, dst).execute(ctx.stream(), src, dst);
+  reorder_memory(ctx, src, dst);
   ctx.stream().wait();
   return dst;
 }
@@ -103,13 +103,13 @@ std::string impl_of(CpuContext& ctx, const ConvShapes& s, Pass pass) {
     return convolution_backward_data::primitive_desc(
                convolution_backward_data::desc(algorithm::convolution_direct, src, any_weights(s), dst, s.strides,
                                                s.pad, s.pad),
-               ctx.engine(), fwd->pd)
+               user_scratchpad(), ctx.engine(), fwd->pd)
         .impl_info_str();
   }
   return convolution_backward_weights::primitive_desc(
              convolution_backward_weights::desc(algorithm::convolution_direct, src, any_weights(s), dst, s.strides,
                                                 s.pad, s.pad),
-             ctx.engine(), fwd->pd)
+             user_scratchpad(), ctx.engine(), fwd->pd)
       .impl_info_str();
 }
 
@@ -173,7 +173,7 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx_out, con
   auto b = ctx.cached<BwdData>(conv_key("conv_bwd_data", s), [&] {
     convolution_backward_data::desc d(algorithm::convolution_direct, md4(s.src, s.src_layout), any_weights(s),
                                       md4(s.dst, s.dst_layout), s.strides, s.pad, s.pad);
-    convolution_backward_data::primitive_desc pd(d, ctx.engine(), get_forward(ctx, s)->pd);
+    convolution_backward_data::primitive_desc pd(d, user_scratchpad(), ctx.engine(), get_forward(ctx, s)->pd);
     return BwdData{pd, convolution_backward_data(pd)};
   });
   Tensor w_scratch;
@@ -196,7 +196,7 @@ void conv2d_backward_weights(const Tensor& x_in, const Tensor& dy, Tensor& dw, T
                                                              md(s.bias, tag::x), dst, s.strides, s.pad, s.pad)
                         : convolution_backward_weights::desc(algorithm::convolution_direct, src, any_weights(s), dst,
                                                              s.strides, s.pad, s.pad);
-    convolution_backward_weights::primitive_desc pd(d, ctx.engine(), get_forward(ctx, s)->pd);
+    convolution_backward_weights::primitive_desc pd(d, user_scratchpad(), ctx.engine(), get_forward(ctx, s)->pd);
     return BwdWeights{pd, convolution_backward_weights(pd)};
   });
   // oneDNN overwrites its outputs: compute into scratch when accumulating or when the
@@ -216,7 +216,7 @@ void conv2d_backward_weights(const Tensor& x_in, const Tensor& dy, Tensor& dw, T
       dw_plain = dw_native.view(dw.shape());
     } else {
       memory from = mem(native, ctx, dw_native), to = mem(plain, ctx, dw_plain);
-      reorder(from, to).execute(ctx.stream(), from, to);
+      reorder_memory(ctx, from, to);
       ctx.stream().wait();
     }
     if (accumulate) axpy(1.0f, dw_plain, dw);

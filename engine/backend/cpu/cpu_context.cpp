@@ -66,3 +66,26 @@ Layout blocked_layout() {
 }
 
 }  // namespace dpb::cpu
+
+namespace dpb::cpu {
+
+void run(CpuContext& ctx, const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args) {
+  const dnnl_memory_desc_t* smd = dnnl_primitive_desc_query_md(p.get_primitive_desc(), dnnl_query_scratchpad_md, 0);
+  const size_t bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
+  if (bytes == 0) {
+    p.execute(ctx.stream(), args);
+  } else {
+    // From the device's caching allocator: after the first steps, no allocation.
+    Tensor scratch = Tensor::empty({static_cast<int64_t>((bytes + 3) / 4)}, Device::cpu(ctx.index()));
+    auto with = args;
+    with.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(dnnl::memory::desc(*smd), ctx.engine(), scratch.data()));
+    p.execute(ctx.stream(), with);
+  }
+  ctx.stream().wait();
+}
+
+void reorder_memory(CpuContext& ctx, const dnnl::memory& from, const dnnl::memory& to) {
+  run(ctx, dnnl::reorder(from, to, user_scratchpad()), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+}
+
+}  // namespace dpb::cpu

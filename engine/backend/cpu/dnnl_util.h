@@ -29,10 +29,21 @@ std::string key(const char* op, Ints... values) {
   return k;
 }
 
-inline void run(CpuContext& ctx, const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args) {
-  p.execute(ctx.stream(), args);
-  ctx.stream().wait();
+// Every primitive is created with a user-managed scratchpad: oneDNN's default keeps a
+// scratchpad that belongs to the thread that created the primitive, so a cached
+// primitive run later from another thread (a new rank or replica thread) would use that
+// thread's freed memory. run() hands each execution its scratchpad instead.
+// A new attribute each call: dnnl::primitive_attr is a shared handle, so a copy that a
+// caller adds post-ops to would otherwise change every later primitive.
+inline dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr a;
+  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return a;
 }
+
+void run(CpuContext& ctx, const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args);
+// A reorder between two memories of this device (with a user scratchpad).
+void reorder_memory(CpuContext& ctx, const dnnl::memory& from, const dnnl::memory& to);
 
 inline dims dims4(const Tensor& t) { return {t.size(0), t.size(1), t.size(2), t.size(3)}; }
 

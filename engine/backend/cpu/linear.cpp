@@ -18,7 +18,7 @@ std::shared_ptr<Matmul> get_matmul(CpuContext& ctx, const char* name, int64_t M,
   return ctx.cached<Matmul>(
       key(name, M, K, N, static_cast<int>(src_tag), static_cast<int>(wei_tag), bias, accumulate), [&] {
         auto src = md({M, K}, src_tag), wei = md({K, N}, wei_tag), dst = md({M, N}, tag::ab);
-        primitive_attr attr;
+        primitive_attr attr = user_scratchpad();
         if (accumulate) {
           post_ops po;
           po.append_sum(1.0f);

@@ -31,7 +31,7 @@ std::shared_ptr<PoolFwd> get_forward(CpuContext& ctx, ops::PoolKind k, const dim
                              [&] {
                                pooling_forward::desc d(prop_kind::forward_training, alg(k), md4(src, l),
                                                        md4(dst, l), w.strides, w.kernel, w.pad, w.pad);
-                               pooling_forward::primitive_desc pd(d, ctx.engine());
+                               pooling_forward::primitive_desc pd(d, user_scratchpad(), ctx.engine());
                                return PoolFwd{pd, pooling_forward(pd)};
                              });
 }
@@ -66,7 +66,7 @@ void backward(ops::PoolKind k, const Tensor& dy, const Tensor* workspace, Tensor
                                [&] {
                                  pooling_backward::desc d(alg(k), md4(src, l), md4(dst, l), w.strides, w.kernel,
                                                           w.pad, w.pad);
-                                 pooling_backward::primitive_desc pd(d, ctx.engine(), f->pd);
+                                 pooling_backward::primitive_desc pd(d, user_scratchpad(), ctx.engine(), f->pd);
                                  return PoolBwd{pooling_backward(pd)};
                                });
   std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, mem(md4(dst, l), ctx, dy)},

@@ -20,7 +20,7 @@ std::shared_ptr<ReluFwd> get_forward(CpuContext& ctx, int64_t n) {
   return ctx.cached<ReluFwd>(key("relu_fwd", n), [&] {
     eltwise_forward::desc d(prop_kind::forward_training, algorithm::eltwise_relu_use_dst_for_bwd, md({n}, tag::a),
                             0.0f, 0.0f);
-    eltwise_forward::primitive_desc pd(d, ctx.engine());
+    eltwise_forward::primitive_desc pd(d, user_scratchpad(), ctx.engine());
     return ReluFwd{pd, eltwise_forward(pd)};
   });
 }
@@ -38,7 +38,7 @@ void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
   const int64_t n = y.storage_numel();
   auto b = ctx.cached<ReluBwd>(key("relu_bwd", n), [&] {
     eltwise_backward::desc d(algorithm::eltwise_relu_use_dst_for_bwd, md({n}, tag::a), md({n}, tag::a), 0.0f, 0.0f);
-    eltwise_backward::primitive_desc pd(d, ctx.engine(), get_forward(ctx, n)->pd);
+    eltwise_backward::primitive_desc pd(d, user_scratchpad(), ctx.engine(), get_forward(ctx, n)->pd);
     return ReluBwd{eltwise_backward(pd)};
   });
   run(ctx, b->prim,

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "engine/backend/ops.h"
+#include "engine/core/clock.h"
 #include "engine/core/error.h"
 
 namespace dpb::comm {
@@ -108,6 +109,8 @@ class GlooWork : public Work {
       : call_(std::move(call)), timeout_(timeout), health_(health), rank_(rank) {}
   void wait(Millis timeout) override;
   bool completed() override;
+  int64_t started_ns() const override;
+  int64_t finished_ns() const override;
 
  private:
   std::shared_ptr<ProcessGroupGloo::Call> call_;
@@ -130,11 +133,13 @@ struct ProcessGroupGloo::Call {
   std::condition_variable cv;
   bool done = false;
   std::string error;
+  int64_t started_ns = 0, finished_ns = 0;
   void finish(std::string err) {
     {
       std::lock_guard<std::mutex> lock(mu);
       error = std::move(err);
       done = true;
+      finished_ns = now_ns();
     }
     cv.notify_all();
   }
@@ -160,6 +165,16 @@ void GlooWork::wait(Millis timeout) {
 bool GlooWork::completed() {
   std::lock_guard<std::mutex> lock(call_->mu);
   return call_->done;
+}
+
+int64_t GlooWork::started_ns() const {
+  std::lock_guard<std::mutex> lock(call_->mu);
+  return call_->started_ns;
+}
+
+int64_t GlooWork::finished_ns() const {
+  std::lock_guard<std::mutex> lock(call_->mu);
+  return call_->done ? call_->finished_ns : 0;
 }
 
 // A p2p Work: the buffer was posted when the call was made; wait() waits for it.
@@ -254,6 +269,10 @@ void ProcessGroupGloo::run_loop() {
       continue;
     }
     health_->entering(c->seq, c->op);
+    {
+      std::lock_guard<std::mutex> lock(c->mu);
+      c->started_ns = now_ns();
+    }
     std::string error;
     try {
       if (options_.debug_collectives) check_consistent(*c);

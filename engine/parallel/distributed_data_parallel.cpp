@@ -1,0 +1,105 @@
+#include "engine/parallel/distributed_data_parallel.h"
+
+#include <sstream>
+
+#include "engine/core/clock.h"
+#include "engine/core/error.h"
+
+namespace dpb {
+
+namespace {
+constexpr int kMaxDims = 4;
+}
+
+DistributedDataParallel::DistributedDataParallel(Model& module, comm::ProcessGroup& group, DdpOptions options)
+    : module_(module), group_(group), options_(options) {
+  check_same_shapes();
+  std::vector<Tensor*> state;
+  for (auto* p : module_.parameters()) state.push_back(&p->data());
+  for (auto& [name, b] : module_.named_buffers()) state.push_back(b);
+  broadcast_from_rank0(state);
+  reducer_ = std::make_unique<Reducer>(module_.named_parameters(), group_, options_.first_bucket_bytes,
+                                       options_.bucket_bytes);
+}
+
+// Every rank's parameter count, then every parameter's shape, all-gathered as floats
+// (dimensions are small integers, exact in f32).
+void DistributedDataParallel::check_same_shapes() {
+  auto params = module_.named_parameters();
+  const int n = group_.size();
+  const Device dev = params.empty() ? Device::cpu() : params.front().second->data().device();
+  Tensor count = Tensor::full({1}, static_cast<float>(params.size()), dev);
+  Tensor counts = Tensor::empty({n}, dev);
+  group_.allgather(counts, count)->wait();
+  const auto cv = counts.to_vector();
+  for (int r = 0; r < n; ++r)
+    DPB_CHECK(static_cast<size_t>(cv[static_cast<size_t>(r)]) == params.size())
+        << "DDP: rank " << group_.rank() << " has " << params.size() << " parameters but rank " << r << " has "
+        << static_cast<int64_t>(cv[static_cast<size_t>(r)]) << " (every rank must build the same model)";
+  const int64_t width = 1 + kMaxDims;
+  std::vector<float> mine(params.size() * width, 0.0f);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Shape& s = params[i].second->data().shape();
+    DPB_CHECK(s.ndim() <= kMaxDims) << "DDP: parameter '" << params[i].first << "' has " << s.ndim() << " dims";
+    mine[i * width] = static_cast<float>(s.ndim());
+    for (int d = 0; d < s.ndim(); ++d) mine[i * width + 1 + d] = static_cast<float>(s[d]);
+  }
+  Tensor local = Tensor::from_vector({static_cast<int64_t>(mine.size())}, mine, dev);
+  Tensor all = Tensor::empty({static_cast<int64_t>(mine.size()) * n}, dev);
+  if (!mine.empty()) group_.allgather(all, local)->wait();
+  const auto av = all.to_vector();
+  auto shape_text = [&](const float* f) {
+    std::ostringstream o;
+    o << "(";
+    for (int d = 0; d < static_cast<int>(f[0]); ++d) o << (d ? ", " : "") << static_cast<int64_t>(f[1 + d]);
+    o << ")";
+    return o.str();
+  };
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < params.size(); ++i) {
+      const float* theirs = av.data() + (static_cast<size_t>(r) * params.size() + i) * width;
+      if (!std::equal(theirs, theirs + width, mine.data() + i * width))
+        DPB_FAIL() << "DDP: parameter " << i << " ('" << params[i].first << "') has shape "
+                   << shape_text(mine.data() + i * width) << " on rank " << group_.rank() << " but "
+                   << shape_text(theirs) << " on rank " << r << " (every rank must build the same model)";
+    }
+}
+
+// All tensors as one flat tensor: one broadcast instead of one per tensor.
+void DistributedDataParallel::broadcast_from_rank0(const std::vector<Tensor*>& tensors) {
+  if (tensors.empty() || group_.size() == 1) return;
+  int64_t total = 0;
+  for (const Tensor* t : tensors) total += t->numel();
+  const Device dev = tensors.front()->device();
+  Tensor flat = Tensor::empty({total}, dev);
+  int64_t off = 0;
+  for (const Tensor* t : tensors) {
+    flat.slice(off, off + t->numel()).copy_from(t->to_plain().view({t->numel()}));
+    off += t->numel();
+  }
+  group_.broadcast(flat, 0)->wait();
+  off = 0;
+  for (Tensor* t : tensors) {
+    t->copy_from(flat.slice(off, off + t->numel()).view(t->shape()));
+    off += t->numel();
+  }
+}
+
+Tensor DistributedDataParallel::forward(const Tensor& x) {
+  if (options_.broadcast_buffers) {
+    std::vector<Tensor*> buffers;
+    for (auto& [name, b] : module_.named_buffers()) buffers.push_back(b);
+    broadcast_from_rank0(buffers);
+  }
+  return module_.forward(x);
+}
+
+void DistributedDataParallel::backward(const Tensor& grad_out) {
+  reducer_->prepare(sync_ && group_.size() > 1);
+  backward_begin_ns_ = now_ns();
+  module_.backward(grad_out);
+  backward_end_ns_ = now_ns();
+  reducer_->finalize();
+}
+
+}  // namespace dpb
