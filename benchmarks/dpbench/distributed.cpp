@@ -8,6 +8,8 @@
 #include <iostream>
 
 #include "engine/backend/cpu/cpu_context.h"
+#include "engine/backend/device_info.h"
+#include "engine/core/stats.h"
 #include "engine/comm/launcher.h"
 #include "engine/comm/rendezvous.h"
 #include "engine/core/log.h"
@@ -122,6 +124,122 @@ int run_collectives_rank(const BenchOptions& o, const std::vector<std::string>& 
     return 1;
   }
   return 0;
+}
+
+}  // namespace dpb::bench
+
+namespace dpb::bench {
+
+namespace {
+
+// Total length of the union of intervals, and of its intersection with [lo, hi).
+void merged(std::vector<std::pair<int64_t, int64_t>> iv, int64_t lo, int64_t hi, int64_t* total, int64_t* inside) {
+  std::sort(iv.begin(), iv.end());
+  int64_t cur_a = -1, cur_b = -1;
+  auto flush = [&] {
+    if (cur_b <= cur_a) return;
+    *total += cur_b - cur_a;
+    *inside += std::max<int64_t>(0, std::min(cur_b, hi) - std::max(cur_a, lo));
+  };
+  for (const auto& [a, b] : iv) {
+    if (a > cur_b) {
+      flush();
+      cur_a = a;
+      cur_b = b;
+    } else {
+      cur_b = std::max(cur_b, b);
+    }
+  }
+  flush();
+}
+
+}  // namespace
+
+RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vector<StepRecord>& all) {
+  RankMetrics m;
+  std::vector<double> times;
+  double step_s = 0, data_s = 0, busy_s = 0;
+  int64_t comm = 0, overlap = 0;
+  for (const auto& r : measured) {
+    times.push_back(r.seconds());
+    step_s += r.seconds();
+    data_s += static_cast<double>(r.data_ns) * 1e-9;
+    for (auto b : r.device_busy_ns) busy_s += static_cast<double>(b) * 1e-9;
+    std::vector<std::pair<int64_t, int64_t>> iv;
+    for (const auto& b : r.buckets)
+      if (b.comm_start_ns > 0 && b.comm_end_ns >= b.comm_start_ns) iv.emplace_back(b.comm_start_ns, b.comm_end_ns);
+    merged(iv, r.backward_begin_ns, r.backward_end_ns, &comm, &overlap);
+  }
+  const Summary st = summarize(times);
+  m.step_median_s = st.median;
+  m.step_p90_s = st.p90;
+  m.data_wait_share = data_s + step_s > 0 ? data_s / (data_s + step_s) : 0;
+  const double window = measured.empty() ? 0
+                                         : static_cast<double>(measured.back().end_ns - measured.front().begin_ns) *
+                                                   1e-9 +
+                                               static_cast<double>(measured.front().data_ns) * 1e-9;
+  m.busy_fraction = window > 0 ? std::min(1.0, busy_s / window) : 0;
+  m.comm_s = static_cast<double>(comm) * 1e-9;
+  m.overlap_ratio = comm > 0 ? static_cast<double>(overlap) / static_cast<double>(comm) : 0;
+  m.exposed_comm_s = static_cast<double>(comm - overlap) * 1e-9;
+  m.exposed_share = step_s > 0 ? m.exposed_comm_s / step_s : 0;
+  for (const auto& r : all) m.samples += static_cast<double>(r.samples);
+  m.steps = static_cast<double>(measured.size());
+  return m;
+}
+
+std::vector<RankMetrics> gather_metrics(comm::ProcessGroup& pg, const RankMetrics& mine, Device device) {
+  const std::vector<float> v{static_cast<float>(mine.step_median_s), static_cast<float>(mine.step_p90_s),
+                             static_cast<float>(mine.data_wait_share), static_cast<float>(mine.busy_fraction),
+                             static_cast<float>(mine.comm_s),         static_cast<float>(mine.overlap_ratio),
+                             static_cast<float>(mine.exposed_comm_s), static_cast<float>(mine.exposed_share),
+                             static_cast<float>(mine.samples),        static_cast<float>(mine.steps)};
+  const auto k = static_cast<int64_t>(v.size());
+  Tensor local = Tensor::from_vector({k}, v, device), all = Tensor::empty({k * pg.size()}, device);
+  pg.allgather(all, local)->wait();
+  const auto a = all.to_vector();
+  std::vector<RankMetrics> out(static_cast<size_t>(pg.size()));
+  for (int r = 0; r < pg.size(); ++r) {
+    const float* f = a.data() + r * k;
+    out[static_cast<size_t>(r)] = RankMetrics{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9]};
+  }
+  return out;
+}
+
+nlohmann::json buckets_json(const StepRecord& step) {
+  nlohmann::json rows = nlohmann::json::array();
+  const auto ms = [&](int64_t t) {
+    return t > 0 ? reports::number(static_cast<double>(t - step.backward_begin_ns) * 1e-6) : nlohmann::json(nullptr);
+  };
+  for (const auto& b : step.buckets)
+    rows.push_back({{"index", b.index},
+                    {"bytes", b.bytes},
+                    {"params", b.params},
+                    {"ready_ms", ms(b.ready_ns)},
+                    {"launch_ms", ms(b.launch_ns)},
+                    {"comm_start_ms", ms(b.comm_start_ns)},
+                    {"comm_end_ms", ms(b.comm_end_ns)},
+                    {"done_ms", ms(b.done_ns)}});
+  return rows;
+}
+
+int run_ddp_rank(const BenchOptions& o_in, const std::vector<std::string>& argv) {
+  BenchOptions o = o_in;
+  const RankEnv env = rank_env(o);
+  if (o.threads <= 0) o.threads = std::max(1, cpu::hardware_threads() / env.local_world_size);
+  auto store = comm::rendezvous_store(env, timeout_of(o));
+  comm::GroupOptions go;
+  go.timeout = timeout_of(o);
+  go.debug_collectives = o.debug_collectives;
+  go.host = gloo_host(o, env);
+  const Device device = o.devices == "cuda" ? Device::cuda(env.local_rank % std::max(1, cuda_device_count()))
+                                            : Device::cpu(0);
+  auto pg = comm::make_process_group(backend_of(o), store, env.rank, env.world_size, go, device);
+  int code = 0;
+  if (o.verify) code = run_verify(o, std::cout, pg.get(), device).passed ? 0 : 1;
+  else run_benchmark(o, argv, std::cout, pg.get(), device);
+  pg->barrier()->wait();  // no rank leaves while rank 0 still gathers and reports
+  return code;
 }
 
 }  // namespace dpb::bench

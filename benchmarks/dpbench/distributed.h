@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "benchmarks/dpbench/harness.h"
+#include "engine/comm/process_group.h"
 #include "engine/core/env.h"
+#include "engine/train/trainer.h"
 
 namespace dpb::bench {
 
@@ -24,5 +26,27 @@ int launch_ranks(const BenchOptions& o, const std::vector<std::string>& argv);
 
 // --bench=collectives as one rank (or as the only process): returns the exit code.
 int run_collectives_rank(const BenchOptions& o, const std::vector<std::string>& argv);
+
+// --mode=ddp as one rank: the training benchmark with this rank's process group; rank 0
+// prints and writes the report. Returns the exit code.
+int run_ddp_rank(const BenchOptions& o, const std::vector<std::string>& argv);
+
+// What one rank measured over the measured steps (definitions as DESIGN §4).
+struct RankMetrics {
+  double step_median_s = 0, step_p90_s = 0;
+  double data_wait_share = 0;
+  double busy_fraction = 0;
+  double comm_s = 0;             // bucket all-reduces (merged intervals)
+  double overlap_ratio = 0;      // |comm ∩ backward| / |comm|
+  double exposed_comm_s = 0;     // |comm \ backward|
+  double exposed_share = 0;      // exposed / step time
+  double samples = 0, steps = 0;
+};
+RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vector<StepRecord>& all);
+// Every rank's metrics, on every rank (one all-gather).
+std::vector<RankMetrics> gather_metrics(comm::ProcessGroup& pg, const RankMetrics& mine, Device device);
+// The buckets of a step: bytes, parameters, and when each was ready, launched, ran (ms
+// from the start of that step's last backward).
+nlohmann::json buckets_json(const StepRecord& step);
 
 }  // namespace dpb::bench

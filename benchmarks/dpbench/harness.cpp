@@ -55,9 +55,15 @@ struct RunSetup {
 
 // Flag combinations CLI11 cannot check on its own (for library callers too).
 void validate(const BenchOptions& o) {
-  DPB_CHECK(o.mode == "single" || o.mode == "dp") << "mode '" << o.mode << "' is not available (valid: single, dp)";
+  DPB_CHECK(o.mode == "single" || o.mode == "dp" || o.mode == "ddp")
+      << "mode '" << o.mode << "' is not available (valid: single, dp, ddp)";
+  DPB_CHECK(o.accum_steps >= 1) << "--accum-steps must be at least 1, got " << o.accum_steps;
+  DPB_CHECK(o.bucket_mb > 0) << "--bucket-mb must be positive, got " << o.bucket_mb;
+  DPB_CHECK(o.sampler == "distributed" || o.sampler == "none")
+      << "unknown --sampler '" << o.sampler << "' (valid: distributed, none)";
   DPB_CHECK(o.gpus >= 1) << "--gpus must be at least 1, got " << o.gpus;
-  DPB_CHECK(o.mode != "single" || o.gpus == 1) << "--mode=single runs on one device; use --mode=dp for --gpus="
+  DPB_CHECK(o.mode != "single" || o.gpus == 1) << "--mode=single runs on one device; use --mode=dp or --mode=ddp "
+                                                  "for --gpus="
                                                << o.gpus;
   DPB_CHECK(o.dp_forward == "scatter" || o.dp_forward == "bypass")
       << "unknown --dp-forward '" << o.dp_forward << "' (valid: scatter, bypass)";
@@ -147,11 +153,14 @@ RunSetup prepare_run(const BenchOptions& o, bool parallel) {
   return r;
 }
 
-nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::string>& argv, std::ostream& out) {
+nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::string>& argv, std::ostream& out,
+                             comm::ProcessGroup* group, Device rank_device) {
   validate(o);
+  const int world = group ? group->size() : o.gpus;
+  const int rank = group ? group->rank() : 0;
   if (!o.json_path.empty()) check_writable(o.json_path);
   if (!o.save_path.empty()) check_writable(o.save_path);
-  const ProgressMode progress = parse_progress_mode(o.progress);
+  const ProgressMode progress = rank == 0 ? parse_progress_mode(o.progress) : ProgressMode::none;
   set_precision(parse_precision(o.precision));
   set_deterministic(o.deterministic);
 
@@ -165,8 +174,20 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   DatasetSplits& data = setup.data;
   const bool eval = o.eval == "on" || (o.eval == "auto" && o.dataset != "synthetic");
   std::vector<std::string> device_ids;
-  for (int d = 0; d < o.gpus; ++d) device_ids.push_back(bench_device(o, d).str());
+  if (group) {
+    for (int r = 0; r < world; ++r)
+      device_ids.push_back(o.devices == "cuda" ? fmt::format("cuda@rank{}", r) : fmt::format("cpu@rank{}", r));
+  } else {
+    for (int d = 0; d < o.gpus; ++d) device_ids.push_back(bench_device(o, d).str());
+  }
   TrainOptions& t = setup.train;
+  if (group) {
+    t.group = group;
+    t.device = rank_device;
+    t.ddp.bucket_bytes = static_cast<int64_t>(o.bucket_mb * 1024 * 1024);
+    t.distributed_sampler = o.sampler == "distributed";
+  }
+  t.accum_steps = o.accum_steps;
   t.save_path = o.save_path;
   t.resume_path = o.resume_path;
   t.progress = progress;
@@ -178,7 +199,9 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
             o.mode, o.gpus, threads, o.batch,
             o.epochs > 0 ? fmt::format("{} epoch(s) = {} steps", o.epochs, trainer.planned_steps())
                          : fmt::format("{} steps + {} warm-up", o.steps, o.warmup));
-  for (int d = 0; d < o.gpus; ++d) reset_peak_memory(bench_device(o, d));
+  if (group) reset_peak_memory(rank_device);
+  else
+    for (int d = 0; d < o.gpus; ++d) reset_peak_memory(bench_device(o, d));
   ops::set_op_profiling(o.op_profile);
   trace::set_nvtx(o.nvtx);
   // Profilers attached with a capture range (nsys --capture-range=cudaProfilerApi,
@@ -213,13 +236,33 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
     for (size_t d = 0; d < r.device_busy_ns.size(); ++d) dev_busy[d] += r.device_busy_ns[d];
   const double window_s = static_cast<double>(measured.back().end_ns - measured.front().begin_ns) * 1e-9 +
                           static_cast<double>(measured.front().data_ns) * 1e-9;
-  const Summary st = summarize(times);
-  const double throughput = static_cast<double>(o.batch) / st.median;
+  Summary st = summarize(times);
+  // DDP: every rank's metrics; rank 0 reports. A step takes as long as its slowest rank.
+  std::vector<RankMetrics> ranks;
+  if (group) {
+    ranks = gather_metrics(*group, rank_metrics(measured, result.steps), rank_device);
+    if (rank != 0) return nlohmann::json();
+    for (const auto& m : ranks) {
+      st.median = std::max(st.median, m.step_median_s);
+      st.p90 = std::max(st.p90, m.step_p90_s);
+    }
+    dev_samples.assign(static_cast<size_t>(world), 0);
+    dev_busy.assign(static_cast<size_t>(world), 0);
+    for (int r = 0; r < world; ++r) dev_samples[static_cast<size_t>(r)] = static_cast<int64_t>(ranks[static_cast<size_t>(r)].samples);
+  }
+  const int64_t per_device_batch = group ? o.batch : o.batch / o.gpus;
+  const int64_t global_batch = (group ? o.batch * world : o.batch) * o.accum_steps;
+  const double throughput = static_cast<double>(global_batch) / st.median;
+  auto busy_of = [&](int d) {
+    return group ? ranks[static_cast<size_t>(d)].busy_fraction
+                 : static_cast<double>(dev_busy[static_cast<size_t>(d)]) * 1e-9 / window_s;
+  };
   const double flops_per_sample = 3.0 * static_cast<double>(model->flops_per_sample());
   const double loss_first = result.steps.front().loss, loss_last = result.steps.back().loss;
 
-  const std::string device_text =
-      o.gpus == 1 ? device_ids[0] : fmt::format("{}:0..{}", o.devices, o.gpus - 1);
+  const std::string device_text = group      ? fmt::format("{} rank(s) on {}", world, o.devices)
+                                  : o.gpus == 1 ? device_ids[0]
+                                                : fmt::format("{}:0..{}", o.devices, o.gpus - 1);
   out << fmt::format("dpbench {} | model {} | {} | {} | {} | batch {} | {} steps{} | {}\n", o.mode, spec.name,
                      o.dataset, device_text, o.precision, o.batch, result.steps.size(),
                      measured.size() < result.steps.size()
@@ -229,22 +272,29 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                                          : fmt::format("{} thread(s) per device", threads));
   out << fmt::format("{:>6} {:>10} {:>8} {:>11} {:>11} {:>11} {:>7} {:>12} {:>10} {:>10}\n", "world", "batch/dev",
                      "global", "median", "p10", "p90", "cv", "samples/s", "loss[0]", "loss[-1]");
-  out << fmt::format("{:>6} {:>10} {:>8} {:>11} {:>11} {:>11} {:>6.1f}% {:>12.1f} {:>10.4f} {:>10.4f}\n", o.gpus,
-                     o.batch / o.gpus, o.batch, human_time(st.median), human_time(st.p10), human_time(st.p90), st.cv * 100, throughput,
-                     loss_first, loss_last);
+  out << fmt::format("{:>6} {:>10} {:>8} {:>11} {:>11} {:>11} {:>6.1f}% {:>12.1f} {:>10.4f} {:>10.4f}\n", world,
+                     per_device_batch, global_batch, human_time(st.median), human_time(st.p10), human_time(st.p90),
+                     st.cv * 100, throughput, loss_first, loss_last);
   if (result.test)
     out << fmt::format("test: accuracy {:.2f}%, loss {:.4f} on {} samples | trained {:.2f} epoch(s) in {:.1f} s\n",
                        100 * result.test->accuracy, result.test->loss, result.test->samples,
                        static_cast<double>(result.end.global_step) /
                            static_cast<double>(std::max<int64_t>(1, trainer.loader().batches_per_epoch())),
                        result.wall_seconds);
-  if (o.gpus > 1) {
+  if (world > 1) {
     std::string line = "devices:";
-    for (int d = 0; d < o.gpus; ++d)
-      line += fmt::format("  {} {:.0f}% busy, {} samples", device_ids[static_cast<size_t>(d)],
-                          100.0 * static_cast<double>(dev_busy[static_cast<size_t>(d)]) * 1e-9 / window_s,
+    for (int d = 0; d < world; ++d)
+      line += fmt::format("  {} {:.0f}% busy, {} samples", device_ids[static_cast<size_t>(d)], 100.0 * busy_of(d),
                           dev_samples[static_cast<size_t>(d)]);
     out << line << "\n";
+  }
+  if (group && world > 1) {
+    const RankMetrics& m0 = ranks[0];
+    out << fmt::format("ddp: {} bucket(s) of up to {} MiB; rank 0 all-reduce {:.2f} ms/step, {:.0f}% of it during "
+                       "backward, exposed {:.2f} ms/step ({:.1f}% of the step)\n",
+                       result.steps.back().buckets.size(), o.bucket_mb, m0.comm_s * 1e3 / std::max(1.0, m0.steps),
+                       100 * m0.overlap_ratio, m0.exposed_comm_s * 1e3 / std::max(1.0, m0.steps),
+                       100 * m0.exposed_share);
   }
   if (st.outliers > 0) out << fmt::format("note: {} of {} step times are outliers (median/MAD)\n", st.outliers, st.count);
   nlohmann::json op_rows = nlohmann::json::array();
@@ -275,12 +325,16 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                       {"gpus", o.gpus},
                       {"device_list", device_ids},
                       {"dp_forward", o.mode == "dp" ? nlohmann::json(o.dp_forward) : nlohmann::json(nullptr)},
-                      {"batch_per_device", o.batch / o.gpus},
-                      {"global_batch", o.batch},
+                      {"batch_per_device", per_device_batch},
+                      {"global_batch", global_batch},
+                      {"world_size", world},
+                      {"accum_steps", o.accum_steps},
                       {"precision", o.precision},
                       {"cuda_graph", o.cuda_graph},
                       {"deterministic", o.deterministic},
-                      {"backend", nullptr},
+                      {"backend", group ? nlohmann::json(group->backend()) : nlohmann::json(nullptr)},
+                      {"bucket_mb", group ? nlohmann::json(o.bucket_mb) : nlohmann::json(nullptr)},
+                      {"sampler", group ? nlohmann::json(o.sampler) : nlohmann::json(nullptr)},
                       {"threads_per_device", threads},
                       {"steps", o.epochs > 0 ? nlohmann::json(nullptr) : nlohmann::json(o.steps)},
                       {"epochs", o.epochs > 0 ? nlohmann::json(o.epochs) : nlohmann::json(nullptr)},
@@ -295,9 +349,9 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                       {"resumed_from", o.resume_path.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.resume_path)}};
   const double achieved = flops_per_sample * throughput;
   const double peak = device_peak_flops(o);
-  nlohmann::json run = {{"world_size", o.gpus},
-                        {"batch_per_device", o.batch / o.gpus},
-                        {"global_batch", o.batch},
+  nlohmann::json run = {{"world_size", world},
+                        {"batch_per_device", per_device_batch},
+                        {"global_batch", global_batch},
                         {"steps", result.steps.size()},
                         {"throughput_samples_per_s", reports::number(throughput)},
                         {"step_time_s", reports::summary_json(st)},
@@ -312,12 +366,32 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   if (result.test)
     run["accuracy"] = {{"test", reports::number(result.test->accuracy)}, {"test_loss", reports::number(result.test->loss)}};
   run["devices"] = nlohmann::json::array();
-  for (int d = 0; d < o.gpus; ++d)
+  for (int d = 0; d < world; ++d)
     run["devices"].push_back(
         {{"id", device_ids[static_cast<size_t>(d)]},
          {"samples", dev_samples[static_cast<size_t>(d)]},
-         {"busy_fraction", reports::number(static_cast<double>(dev_busy[static_cast<size_t>(d)]) * 1e-9 / window_s)},
-         {"peak_memory_bytes", memory_stats(bench_device(o, d)).peak_bytes}});
+         {"busy_fraction", reports::number(busy_of(d))},
+         {"peak_memory_bytes", memory_stats(group ? rank_device : bench_device(o, d)).peak_bytes}});
+  if (group) {
+    nlohmann::json per_rank = nlohmann::json::array();
+    for (int r = 0; r < world; ++r) {
+      const RankMetrics& m = ranks[static_cast<size_t>(r)];
+      per_rank.push_back({{"rank", r},
+                          {"step_time_median_s", reports::number(m.step_median_s)},
+                          {"step_time_p90_s", reports::number(m.step_p90_s)},
+                          {"data_wait_share", reports::number(m.data_wait_share)},
+                          {"busy_fraction", reports::number(m.busy_fraction)},
+                          {"comm_s", reports::number(m.comm_s)},
+                          {"overlap_ratio", reports::number(m.overlap_ratio)},
+                          {"exposed_comm_s", reports::number(m.exposed_comm_s)},
+                          {"samples", static_cast<int64_t>(m.samples)}});
+    }
+    run["ranks"] = per_rank;
+    run["buckets"] = buckets_json(measured.back());
+    run["overlap"] = {{"ratio", reports::number(ranks[0].overlap_ratio)},
+                      {"exposed_comm_s", reports::number(ranks[0].exposed_comm_s)},
+                      {"exposed_share", reports::number(ranks[0].exposed_share)}};
+  }
   if (const DataParallel* dp = trainer.data_parallel()) {
     run["dp"] = {{"forward", o.dp_forward},
                  {"input", o.dp_input},
@@ -344,7 +418,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   return report;
 }
 
-VerifyResult run_verify(const BenchOptions& o, std::ostream& out) {
+VerifyResult run_verify(const BenchOptions& o, std::ostream& out, comm::ProcessGroup* group, Device rank_device) {
   validate(o);
   DPB_CHECK(o.verify_steps >= 1) << "--verify-steps must be at least 1, got " << o.verify_steps;
   const int threads = o.threads > 0 ? o.threads : cpu::hardware_threads();
@@ -352,18 +426,34 @@ VerifyResult run_verify(const BenchOptions& o, std::ostream& out) {
   cpu::CpuDeviceScope scope(0);
   set_precision(parse_precision(o.precision));
   set_deterministic(o.deterministic);
+  const int world = group ? group->size() : 1;
   auto train = [&](bool parallel) {
-    RunSetup setup = prepare_run(o, parallel);
+    BenchOptions ob = o;
+    // DDP's reference: one device on the union of the ranks' batches (the shards of a
+    // DistributedSampler step are consecutive positions of the same permutation).
+    if (group && !parallel) ob.batch = o.batch * world;
+    RunSetup setup = prepare_run(ob, parallel);
     setup.train.steps = o.verify_steps;
     setup.train.epochs = 0;
     setup.train.warmup = 0;
+    setup.train.accum_steps = o.accum_steps;
+    if (group && parallel) {
+      setup.train.group = group;
+      setup.train.device = rank_device;
+      setup.train.ddp.bucket_bytes = static_cast<int64_t>(o.bucket_mb * 1024 * 1024);
+      setup.train.distributed_sampler = o.sampler == "distributed";
+    }
     Trainer trainer(*setup.model, *setup.data.train, setup.train, nullptr, setup.data.augment.get());
     trainer.run();
     return std::move(setup.model);
   };
-  auto reference = train(false);
   auto candidate = train(true);
   VerifyResult v;
+  if (group && group->rank() != 0) {
+    v.passed = true;  // rank 0 compares and reports
+    return v;
+  }
+  auto reference = train(false);
   auto ref = reference->named_parameters(), got = candidate->named_parameters();
   for (size_t i = 0; i < ref.size(); ++i) {
     const auto a = ref[i].second->data().to_vector(), b = got[i].second->data().to_vector();
@@ -379,15 +469,21 @@ VerifyResult run_verify(const BenchOptions& o, std::ostream& out) {
     v.max_abs_diff = std::max(v.max_abs_diff, abs_diff);
   }
   v.passed = v.max_rel_diff <= o.verify_tolerance;
-  out << fmt::format("verify: {} steps of {} (--mode={} --gpus={}) against --mode=single from the same start\n",
-                     o.verify_steps, o.model, o.mode, o.gpus);
+  out << fmt::format("verify: {} steps of {} (--mode={}, {} {}) against --mode=single{} from the same start\n",
+                     o.verify_steps, o.model, o.mode, world > 1 ? world : o.gpus, group ? "ranks" : "device(s)",
+                     group ? fmt::format(" with the ranks' global batch of {}", o.batch * world) : "");
   out << fmt::format("largest parameter difference: {:.3g} absolute, {:.3g} relative to the parameter's scale ({}); "
                      "tolerance {:.3g}: {}\n",
                      v.max_abs_diff, v.max_rel_diff, v.worst_parameter.empty() ? "-" : v.worst_parameter,
                      o.verify_tolerance, v.passed ? "PASS" : "FAIL");
-  if (!v.passed && reference->spec().has_batchnorm && o.mode == "dp")
-    out << "note: in dp each replica normalises BatchNorm with its own chunk's statistics (as PyTorch's "
-           "DataParallel does), so models with BatchNorm differ from single-device training by design\n";
+  if (!v.passed && reference->spec().has_batchnorm && (o.mode == "dp" || o.mode == "ddp"))
+    out << "note: in " << o.mode << " each " << (o.mode == "dp" ? "replica" : "rank")
+        << " normalises BatchNorm with its own batch's statistics (as PyTorch's "
+        << (o.mode == "dp" ? "DataParallel" : "DistributedDataParallel without SyncBatchNorm")
+        << " does), so models with BatchNorm differ from single-device training by design\n";
+  if (!v.passed && o.mode == "ddp" && o.sampler == "none")
+    out << "note: with --sampler=none every rank trains on the same samples, so the ranks' global batch is not the "
+           "single run's\n";
   return v;
 }
 
@@ -438,8 +534,10 @@ int main_cli(int argc, char** argv) {
                  "What to measure: train (a training setup) or collectives (all-reduce, all-gather, reduce-scatter, "
                  "broadcast over --gpus ranks, as nccl-tests)")
       ->check(CLI::IsMember({"train", "collectives"}));
-  app.add_option("--mode", o.mode, "Parallel mode: single (one device), dp (one process, --gpus devices)")
-      ->check(CLI::IsMember({"single", "dp"}));
+  app.add_option("--mode", o.mode,
+                 "Parallel mode: single (one device), dp (one process, --gpus devices, as torch.nn.DataParallel), ddp "
+                 "(one process per rank, as DistributedDataParallel; --gpus ranks on this node)")
+      ->check(CLI::IsMember({"single", "dp", "ddp"}));
   app.add_option("--gpus", o.gpus,
                  "Devices to use; with --devices=cpu these are logical CPU devices cpu:0..N-1, each with --threads")
       ->check(CLI::Range(1, 64));
@@ -508,6 +606,13 @@ int main_cli(int argc, char** argv) {
   ranks->add_option("--node-rank", o.node_rank, "This node's index")->check(CLI::NonNegativeNumber);
   ranks->add_option("--master-addr", o.master_addr, "Address of node 0, where rank 0 hosts the store");
   ranks->add_option("--master-port", o.master_port, "Port of the store on node 0")->check(CLI::Range(1, 65535));
+  ranks->add_option("--bucket-mb", o.bucket_mb, "DDP: gradient bucket size in MiB (the first bucket is 1 MiB)");
+  ranks->add_option("--accum-steps", o.accum_steps,
+                    "Batches per optimizer step (gradient accumulation; DDP skips the all-reduce on all but the last)")
+      ->check(CLI::PositiveNumber);
+  ranks->add_option("--sampler", o.sampler,
+                    "DDP: distributed (each rank its shard) or none (every rank reads the whole dataset: the mistake)")
+      ->check(CLI::IsMember({"distributed", "none"}));
   ranks->add_option("--rank", o.rank, "This process's rank (else from torchrun/Slurm/Open MPI variables)");
   ranks->add_option("--world-size", o.world_size, "Ranks in the run (with --rank)");
   ranks->add_option("--local-rank", o.local_rank, "This process's rank on its node (with --rank)");
@@ -569,6 +674,13 @@ int main_cli(int argc, char** argv) {
       const RankEnv env = rank_env(o);
       if (should_launch(o, env)) return launch_ranks(o, args);
       return run_collectives_rank(o, args);
+    }
+    if (o.mode == "ddp") {
+      validate(o);
+      if (!o.json_path.empty()) check_writable(o.json_path);
+      const RankEnv env = rank_env(o);
+      if (should_launch(o, env)) return launch_ranks(o, args);
+      return run_ddp_rank(o, args);
     }
     if (o.verify) return run_verify(o, std::cout).passed ? 0 : 1;
     run_benchmark(o, args, std::cout);

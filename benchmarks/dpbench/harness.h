@@ -59,6 +59,9 @@ struct BenchOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::optional<int> rank, world_size, local_rank;
+  double bucket_mb = 25;                // DDP gradient bucket size (the first is 1 MiB)
+  int accum_steps = 1;                  // batches per optimizer step (no_sync on all but the last)
+  std::string sampler = "distributed";  // distributed | none (every rank reads the whole dataset)
   CollectiveOptions collectives;
   bool verify = false;           // compare --mode against single instead of benchmarking
   int64_t verify_steps = 5;
@@ -73,10 +76,16 @@ struct VerifyResult {
 
 // Trains verify_steps steps in o.mode and in single mode from the same initial weights
 // on the same batches and compares the parameters.
-VerifyResult run_verify(const BenchOptions& o, std::ostream& out);
+// With `group` (DDP), every rank trains its shard; rank 0 also trains one device on the
+// ranks' global batch, compares and reports (other ranks return passed).
+VerifyResult run_verify(const BenchOptions& o, std::ostream& out, comm::ProcessGroup* group = nullptr,
+                        Device rank_device = Device::cpu());
 
-// Runs the benchmark; returns the report (already written when json_path is set).
-nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::string>& argv, std::ostream& out);
+// Runs the benchmark; returns the report (already written when json_path is set). With
+// `group`, this process is one DDP rank on `rank_device`: every rank trains, rank 0
+// gathers the others' metrics, prints and writes the report (others return null).
+nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::string>& argv, std::ostream& out,
+                             comm::ProcessGroup* group = nullptr, Device rank_device = Device::cpu());
 
 // The CLI: parses argv, runs, returns the process exit code. Errors are one line on stderr.
 int main_cli(int argc, char** argv);

@@ -175,8 +175,8 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
           c.status = status;
           const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
           if (failed && result.failure.empty()) {
-            result.failure = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") died: " +
-                             describe_exit(status);
+            result.failure = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") " +
+                             (WIFSIGNALED(status) ? "died: " : "exited with ") + describe_exit(status);
             err << "launcher: " << result.failure << "; stopping the other rank(s)\n" << std::flush;
             dying = true;
             term_at = std::chrono::steady_clock::now() + o.report_window;

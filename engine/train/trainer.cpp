@@ -42,7 +42,8 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
       train_(train),
       test_(test),
       o_(std::move(options)),
-      sampler_(train.size(), 1, 0, true, o_.seed) {
+      sampler_(train.size(), o_.group && o_.distributed_sampler ? o_.group->size() : 1,
+               o_.group && o_.distributed_sampler ? o_.group->rank() : 0, true, o_.seed) {
   DPB_CHECK(o_.batch >= 1) << "batch size must be at least 1, got " << o_.batch;
   DPB_CHECK(o_.epochs > 0 || o_.steps >= 1) << "steps must be at least 1, got " << o_.steps;
   DPB_CHECK(o_.epochs >= 0 && o_.warmup >= 0) << "epochs and warm-up steps must be >= 0";
@@ -61,14 +62,18 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
     o_.device = o_.dp_devices[0];
     dp_ = std::make_unique<DataParallel>(model_, o_.dp_devices);
   }
+  DPB_CHECK(o_.accum_steps >= 1) << "accumulation steps must be at least 1, got " << o_.accum_steps;
+  DPB_CHECK(!(o_.group && dp_)) << "DDP and DataParallel do not combine; use one or the other";
   if (o_.cuda_graph) {
-    DPB_CHECK(o_.device.is_cuda() && !dp_) << "CUDA graphs need one CUDA device (--devices=cuda, --mode=single)";
+    DPB_CHECK(o_.device.is_cuda() && !dp_ && !o_.group && o_.accum_steps == 1)
+        << "CUDA graphs need one CUDA device in single mode without accumulation (--devices=cuda, --mode=single)";
     DPB_CHECK(spec.loss == LossKind::cross_entropy)
         << "CUDA graphs need a model trained with cross-entropy (its loss stays on the device); '" << spec.name
         << "' is trained with " << loss_name(spec.loss);
   }
   model_.to(o_.device);
   model_.train();
+  if (o_.group) ddp_ = std::make_unique<DistributedDataParallel>(model_, *o_.group, o_.ddp);
   optimizer_ = make_optimizer(o_.optim, model_.parameters());
 
   LoaderOptions lo;
@@ -88,8 +93,11 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
     log::info("resumed from {} at epoch {}, batch {}, step {}", o_.resume_path, start_.epoch, start_.batch,
               start_.global_step);
   }
-  const int64_t per_epoch = loader_->batches_per_epoch();
-  planned_ = o_.epochs > 0 ? std::max<int64_t>(0, o_.epochs * per_epoch - (start_.epoch * per_epoch + start_.batch))
+  // Optimizer steps: an epoch of B batches takes ceil(B / accum_steps).
+  const int64_t per_epoch = (loader_->batches_per_epoch() + o_.accum_steps - 1) / o_.accum_steps;
+  planned_ = o_.epochs > 0 ? std::max<int64_t>(0, o_.epochs * per_epoch - (start_.epoch * per_epoch +
+                                                                           (start_.batch + o_.accum_steps - 1) /
+                                                                               o_.accum_steps))
                            : o_.warmup + o_.steps;
 
   LrScheduleOptions s;
@@ -155,7 +163,69 @@ bool Trainer::graph_step(const Batch& batch, StepRecord& r) {
   return true;
 }
 
+StepRecord Trainer::step(const std::vector<Batch>& batches, int64_t global_step) {
+  DPB_CHECK(!batches.empty()) << "an optimizer step needs at least one batch";
+  if (batches.size() == 1 && !ddp_) return step(batches.front(), global_step);
+  DPB_CHECK(!dp_) << "gradient accumulation with DataParallel is not supported";
+  StepRecord r;
+  r.step = global_step;
+  r.lr = schedule_->lr_at(global_step);
+  optimizer_->set_lr(r.lr);
+  r.begin_ns = now_ns();
+  trace::NvtxRange step_range("step");
+  const float scale = 1.0f / static_cast<float>(batches.size());
+  std::vector<LossResult> losses;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const Batch& b = batches[i];
+    r.samples += b.size();
+    Tensor out;
+    {
+      trace::NvtxRange range("forward");
+      out = ddp_ ? ddp_->forward(b.x) : model_.forward(b.x);
+    }
+    LossResult loss;
+    {
+      trace::NvtxRange range("loss");
+      loss = compute_loss(model_.spec().loss, out, b.target, true, /*deferred=*/true);
+      if (batches.size() > 1) ops::scale(loss.grad, scale);
+    }
+    {
+      trace::NvtxRange range("backward");
+      if (ddp_) {
+        ddp_->set_sync(i + 1 == batches.size());
+        ddp_->backward(loss.grad);
+      } else {
+        model_.backward(loss.grad);
+      }
+    }
+    losses.push_back(std::move(loss));
+  }
+  {
+    trace::NvtxRange range("optimizer");
+    optimizer_->step();
+    optimizer_->zero_grad();
+  }
+  double total = 0;
+  for (auto& l : losses) {
+    l.resolve();
+    total += l.loss;
+    r.correct += l.correct;
+  }
+  ops::synchronize(o_.device);
+  r.end_ns = now_ns();
+  r.loss = total / static_cast<double>(losses.size());
+  r.device_busy_ns = {r.end_ns - r.begin_ns};
+  r.device_samples = {r.samples};
+  if (ddp_) {
+    r.backward_begin_ns = ddp_->backward_begin_ns();
+    r.backward_end_ns = ddp_->backward_end_ns();
+    r.buckets = ddp_->reducer().records();
+  }
+  return r;
+}
+
 StepRecord Trainer::step(const Batch& batch, int64_t global_step) {
+  if (ddp_) return step(std::vector<Batch>{batch}, global_step);
   StepRecord r;
   r.step = global_step;
   r.samples = batch.size();
@@ -258,22 +328,28 @@ TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) 
       epoch_steps = 0;
       epoch_clock.reset();
     }
-    const int64_t t0 = now_ns();
-    std::optional<Batch> b = loader_->next();
-    const int64_t waited = now_ns() - t0;
-    if (!b) {
+    int64_t waited = 0;
+    std::vector<Batch> batches;
+    while (static_cast<int>(batches.size()) < o_.accum_steps) {
+      const int64_t t0 = now_ns();
+      std::optional<Batch> b = loader_->next();
+      waited += now_ns() - t0;
+      if (!b) break;
+      batches.push_back(std::move(*b));
+    }
+    if (batches.empty()) {
       end_epoch();
       ++pos.epoch;
       pos.batch = 0;
       epoch_started = false;
       continue;
     }
-    StepRecord r = step(*b, pos.global_step);
+    StepRecord r = batches.size() == 1 ? step(batches.front(), pos.global_step) : step(batches, pos.global_step);
     r.data_ns = waited;
     r.epoch = pos.epoch;
     r.warmup = taken < o_.warmup;
     ++pos.global_step;
-    ++pos.batch;
+    pos.batch += static_cast<int64_t>(batches.size());
     ++taken;
     epoch_loss += r.loss;
     ++epoch_steps;
@@ -290,7 +366,7 @@ TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) 
   progress.finish();
   if (test_ && !result.test) result.test = evaluate(model_, *test_, o_.eval_batch, o_.device);
   result.end = pos;
-  if (!o_.save_path.empty()) {
+  if (!o_.save_path.empty() && (!o_.group || o_.group->rank() == 0)) {
     save_checkpoint(o_.save_path, model_, *optimizer_, pos);
     log::info("checkpoint written to {} (epoch {}, batch {}, step {})", o_.save_path, pos.epoch, pos.batch,
               pos.global_step);

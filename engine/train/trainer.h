@@ -15,6 +15,7 @@
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/optimizer.h"
 #include "engine/parallel/data_parallel.h"
+#include "engine/parallel/distributed_data_parallel.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/evaluate.h"
 #include "engine/train/progress.h"
@@ -46,6 +47,15 @@ struct TrainOptions {
   // replay it for every full batch (the optimizer step stays outside the graph, so
   // learning-rate schedules and Adam work). Needs a cross-entropy model in single mode.
   bool cuda_graph = false;
+  // DDP: this rank's process group (one process per rank). The model is wrapped in
+  // DistributedDataParallel, each rank reads its DistributedSampler shard (or, with
+  // distributed_sampler off, the whole dataset like every other rank: the mistake).
+  comm::ProcessGroup* group = nullptr;
+  DdpOptions ddp;
+  bool distributed_sampler = true;
+  // Batches per optimizer step (gradient accumulation; under DDP the first ones run with
+  // no_sync). The loss gradient is divided by it, so k batches of B train as one of kB.
+  int accum_steps = 1;
   int workers = 0;
   int prefetch = 2;
   int64_t loader_delay_ms = 0;
@@ -69,6 +79,9 @@ struct StepRecord {
   int64_t end_ns = 0;     // step end (after the optimizer)
   std::vector<int64_t> device_busy_ns;  // per device: time it computed in this step
   std::vector<int64_t> device_samples;  // per device: samples it ran forward
+  // DDP: the last backward's interval and what each gradient bucket did (steady-clock ns).
+  int64_t backward_begin_ns = 0, backward_end_ns = 0;
+  std::vector<BucketRecord> buckets;
   double seconds() const { return static_cast<double>(end_ns - begin_ns) * 1e-9; }
 };
 
@@ -98,6 +111,8 @@ class Trainer {
   TrainResult run(const std::function<void(const StepRecord&)>& on_step = {});
   // One optimizer step on a batch already on the model's device.
   StepRecord step(const Batch& batch, int64_t global_step);
+  // One optimizer step over several batches (gradient accumulation).
+  StepRecord step(const std::vector<Batch>& batches, int64_t global_step);
   Optimizer& optimizer() { return *optimizer_; }
   DataLoader& loader() { return *loader_; }
   // Optimizer steps this run will take.
@@ -106,6 +121,7 @@ class Trainer {
   // The devices the model runs on (one, or the DataParallel devices).
   std::vector<Device> devices() const;
   const DataParallel* data_parallel() const { return dp_.get(); }
+  DistributedDataParallel* ddp() { return ddp_.get(); }
 
  private:
   Model& model_;
@@ -115,6 +131,7 @@ class Trainer {
   DistributedSampler sampler_;
   std::unique_ptr<DataLoader> loader_;
   std::unique_ptr<DataParallel> dp_;
+  std::unique_ptr<DistributedDataParallel> ddp_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   TrainPosition start_;

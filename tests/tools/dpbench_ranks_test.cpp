@@ -138,3 +138,54 @@ TEST(DpbenchRanks, RanksStartedWithTorchrunVariables) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string report_schema_path() {
+  const char* v = std::getenv("DPB_REPORT_SCHEMA");
+  return v && *v ? v : DPB_REPORT_SCHEMA;
+}
+
+TEST(DpbenchDdp, ReportHasRanksBucketsAndOverlap) {
+  const std::string json = tmp("ddp") + ".json";
+  const Proc r = sh(bin() + " --mode=ddp --gpus=2 --model=mlp --batch=8 --steps=6 --warmup=2 --threads=1 "
+                            "--bucket-mb=0.5 --accum-steps=2 --json=" + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("[rank 0] dpbench ddp | model mlp"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ddp: "), std::string::npos) << r.out;
+  const auto doc = nlohmann::json::parse(slurp(json));
+  const auto schema = nlohmann::json::parse(slurp(report_schema_path()));
+  for (const auto& v : dpb::reports::schema_violations(schema, doc)) ADD_FAILURE() << "schema: " << v;
+  EXPECT_EQ(doc["config"]["mode"], "ddp");
+  EXPECT_EQ(doc["config"]["backend"], "gloo");
+  EXPECT_EQ(doc["config"]["world_size"], 2);
+  const auto& run = doc["runs"][0];
+  EXPECT_EQ(run["world_size"], 2);
+  EXPECT_EQ(run["batch_per_device"], 8);
+  EXPECT_EQ(run["global_batch"], 8 * 2 * 2);  // ranks x accumulation
+  ASSERT_EQ(run["ranks"].size(), 2u);
+  ASSERT_EQ(run["devices"].size(), 2u);
+  for (const auto& d : run["devices"]) EXPECT_EQ(d["samples"], 8 * 2 * (6 + 2)) << d;  // batches x accum x steps
+  // MLP's 2.7 MB of gradients in 0.5 MiB buckets after a 1 MiB first one: fc3+fc2, fc1 split by size.
+  ASSERT_GE(run["buckets"].size(), 2u);
+  int64_t bytes = 0;
+  for (const auto& b : run["buckets"]) bytes += b["bytes"].get<int64_t>();
+  EXPECT_EQ(bytes, (784 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10) * 4);
+  const double ratio = run["overlap"]["ratio"];
+  EXPECT_GE(ratio, 0.0);
+  EXPECT_LE(ratio, 1.0);
+  std::remove(json.c_str());
+}
+
+TEST(DpbenchDdp, VerifyAgainstSingleAndTheSamplerMistake) {
+  const Proc ok = sh(bin() + " --mode=ddp --gpus=2 --model=lenet --batch=8 --verify --verify-steps=3 --threads=1");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("PASS"), std::string::npos) << ok.out;
+  const Proc bad = sh(bin() + " --mode=ddp --gpus=2 --model=lenet --batch=8 --verify --verify-steps=3 --threads=1 "
+                              "--sampler=none");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("FAIL"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("every rank trains on the same samples"), std::string::npos) << bad.out;
+}
+
+}  // namespace
