@@ -203,6 +203,29 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
            DPB_CUDA_IMPL(batchnorm_backward(x, dy, gamma, saved, dx, dgamma, dbeta, eps, accumulate, global_stats)));
 }
 
+void batchnorm_stats(const Tensor& x, Tensor& mean, Tensor& m2) {
+  expect_ndim("batchnorm_stats", "input", x, 4, "(N, C, H, W)");
+  expect_shape("batchnorm_stats", "mean", mean, {x.size(1)});
+  expect_shape("batchnorm_stats", "m2", m2, {x.size(1)});
+  same_device("batchnorm_stats", x.device(), {&mean, &m2});
+  dispatch("batchnorm_stats", x.device(), [&] { cpu::batchnorm_stats(x, mean, m2); },
+           DPB_CUDA_IMPL(batchnorm_stats(x, mean, m2)));
+}
+
+void batchnorm_sync_correction(const Tensor& x, const Tensor& mean, const Tensor& var, float eps,
+                               const Tensor& gamma, const Tensor& mean_dy, const Tensor& mean_dy_xhat, Tensor& dx) {
+  expect_ndim("batchnorm_sync_correction", "input", x, 4, "(N, C, H, W)");
+  const Shape c{x.size(1)};
+  for (const Tensor* t : {&mean, &var, &gamma, &mean_dy, &mean_dy_xhat})
+    expect_shape("batchnorm_sync_correction", "per-channel statistic", *t, c);
+  expect_shape("batchnorm_sync_correction", "grad_input", dx, x.shape());
+  DPB_CHECK(dx.layout() == x.layout()) << "batchnorm_sync_correction: grad_input in another layout than the input";
+  same_device("batchnorm_sync_correction", x.device(), {&mean, &var, &gamma, &mean_dy, &mean_dy_xhat, &dx});
+  dispatch("batchnorm_sync_correction", x.device(),
+           [&] { cpu::batchnorm_sync_correction(x, mean, var, eps, gamma, mean_dy, mean_dy_xhat, dx); },
+           DPB_CUDA_IMPL(batchnorm_sync_correction(x, mean, var, eps, gamma, mean_dy, mean_dy_xhat, dx)));
+}
+
 void relu_forward(const Tensor& x, Tensor& y) {
   expect_shape("relu_forward", "output", y, x.shape());
   DPB_CHECK(x.layout() == y.layout()) << "relu_forward: input and output in different layouts";

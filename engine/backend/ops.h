@@ -79,6 +79,17 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
                         Tensor& dx, Tensor& dgamma, Tensor& dbeta, float eps, bool accumulate,
                         bool global_stats = false);
 
+// SyncBatchNorm's pieces. Per channel of x (any layout), over N, H, W: mean (C) and
+// m2 (C) = sum of (x - mean)^2, in two passes (no cancellation when the mean is large
+// against the spread); ranks combine them with Chan's formula.
+void batchnorm_stats(const Tensor& x, Tensor& mean, Tensor& m2);
+// The backward through batch statistics that were computed over all ranks: given
+// dx = dy * gamma * invstd (batchnorm_backward with global_stats) and the global means
+// mean_dy (C) = E[dy] and mean_dy_xhat (C) = E[dy * xhat], subtracts
+// gamma * invstd * (mean_dy + xhat * mean_dy_xhat) from dx.
+void batchnorm_sync_correction(const Tensor& x, const Tensor& mean, const Tensor& var, float eps,
+                               const Tensor& gamma, const Tensor& mean_dy, const Tensor& mean_dy_xhat, Tensor& dx);
+
 // --- activations, pooling, element-wise --------------------------------------------------------
 void relu_forward(const Tensor& x, Tensor& y);
 // Uses the forward output y (relu'(x) = y > 0), so the forward may run in place.

@@ -4,10 +4,20 @@
 // normalises with the running statistics in training too (and does not update them),
 // while gamma and beta still train: what fine-tuning uses, and the setting in which
 // data-parallel replicas compute exactly what one device does.
+//
+// With a sync group (SyncBatchNorm, convert_sync_batchnorm) training-mode statistics are
+// those of the whole global batch: each rank's per-channel sums are all-reduced in the
+// forward (one collective), and the sums the backward needs in the backward (one more),
+// so N ranks of b samples normalise and differentiate exactly as one device with N x b.
+// The parameter gradients stay local sums (DDP averages them, as in PyTorch).
 #include "engine/backend/ops.h"
 #include "engine/nn/module.h"
 
 namespace dpb {
+
+namespace comm {
+class ProcessGroup;
+}
 
 class BatchNorm2d : public Module {
  public:
@@ -22,14 +32,25 @@ class BatchNorm2d : public Module {
   std::unique_ptr<Module> clone_structure() const override;
   void set_frozen(bool frozen) { frozen_ = frozen; }
   bool frozen() const { return frozen_; }
+  void set_sync_group(comm::ProcessGroup* group) { sync_ = group; }
+  comm::ProcessGroup* sync_group() const { return sync_; }
 
  protected:
   void copy_settings_from(const Module& other) override {
-    if (const auto* bn = dynamic_cast<const BatchNorm2d*>(&other)) frozen_ = bn->frozen_;
+    if (const auto* bn = dynamic_cast<const BatchNorm2d*>(&other)) {
+      frozen_ = bn->frozen_;
+      sync_ = bn->sync_;
+    }
   }
 
  private:
+  Tensor sync_forward(const Tensor& x);
+  Tensor sync_backward(const Tensor& dy);
+
   bool frozen_ = false;
+  comm::ProcessGroup* sync_ = nullptr;
+  Tensor sync_mean_, sync_var_;  // (C) the global batch statistics of the last forward
+  int64_t sync_count_ = 0;       // values per channel in the global batch
   int64_t channels_;
   float eps_, momentum_;
   Parameter* weight_;     // (C) gamma
@@ -42,5 +63,8 @@ class BatchNorm2d : public Module {
 
 // Freezes (or unfreezes) every BatchNorm2d in `m`.
 void freeze_batchnorm(Module& m, bool frozen = true);
+// Makes every BatchNorm2d in `m` a SyncBatchNorm over `group` (null: local again), as
+// torch.nn.SyncBatchNorm.convert_sync_batchnorm.
+void convert_sync_batchnorm(Module& m, comm::ProcessGroup* group);
 
 }  // namespace dpb

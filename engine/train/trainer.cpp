@@ -4,6 +4,7 @@
 
 #include "engine/core/clock.h"
 #include "engine/core/log.h"
+#include "engine/nn/batchnorm2d.h"
 #include "engine/trace/nvtx.h"
 
 namespace dpb {
@@ -73,6 +74,7 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
   }
   model_.to(o_.device);
   model_.train();
+  if (o_.group && o_.sync_bn) convert_sync_batchnorm(model_, o_.group);
   if (o_.group) ddp_ = std::make_unique<DistributedDataParallel>(model_, *o_.group, o_.ddp);
   optimizer_ = make_optimizer(o_.optim, model_.parameters());
 

@@ -53,6 +53,7 @@ struct TrainOptions {
   comm::ProcessGroup* group = nullptr;
   DdpOptions ddp;
   bool distributed_sampler = true;
+  bool sync_bn = false;  // DDP: BatchNorm statistics over the global batch (SyncBatchNorm)
   // Batches per optimizer step (gradient accumulation; under DDP the first ones run with
   // no_sync). The loss gradient is divided by it, so k batches of B train as one of kB.
   int accum_steps = 1;

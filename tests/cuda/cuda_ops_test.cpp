@@ -132,6 +132,31 @@ TEST_P(CudaOps, BatchNormMatchesCpu) {
   EXPECT_LT(rel_error(gye, ye), tol());
 }
 
+TEST_P(CudaOps, SyncBatchNormPiecesMatchCpu) {
+  test::PrecisionScope scope(GetParam());
+  const int64_t C = 6;
+  // A large mean against the spread: the two-pass statistics must not cancel. The CPU
+  // side gets the same (rounded) activations as the GPU.
+  Tensor x = random_tensor({4, C, 5, 5}, 11, 2.0f), dy0 = random_tensor({4, C, 5, 5}, 12);
+  ops::axpy(1.0f, Tensor::full(x.shape(), 50.0f), x);
+  Tensor gx = as_activation(x), gdx = as_activation(dy0);
+  x = gx.to_dtype(DType::f32).to_plain().to(Device::cpu());
+  Tensor dx = gdx.to_dtype(DType::f32).to_plain().to(Device::cpu());
+  Tensor mean = Tensor::empty({C}), m2 = Tensor::empty({C});
+  Tensor gmean = Tensor::empty({C}, kGpu), gm2 = Tensor::empty({C}, kGpu);
+  ops::batchnorm_stats(x, mean, m2);
+  ops::batchnorm_stats(gx, gmean, gm2);
+  EXPECT_LT(rel_error(gmean, mean), 1e-5);
+  EXPECT_LT(rel_error(gm2, m2), 1e-4);
+  Tensor var = m2.clone();
+  ops::scale(var, 1.0f / 100.0f);
+  Tensor g = random_tensor({C}, 13), mdy = random_tensor({C}, 14), mdyx = random_tensor({C}, 15);
+  ops::batchnorm_sync_correction(x, mean, var, 1e-5f, g, mdy, mdyx, dx);
+  ops::batchnorm_sync_correction(gx, mean.to(kGpu), var.to(kGpu), 1e-5f, g.to(kGpu), mdy.to(kGpu), mdyx.to(kGpu),
+                                 gdx);
+  EXPECT_LT(rel_error(gdx, dx), tol());
+}
+
 TEST_P(CudaOps, ReluPoolingAndAddMatchCpu) {
   test::PrecisionScope scope(GetParam());
   Tensor x = random_tensor({3, 5, 8, 8}, 11), gx = as_activation(x);

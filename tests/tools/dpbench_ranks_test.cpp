@@ -188,4 +188,17 @@ TEST(DpbenchDdp, VerifyAgainstSingleAndTheSamplerMistake) {
   EXPECT_NE(bad.out.find("every rank trains on the same samples"), std::string::npos) << bad.out;
 }
 
+TEST(DpbenchDdp, SyncBatchNormMakesBatchNormModelsTrainAsOneDevice) {
+  // Each rank normalising its own 4 samples: far from one device with 8, and the report
+  // says why.
+  const std::string common = " --mode=ddp --gpus=2 --model=resnet18 --batch=4 --verify --verify-steps=1 --threads=1";
+  const Proc local = sh(bin() + common);
+  EXPECT_NE(local.code, 0);
+  EXPECT_NE(local.out.find("FAIL"), std::string::npos) << local.out;
+  EXPECT_NE(local.out.find("--sync-bn makes them equal"), std::string::npos) << local.out;
+  const Proc synced = sh(bin() + common + " --sync-bn");
+  EXPECT_EQ(synced.code, 0) << synced.out << synced.err;
+  EXPECT_NE(synced.out.find("PASS"), std::string::npos) << synced.out;
+}
+
 }  // namespace

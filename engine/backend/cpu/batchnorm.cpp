@@ -1,5 +1,8 @@
 // Batch normalisation on oneDNN (training, inference, backward), with the running
 // statistics kept the way PyTorch keeps them.
+#include <cmath>
+#include <vector>
+
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/dnnl_util.h"
 
@@ -111,6 +114,67 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
     axpy(1.0f, dg, dgamma);
     axpy(1.0f, dbt, dbeta);
   }
+}
+
+}  // namespace dpb::cpu
+
+namespace dpb::cpu {
+
+namespace {
+// Calls f(channel, offset) for every element of a 4-d tensor in its storage layout.
+template <typename F>
+void for_each_element(const Tensor& t, F&& f) {
+  const int64_t N = t.size(0), C = t.size(1), HW = t.size(2) * t.size(3);
+  const int64_t b = layout_block(t.layout());
+  if (b == 1) {
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t i = 0; i < HW; ++i) f(c, (n * C + c) * HW + i);
+    return;
+  }
+  const int64_t CB = (C + b - 1) / b;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t cb = 0; cb < CB; ++cb)
+      for (int64_t i = 0; i < HW; ++i)
+        for (int64_t k = 0; k < b && cb * b + k < C; ++k) f(cb * b + k, ((n * CB + cb) * HW + i) * b + k);
+}
+}  // namespace
+
+void batchnorm_stats(const Tensor& x, Tensor& mean, Tensor& m2) {
+  const int64_t C = x.size(1);
+  const double n = static_cast<double>(x.size(0) * x.size(2) * x.size(3));
+  std::vector<double> s(static_cast<size_t>(C), 0.0), ss(static_cast<size_t>(C), 0.0);
+  const float* p = x.data();
+  for_each_element(x, [&](int64_t c, int64_t o) { s[static_cast<size_t>(c)] += p[o]; });
+  for (auto& v : s) v = n > 0 ? v / n : 0.0;
+  for_each_element(x, [&](int64_t c, int64_t o) {
+    const double d = p[o] - s[static_cast<size_t>(c)];
+    ss[static_cast<size_t>(c)] += d * d;
+  });
+  for (int64_t c = 0; c < C; ++c) {
+    mean.data()[c] = static_cast<float>(s[static_cast<size_t>(c)]);
+    m2.data()[c] = static_cast<float>(ss[static_cast<size_t>(c)]);
+  }
+}
+
+void batchnorm_sync_correction(const Tensor& x, const Tensor& mean, const Tensor& var, float eps, const Tensor& gamma,
+                               const Tensor& mean_dy, const Tensor& mean_dy_xhat, Tensor& dx) {
+  const int64_t C = x.size(1);
+  std::vector<float> inv(static_cast<size_t>(C)), k1(static_cast<size_t>(C)), k2(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    inv[static_cast<size_t>(c)] = 1.0f / std::sqrt(var.data()[c] + eps);
+    k1[static_cast<size_t>(c)] = gamma.data()[c] * inv[static_cast<size_t>(c)];
+    k2[static_cast<size_t>(c)] = mean_dy.data()[c];
+  }
+  const float* xp = x.data();
+  float* dp = dx.data();
+  const float* m = mean.data();
+  const float* g2 = mean_dy_xhat.data();
+  for_each_element(x, [&](int64_t c, int64_t o) {
+    const auto ci = static_cast<size_t>(c);
+    const float xhat = (xp[o] - m[c]) * inv[ci];
+    dp[o] -= k1[ci] * (k2[ci] + xhat * g2[c]);
+  });
 }
 
 }  // namespace dpb::cpu

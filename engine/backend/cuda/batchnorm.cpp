@@ -109,3 +109,21 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
 }
 
 }  // namespace dpb::cuda
+
+namespace dpb::cuda {
+
+void batchnorm_stats(const Tensor& x, Tensor& mean, Tensor& m2) {
+  OpEnv env = op_env(x);
+  k::bn_stats(env.stream, x.raw(), x.dtype() == DType::bf16, x.layout() == Layout::nhwc, x.size(0), x.size(1),
+              x.size(2) * x.size(3), mean.data(), m2.data());
+}
+
+void batchnorm_sync_correction(const Tensor& x, const Tensor& mean, const Tensor& var, float eps, const Tensor& gamma,
+                               const Tensor& mean_dy, const Tensor& mean_dy_xhat, Tensor& dx) {
+  OpEnv env = op_env(x);
+  k::bn_sync_correction(env.stream, x.raw(), dx.raw(), x.dtype() == DType::bf16, x.layout() == Layout::nhwc,
+                        x.size(0), x.size(1), x.size(2) * x.size(3), mean.data(), var.data(), eps, gamma.data(),
+                        mean_dy.data(), mean_dy_xhat.data());
+}
+
+}  // namespace dpb::cuda

@@ -84,6 +84,42 @@ __global__ void bn_fixed_backward_kernel(const T* x, const T* dy, T* dx, bool nh
     }
 }
 
+// One block per channel, two passes over the channel: the mean, then the sum of squared
+// deviations from it (no cancellation when the mean is large against the spread).
+template <typename T>
+__global__ void bn_stats_kernel(const T* x, bool nhwc, int64_t N, int64_t C, int64_t HW, float* mean, float* m2) {
+  const int64_t c = blockIdx.x;
+  __shared__ float shared_mean;
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < N * HW; i += blockDim.x) s += load(x, at(nhwc, i / HW, c, i % HW, C, HW));
+  s = block_sum(s);
+  if (threadIdx.x == 0) shared_mean = N * HW > 0 ? s / static_cast<float>(N * HW) : 0.0f;
+  __syncthreads();
+  const float m = shared_mean;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < N * HW; i += blockDim.x) {
+    const float d = load(x, at(nhwc, i / HW, c, i % HW, C, HW)) - m;
+    ss += d * d;
+  }
+  ss = block_sum(ss);
+  if (threadIdx.x == 0) {
+    mean[c] = m;
+    m2[c] = ss;
+  }
+}
+
+template <typename T>
+__global__ void bn_sync_correction_kernel(const T* x, T* dx, bool nhwc, int64_t N, int64_t C, int64_t HW,
+                                          const float* mean, const float* var, float eps, const float* gamma,
+                                          const float* mdy, const float* mdyx) {
+  DPB_GRID_STRIDE(i, N * C * HW) {
+    const int64_t c = nhwc ? i % C : (i / HW) % C;
+    const float inv = rsqrtf(var[c] + eps);
+    const float xhat = (load(x, i) - mean[c]) * inv;
+    store(dx, i, load(dx, i) - gamma[c] * inv * (mdy[c] + xhat * mdyx[c]));
+  }
+}
+
 __global__ void invstd_to_var_kernel(float* v, int64_t C, float eps) {
   DPB_GRID_STRIDE(i, C) v[i] = 1.0f / (v[i] * v[i]) - eps;
 }
@@ -155,6 +191,29 @@ void bn_fixed_backward(cudaStream_t s, const void* x, const void* dy, void* dx, 
         eps, dgamma, dbeta, accumulate);
   });
   check_launch("bn_fixed_backward");
+}
+
+void bn_stats(cudaStream_t s, const void* x, bool bf16, bool nhwc, int64_t N, int64_t C, int64_t HW, float* mean,
+              float* m2) {
+  if (C == 0) return;
+  with_type(bf16, [&](auto* t) {
+    using T = std::remove_pointer_t<decltype(t)>;
+    bn_stats_kernel<<<static_cast<unsigned>(C), kBlock, 0, s>>>(static_cast<const T*>(x), nhwc, N, C, HW, mean, m2);
+  });
+  check_launch("bn_stats");
+}
+
+void bn_sync_correction(cudaStream_t s, const void* x, void* dx, bool bf16, bool nhwc, int64_t N, int64_t C,
+                        int64_t HW, const float* mean, const float* var, float eps, const float* gamma,
+                        const float* mean_dy, const float* mean_dy_xhat) {
+  if (N * C * HW == 0) return;
+  with_type(bf16, [&](auto* t) {
+    using T = std::remove_pointer_t<decltype(t)>;
+    bn_sync_correction_kernel<<<grid_for(N * C * HW), kBlock, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(dx),
+                                                                       nhwc, N, C, HW, mean, var, eps, gamma, mean_dy,
+                                                                       mean_dy_xhat);
+  });
+  check_launch("bn_sync_correction");
 }
 
 void invstd_to_var(cudaStream_t s, float* v, int64_t C, float eps) {

@@ -27,6 +27,9 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
                             const Tensor& running_mean, const Tensor& running_var, float eps);
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const ops::BatchNormSaved& saved,
                         Tensor& dx, Tensor& dgamma, Tensor& dbeta, float eps, bool accumulate, bool global_stats);
+void batchnorm_stats(const Tensor& x, Tensor& mean, Tensor& m2);
+void batchnorm_sync_correction(const Tensor& x, const Tensor& mean, const Tensor& var, float eps, const Tensor& gamma,
+                               const Tensor& mean_dy, const Tensor& mean_dy_xhat, Tensor& dx);
 void relu_forward(const Tensor& x, Tensor& y);
 void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
 void pool2d_forward(ops::PoolKind kind, const Tensor& x, Tensor& y, const ops::Pool2dParams& p);

@@ -43,6 +43,12 @@ void bn_fixed_forward(cudaStream_t s, const void* x, void* y, bool bf16, bool nh
 void bn_fixed_backward(cudaStream_t s, const void* x, const void* dy, void* dx, bool bf16, bool nhwc, int64_t N,
                        int64_t C, int64_t HW, const float* gamma, const float* mean, const float* var, float eps,
                        float* dgamma, float* dbeta, bool accumulate);
+// SyncBatchNorm: per channel sum and sum of squares; and dx -= gamma*invstd*(mdy + xhat*mdyx)
+void bn_stats(cudaStream_t s, const void* x, bool bf16, bool nhwc, int64_t N, int64_t C, int64_t HW, float* mean,
+              float* m2);
+void bn_sync_correction(cudaStream_t s, const void* x, void* dx, bool bf16, bool nhwc, int64_t N, int64_t C,
+                        int64_t HW, const float* mean, const float* var, float eps, const float* gamma,
+                        const float* mean_dy, const float* mean_dy_xhat);
 // invstd = 1 / sqrt(var + eps) -> var (biased), in place over C values
 void invstd_to_var(cudaStream_t s, float* v, int64_t C, float eps);
 
