@@ -55,8 +55,17 @@ struct RunSetup {
 
 // Flag combinations CLI11 cannot check on its own (for library callers too).
 void validate(const BenchOptions& o) {
-  DPB_CHECK(o.mode == "single" || o.mode == "dp" || o.mode == "ddp")
-      << "mode '" << o.mode << "' is not available (valid: single, dp, ddp)";
+  DPB_CHECK(o.mode == "single" || o.mode == "dp" || o.mode == "ddp" || o.mode == "mp")
+      << "mode '" << o.mode << "' is not available (valid: single, dp, ddp, mp)";
+  const PipelineSchedule schedule = parse_pipeline_schedule(o.pipeline_schedule);
+  DPB_CHECK(o.micro_batches >= 0) << "--micro-batches must be at least 1, got " << o.micro_batches;
+  DPB_CHECK(schedule != PipelineSchedule::naive || o.micro_batches <= 1)
+      << "--schedule=naive runs the whole batch through one stage at a time; --micro-batches=" << o.micro_batches
+      << " needs --schedule=gpipe or --schedule=1f1b";
+  DPB_CHECK(o.mode != "mp" || o.gpus >= 2) << "--mode=mp cuts the model over --gpus=2 or more devices, got --gpus="
+                                           << o.gpus;
+  DPB_CHECK(o.mode != "mp" || o.accum_steps == 1)
+      << "--mode=mp accumulates over --micro-batches; --accum-steps is for single, dp and ddp";
   DPB_CHECK(o.accum_steps >= 1) << "--accum-steps must be at least 1, got " << o.accum_steps;
   DPB_CHECK(o.bucket_mb > 0) << "--bucket-mb must be positive, got " << o.bucket_mb;
   DPB_CHECK(o.sampler == "distributed" || o.sampler == "none")
@@ -108,6 +117,13 @@ int loader_workers(const BenchOptions& o) {
   return std::clamp(cpu::hardware_threads() - 1, 1, 8);
 }
 
+// --micro-batches=0: one for the naive schedule, else 4 (at most the batch).
+int micro_batches(const BenchOptions& o) {
+  if (o.micro_batches > 0) return o.micro_batches;
+  if (o.pipeline_schedule == "naive") return 1;
+  return static_cast<int>(std::min<int64_t>(4, o.batch));
+}
+
 RunSetup prepare_run(const BenchOptions& o, bool parallel) {
   RunSetup r;
   Generator init_gen(o.seed);
@@ -136,11 +152,17 @@ RunSetup prepare_run(const BenchOptions& o, bool parallel) {
   t.optim.lr = o.lr;
   t.optim.momentum = o.momentum;
   t.optim.weight_decay = o.weight_decay;
-  t.schedule = o.schedule;
+  t.schedule = o.lr_schedule;
   t.lr_warmup_steps = o.lr_warmup;
   t.lr_scale = o.lr_scale;
   t.base_batch = o.base_batch;
   t.device = bench_device(o, 0);
+  if (parallel && o.mode == "mp") {
+    for (int d = 0; d < o.gpus; ++d) t.mp_devices.push_back(bench_device(o, d));
+    t.mp_split = o.split;
+    t.mp_schedule = parse_pipeline_schedule(o.pipeline_schedule);
+    t.micro_batches = micro_batches(o);
+  }
   if (parallel && o.mode == "dp") {
     for (int d = 0; d < o.gpus; ++d) t.dp_devices.push_back(bench_device(o, d));
     t.dp_bypass = o.dp_forward == "bypass";
@@ -251,7 +273,8 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
     dev_busy.assign(static_cast<size_t>(world), 0);
     for (int r = 0; r < world; ++r) dev_samples[static_cast<size_t>(r)] = static_cast<int64_t>(ranks[static_cast<size_t>(r)].samples);
   }
-  const int64_t per_device_batch = group ? o.batch : o.batch / o.gpus;
+  // mp: every stage handles the whole batch (its own layers of it).
+  const int64_t per_device_batch = group ? o.batch : o.mode == "mp" ? o.batch : o.batch / o.gpus;
   const int64_t global_batch = (group ? o.batch * world : o.batch) * o.accum_steps;
   const double throughput = static_cast<double>(global_batch) / st.median;
   auto busy_of = [&](int d) {
@@ -297,6 +320,61 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                        100 * m0.overlap_ratio, m0.exposed_comm_s * 1e3 / std::max(1.0, m0.steps),
                        100 * m0.exposed_share);
   }
+  // mp: what each stage holds, how much of each step it idled, against the theory.
+  nlohmann::json pipeline_json, stages_json = nlohmann::json::array();
+  if (PipelineParallel* pp = trainer.pipeline()) {
+    const int p = static_cast<int>(pp->devices().size());
+    std::vector<double> idle(static_cast<size_t>(p), 0.0);
+    double bubble = 0;
+    for (const auto& r : measured) {
+      for (int s = 0; s < p; ++s) idle[static_cast<size_t>(s)] += r.pipeline.stage_idle[static_cast<size_t>(s)];
+      bubble += r.pipeline.bubble;
+    }
+    for (auto& v : idle) v /= static_cast<double>(measured.size());
+    bubble /= static_cast<double>(measured.size());
+    const auto& last = measured.back().pipeline;
+    const auto units = pp->stage_units();
+    const auto params = pp->stage_parameters();
+    out << fmt::format("mp: {} schedule, {} micro-batch(es) of {}; bubble {:.1f}% measured (mean stage idle share), "
+                       "{:.1f}% in theory ((p-1)/(m+p-1), p={}, m={})\n",
+                       pipeline_schedule_name(pp->options().schedule), last.micro_sizes.size(),
+                       last.micro_sizes.front(), 100 * bubble, 100 * last.theory, p, last.micro_sizes.size());
+    for (int s = 0; s < p; ++s) {
+      const auto& u = units[static_cast<size_t>(s)];
+      out << fmt::format("  stage {} {}: {}{} ({} parameters), idle {:.1f}%\n", s, device_ids[static_cast<size_t>(s)],
+                         u.front(), u.size() > 1 ? ".." + u.back() : "", params[static_cast<size_t>(s)],
+                         100 * idle[static_cast<size_t>(s)]);
+      stages_json.push_back({{"stage", s},
+                             {"device", device_ids[static_cast<size_t>(s)]},
+                             {"units", u},
+                             {"parameters", params[static_cast<size_t>(s)]},
+                             {"busy_fraction", reports::number(busy_of(s))},
+                             {"idle_share", reports::number(idle[static_cast<size_t>(s)])}});
+    }
+    std::vector<std::string> starts;
+    for (int k : pp->split()) starts.push_back(pp->units()[static_cast<size_t>(k)].name);
+    nlohmann::json costs = nullptr;
+    if (!trainer.unit_costs().empty()) {
+      costs = nlohmann::json::array();
+      for (size_t k = 0; k < pp->units().size(); ++k)
+        costs.push_back({{"unit", pp->units()[k].name}, {"seconds", reports::number(trainer.unit_costs()[k])}});
+    }
+    nlohmann::json events = nlohmann::json::array();
+    for (const auto& e : last.events)
+      events.push_back({{"stage", e.stage},
+                        {"micro_batch", e.micro},
+                        {"kind", std::string(1, e.kind)},
+                        {"begin_s", reports::number(static_cast<double>(e.begin_ns - last.begin_ns) * 1e-9)},
+                        {"end_s", reports::number(static_cast<double>(e.end_ns - last.begin_ns) * 1e-9)}});
+    pipeline_json = {{"schedule", pipeline_schedule_name(pp->options().schedule)},
+                     {"micro_batches", last.micro_sizes.size()},
+                     {"micro_batch_sizes", last.micro_sizes},
+                     {"split", starts},
+                     {"split_by", o.split.empty() ? "measured time" : "--split"},
+                     {"unit_costs", costs},
+                     {"bubble", {{"measured", reports::number(bubble)}, {"theory", reports::number(last.theory)}}},
+                     {"last_step_events", events}};
+  }
   if (st.outliers > 0) out << fmt::format("note: {} of {} step times are outliers (median/MAD)\n", st.outliers, st.count);
   nlohmann::json op_rows = nlohmann::json::array();
   if (o.op_profile) {
@@ -326,6 +404,8 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                       {"gpus", o.gpus},
                       {"device_list", device_ids},
                       {"dp_forward", o.mode == "dp" ? nlohmann::json(o.dp_forward) : nlohmann::json(nullptr)},
+                      {"pipeline_schedule", o.mode == "mp" ? nlohmann::json(o.pipeline_schedule) : nlohmann::json(nullptr)},
+                      {"micro_batches", o.mode == "mp" ? nlohmann::json(micro_batches(o)) : nlohmann::json(nullptr)},
                       {"batch_per_device", per_device_batch},
                       {"global_batch", global_batch},
                       {"world_size", world},
@@ -346,7 +426,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                       {"optimizer", {{"name", o.optimizer}, {"lr", o.lr}, {"momentum", o.momentum}}},
                       {"lr_scale", o.lr_scale},
                       {"lr_effective", reports::number(result.lr)},
-                      {"schedule", o.schedule},
+                      {"lr_schedule", o.lr_schedule},
                       {"parameters", model->parameter_count()},
                       {"resumed_from", o.resume_path.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.resume_path)}};
   const double achieved = flops_per_sample * throughput;
@@ -393,6 +473,10 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
     run["overlap"] = {{"ratio", reports::number(ranks[0].overlap_ratio)},
                       {"exposed_comm_s", reports::number(ranks[0].exposed_comm_s)},
                       {"exposed_share", reports::number(ranks[0].exposed_share)}};
+  }
+  if (!pipeline_json.is_null()) {
+    run["pipeline"] = pipeline_json;
+    run["stages"] = stages_json;
   }
   if (const DataParallel* dp = trainer.data_parallel()) {
     run["dp"] = {{"forward", o.dp_forward},
@@ -512,6 +596,10 @@ VerifyResult run_verify(const BenchOptions& o, std::ostream& out, comm::ProcessG
         << (o.mode == "dp" ? "DataParallel" : "DistributedDataParallel without SyncBatchNorm")
         << " does), so models with BatchNorm differ from single-device training by design"
         << (o.mode == "ddp" ? "; --sync-bn makes them equal" : "") << "\n";
+  if (!v.passed && reference->spec().has_batchnorm && o.mode == "mp" && micro_batches(o) > 1)
+    out << "note: in mp each micro-batch is normalised by BatchNorm with its own statistics (as in GPipe and "
+           "PyTorch's Pipe), so models with BatchNorm differ from single-device training by design; "
+           "--schedule=naive (one micro-batch) makes them equal\n";
   if (!v.passed && batch_stats)
     out << "note: training with batch statistics at small batches is chaotic: float rounding (SyncBatchNorm sums in "
            "another order than one device) flips ReLUs at their kink and the difference grows every step; compare one "
@@ -571,8 +659,9 @@ int main_cli(int argc, char** argv) {
       ->check(CLI::IsMember({"train", "collectives"}));
   app.add_option("--mode", o.mode,
                  "Parallel mode: single (one device), dp (one process, --gpus devices, as torch.nn.DataParallel), ddp "
-                 "(one process per rank, as DistributedDataParallel; --gpus ranks on this node)")
-      ->check(CLI::IsMember({"single", "dp", "ddp"}));
+                 "(one process per rank, as DistributedDataParallel; --gpus ranks on this node), mp (one process, "
+                 "the model cut into --gpus pipeline stages)")
+      ->check(CLI::IsMember({"single", "dp", "ddp", "mp"}));
   app.add_option("--gpus", o.gpus,
                  "Devices to use; with --devices=cpu these are logical CPU devices cpu:0..N-1, each with --threads")
       ->check(CLI::Range(1, 64));
@@ -582,6 +671,16 @@ int main_cli(int argc, char** argv) {
   app.add_option("--dp-input", o.dp_input,
                  "dp: tensor (scattered) or list (a list of samples: replicated whole to every device, the mistake)")
       ->check(CLI::IsMember({"tensor", "list"}));
+  auto* mp = app.add_option_group("Model parallel (--mode=mp)");
+  mp->add_option("--split", o.split,
+                 "First layer of each stage after the first, by index or name (e.g. layer3.0; a wrong one lists "
+                 "them); default: balanced by each layer's measured forward + backward time");
+  mp->add_option("--schedule", o.pipeline_schedule,
+                 "naive (whole batch, one stage at a time), gpipe (all micro-batch forwards, then the backwards), "
+                 "1f1b (one forward, one backward)")
+      ->check(CLI::IsMember({"naive", "gpipe", "1f1b"}));
+  mp->add_option("--micro-batches", o.micro_batches, "Micro-batches per step (default: 1 for naive, else 4)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--model", o.model, "Model: " + join(model_names()))->check(CLI::IsMember(model_names()));
   app.add_option("--dataset", o.dataset, "Dataset (synthetic: generated, learnable, no I/O)")
       ->check(CLI::IsMember(dataset_names()));
@@ -619,7 +718,7 @@ int main_cli(int argc, char** argv) {
   app.add_option("--lr", o.lr, "Learning rate")->check(CLI::NonNegativeNumber);
   app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::NonNegativeNumber);
   app.add_option("--weight-decay", o.weight_decay, "Weight decay (default: 0; AdamW 0.01)");
-  app.add_option("--schedule", o.schedule, "Learning-rate schedule")
+  app.add_option("--lr-schedule", o.lr_schedule, "Learning-rate schedule")
       ->check(CLI::IsMember({"constant", "step", "cosine"}));
   app.add_option("--lr-warmup", o.lr_warmup, "Linear learning-rate warm-up steps")->check(CLI::NonNegativeNumber);
   app.add_option("--lr-scale", o.lr_scale,

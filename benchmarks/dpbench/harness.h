@@ -20,6 +20,11 @@ struct BenchOptions {
   int gpus = 1;                         // devices (on the CPU: logical CPU devices)
   std::string dp_forward = "scatter";   // dp: scatter | bypass (call the wrapped module directly)
   std::string dp_input = "tensor";      // dp: tensor | list (a list of samples is replicated, not scattered)
+  // mp: the first layer of each stage after the first (indices or names; empty: balanced
+  // by measured time), the schedule and micro-batches (0: 1 for naive, else 4).
+  std::string split;
+  std::string pipeline_schedule = "gpipe";  // naive | gpipe | 1f1b
+  int micro_batches = 0;
   std::string model = "lenet";
   std::string dataset = "synthetic";
   std::string data_dir;  // empty: the dataset's default location
@@ -42,7 +47,7 @@ struct BenchOptions {
   float lr = 0.01f;
   float momentum = 0.9f;
   float weight_decay = -1.0f;
-  std::string schedule = "constant";
+  std::string lr_schedule = "constant";
   int64_t lr_warmup = 0;
   std::string lr_scale = "none";
   int64_t base_batch = 256;

@@ -94,6 +94,28 @@ void Module::copy_state_from(Module& other) {
   copy_settings_recursively(other);
 }
 
+void Module::share_state_with(Module& other) {
+  auto mine = named_parameters();
+  auto theirs = other.named_parameters();
+  DPB_CHECK(mine.size() == theirs.size()) << "share_state_with: " << mine.size() << " parameters vs "
+                                          << theirs.size();
+  for (size_t i = 0; i < mine.size(); ++i) {
+    Parameter& m = *mine[i].second;
+    Parameter& t = *theirs[i].second;
+    DPB_CHECK(mine[i].first == theirs[i].first && m.data().shape() == t.data().shape())
+        << "share_state_with: parameter " << i << " is " << mine[i].first << " " << m.data().shape()
+        << " here but " << theirs[i].first << " " << t.data().shape() << " in the source";
+    m.data() = t.data();
+    if (!t.grad().defined()) t.set_grad(Tensor::zeros(t.data().shape(), t.data().device()));
+    m.set_grad(t.grad());
+  }
+  auto mb = named_buffers();
+  auto tb = other.named_buffers();
+  DPB_CHECK(mb.size() == tb.size()) << "share_state_with: " << mb.size() << " buffers vs " << tb.size();
+  for (size_t i = 0; i < mb.size(); ++i) *mb[i].second = *tb[i].second;
+  copy_settings_recursively(other);
+}
+
 void Module::copy_settings_recursively(const Module& other) {
   training_ = other.training_;
   copy_settings_from(other);

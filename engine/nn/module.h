@@ -52,6 +52,10 @@ class Module {
   // Copies parameter and buffer values, the training mode and the settings that are
   // not constructor arguments (copy_settings_from) from a module of the same structure.
   void copy_state_from(Module& other);
+  // Makes this module's parameters, their gradients and its buffers the storage of
+  // `other`'s (same structure; no copies) and copies its settings: a second instance of
+  // the same layers with its own saved activations (a pipeline's micro-batch copies).
+  void share_state_with(Module& other);
 
  protected:
   // This module's own settings beyond its constructor arguments (e.g. a frozen

@@ -11,10 +11,23 @@ Sequential& Sequential::add(std::string name, std::unique_ptr<Module> child) {
   return *this;
 }
 
+void Sequential::set_input_device(size_t i, Device device) {
+  DPB_CHECK(i < layers_.size()) << "set_input_device: layer " << i << " of " << layers_.size();
+  input_device_.resize(layers_.size());
+  came_from_.resize(layers_.size(), Device::cpu());
+  input_device_[i] = device;
+}
+
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
   const bool ranges = trace::nvtx_enabled();
   for (size_t i = 0; i < layers_.size(); ++i) {
+    if (i < input_device_.size() && input_device_[i] && h.device() != *input_device_[i]) {
+      came_from_[i] = h.device();
+      h = h.to(*input_device_[i]);
+    } else if (i < came_from_.size()) {
+      came_from_[i] = h.device();
+    }
     if (ranges) {
       trace::NvtxRange r(names_[i] + " (" + layers_[i]->type_name() + ")");
       h = layers_[i]->forward(h);
@@ -35,6 +48,8 @@ Tensor Sequential::backward(const Tensor& grad_out) {
     } else {
       g = layers_[i]->backward(g);
     }
+    if (i < input_device_.size() && input_device_[i] && g.defined() && g.device() != came_from_[i])
+      g = g.to(came_from_[i]);
   }
   return g;
 }

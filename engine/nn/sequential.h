@@ -2,6 +2,8 @@
 // Sequential: named children run in order forward and in reverse backward.
 // Every model in the registry is a Sequential, so its top-level children are the
 // layers a pipeline split can cut between.
+#include <optional>
+
 #include "engine/nn/module.h"
 
 namespace dpb {
@@ -13,6 +15,12 @@ class Sequential : public Module {
   Sequential& add(std::string name, std::unique_ptr<Module> child);
   size_t size() const { return layers_.size(); }
   Module& layer(size_t i) { return *layers_[i]; }
+  const std::string& layer_name(size_t i) const { return names_[i]; }
+
+  // A device boundary (model parallelism, PyTorch's x.to("cuda:1") inside forward):
+  // forward moves layer i's input to `device` first, and backward moves the gradient of
+  // that input back to the device the input came from.
+  void set_input_device(size_t i, Device device);
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
@@ -24,6 +32,8 @@ class Sequential : public Module {
  private:
   std::vector<Module*> layers_;
   std::vector<std::string> names_;
+  std::vector<std::optional<Device>> input_device_;  // per layer, empty: no boundary
+  std::vector<Device> came_from_;                    // per layer: the last forward's input device
 };
 
 }  // namespace dpb

@@ -19,7 +19,8 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, Device dev
     std::iota(idx.begin(), idx.end(), begin);
     Batch b = make_batch(data, idx);
     Tensor out = model.forward(b.x.to(device));
-    LossResult l = compute_loss(model.spec().loss, out, b.target.to(device), false);
+    // Under model parallelism the output comes from the last stage's device.
+    LossResult l = compute_loss(model.spec().loss, out, b.target.to(out.device()), false);
     loss_sum += static_cast<double>(l.loss) * static_cast<double>(idx.size());
     correct += l.correct;
     r.samples += static_cast<int64_t>(idx.size());

@@ -63,6 +63,12 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
     o_.device = o_.dp_devices[0];
     dp_ = std::make_unique<DataParallel>(model_, o_.dp_devices);
   }
+  const bool mp = o_.mp_devices.size() > 1;
+  if (mp) {
+    DPB_CHECK(!dp_ && !o_.group) << "model parallelism does not combine with DataParallel or DDP here";
+    DPB_CHECK(o_.accum_steps == 1) << "gradient accumulation with model parallelism: use --micro-batches instead";
+    o_.device = o_.mp_devices[0];
+  }
   DPB_CHECK(o_.accum_steps >= 1) << "accumulation steps must be at least 1, got " << o_.accum_steps;
   DPB_CHECK(!(o_.group && dp_)) << "DDP and DataParallel do not combine; use one or the other";
   if (o_.cuda_graph) {
@@ -74,6 +80,32 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
   }
   model_.to(o_.device);
   model_.train();
+  if (mp) {
+    PipelineOptions po;
+    po.devices = o_.mp_devices;
+    po.schedule = o_.mp_schedule;
+    po.micro_batches = o_.micro_batches;
+    const auto units = pipeline_units(model_);
+    const int stages = static_cast<int>(po.devices.size());
+    DPB_CHECK(static_cast<int>(units.size()) >= stages)
+        << "model '" << spec.name << "' has " << units.size() << " layers to cut, too few for " << stages
+        << " stages";
+    if (o_.mp_split.empty()) {
+      // Balanced by measured time: every unit's forward + backward on a micro-batch of
+      // random inputs, on the first device.
+      const int64_t micro = (o_.batch + o_.micro_batches - 1) / o_.micro_batches;
+      std::vector<int64_t> dims{micro};
+      for (auto d : spec.input.dims()) dims.push_back(d);
+      Generator g(o_.seed + 1);
+      std::vector<float> v(static_cast<size_t>(Shape(dims).numel()));
+      for (auto& e : v) e = static_cast<float>(g.normal());
+      unit_costs_ = measure_unit_costs(model_, Tensor::from_vector(Shape(dims), v, o_.device));
+      po.split = balanced_split(unit_costs_, stages);
+    } else {
+      po.split = parse_split(o_.mp_split, units, stages);
+    }
+    pp_ = std::make_unique<PipelineParallel>(model_, po);
+  }
   if (o_.group && o_.sync_bn) convert_sync_batchnorm(model_, o_.group);
   if (o_.group) ddp_ = std::make_unique<DistributedDataParallel>(model_, *o_.group, o_.ddp);
   optimizer_ = make_optimizer(o_.optim, model_.parameters());
@@ -228,6 +260,7 @@ StepRecord Trainer::step(const std::vector<Batch>& batches, int64_t global_step)
 
 StepRecord Trainer::step(const Batch& batch, int64_t global_step) {
   if (ddp_) return step(std::vector<Batch>{batch}, global_step);
+  if (pp_) return pipeline_step(batch, global_step);
   StepRecord r;
   r.step = global_step;
   r.samples = batch.size();
@@ -295,7 +328,36 @@ StepRecord Trainer::step(const Batch& batch, int64_t global_step) {
   return r;
 }
 
-std::vector<Device> Trainer::devices() const { return dp_ ? o_.dp_devices : std::vector<Device>{o_.device}; }
+StepRecord Trainer::pipeline_step(const Batch& batch, int64_t global_step) {
+  StepRecord r;
+  r.step = global_step;
+  r.samples = batch.size();
+  r.lr = schedule_->lr_at(global_step);
+  optimizer_->set_lr(r.lr);
+  r.begin_ns = now_ns();
+  trace::NvtxRange step_range("step");
+  LossResult loss = pp_->train_step(batch.x, batch.target);
+  {
+    trace::NvtxRange range("optimizer");
+    optimizer_->step();
+    optimizer_->zero_grad();
+  }
+  for (const auto& d : o_.mp_devices) ops::synchronize(d);
+  r.end_ns = now_ns();
+  r.pipeline = pp_->last_step();
+  r.device_busy_ns = r.pipeline.stage_busy_ns;
+  // Every stage handles every sample (each its own layers of it).
+  r.device_samples.assign(o_.mp_devices.size(), batch.size());
+  r.loss = loss.loss;
+  r.correct = loss.correct;
+  return r;
+}
+
+std::vector<Device> Trainer::devices() const {
+  if (dp_) return o_.dp_devices;
+  if (pp_) return o_.mp_devices;
+  return {o_.device};
+}
 
 TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) {
   TrainResult result;

@@ -16,6 +16,7 @@
 #include "engine/optim/optimizer.h"
 #include "engine/parallel/data_parallel.h"
 #include "engine/parallel/distributed_data_parallel.h"
+#include "engine/parallel/pipeline.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/evaluate.h"
 #include "engine/train/progress.h"
@@ -43,6 +44,13 @@ struct TrainOptions {
   std::vector<Device> dp_devices;
   bool dp_bypass = false;
   bool dp_replicate_input = false;  // the batch as a list of samples: replicated, not scattered
+  // More than one device: the model cut into stages over them (model/pipeline
+  // parallelism; devices[0] takes the input, `device` is ignored). mp_split: the first
+  // unit of each later stage, as indices or names (empty: balanced by measured time).
+  std::vector<Device> mp_devices;
+  std::string mp_split;
+  PipelineSchedule mp_schedule = PipelineSchedule::gpipe;
+  int micro_batches = 1;
   // CUDA: after two eager steps, capture forward, loss and backward as a CUDA graph and
   // replay it for every full batch (the optimizer step stays outside the graph, so
   // learning-rate schedules and Adam work). Needs a cross-entropy model in single mode.
@@ -83,6 +91,8 @@ struct StepRecord {
   // DDP: the last backward's interval and what each gradient bucket did (steady-clock ns).
   int64_t backward_begin_ns = 0, backward_end_ns = 0;
   std::vector<BucketRecord> buckets;
+  // Model parallelism: what every stage did (bubble measured and in theory).
+  PipelineStepRecord pipeline;
   double seconds() const { return static_cast<double>(end_ns - begin_ns) * 1e-9; }
 };
 
@@ -123,6 +133,9 @@ class Trainer {
   std::vector<Device> devices() const;
   const DataParallel* data_parallel() const { return dp_.get(); }
   DistributedDataParallel* ddp() { return ddp_.get(); }
+  PipelineParallel* pipeline() { return pp_.get(); }
+  // mp with an automatic split: each unit's measured forward + backward seconds.
+  const std::vector<double>& unit_costs() const { return unit_costs_; }
 
  private:
   Model& model_;
@@ -133,6 +146,8 @@ class Trainer {
   std::unique_ptr<DataLoader> loader_;
   std::unique_ptr<DataParallel> dp_;
   std::unique_ptr<DistributedDataParallel> ddp_;
+  std::unique_ptr<PipelineParallel> pp_;
+  std::vector<double> unit_costs_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   TrainPosition start_;
@@ -143,6 +158,7 @@ class Trainer {
   std::unique_ptr<GraphStep> graph_;
   int64_t eager_steps_ = 0;
   bool graph_step(const Batch& batch, StepRecord& r);
+  StepRecord pipeline_step(const Batch& batch, int64_t global_step);
 };
 
 }  // namespace dpb

@@ -178,6 +178,49 @@ TEST(DpbenchCli, DataParallelReportsWhatEachDeviceDid) {
   EXPECT_NE(bad.err.find("--mode=dp"), std::string::npos) << bad.err;
 }
 
+TEST(DpbenchCli, ModelParallelReportsStagesAndTheBubble) {
+  const std::string json = std::filesystem::temp_directory_path() / ("dpb_mp_" + std::to_string(::getpid()) + ".json");
+  const Result r = run("--mode=mp --gpus=3 --model=mlp --batch=12 --steps=3 --warmup=1 --threads=1 --schedule=1f1b "
+                       "--micro-batches=4 --json=" + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("mp: 1f1b schedule, 4 micro-batch(es) of 3"), std::string::npos) << r.out;
+  const auto rep = checked_report(json);
+  const auto& run0 = rep["runs"][0];
+  ASSERT_EQ(run0["stages"].size(), 3u);
+  int64_t params = 0;
+  for (const auto& s : run0["stages"]) params += s["parameters"].get<int64_t>();
+  EXPECT_EQ(params, rep["config"]["parameters"].get<int64_t>());
+  EXPECT_EQ(run0["pipeline"]["split"].size(), 2u);
+  EXPECT_EQ(run0["pipeline"]["split_by"], "measured time");
+  EXPECT_EQ(run0["pipeline"]["unit_costs"].size(), 6u);
+  EXPECT_NEAR(run0["pipeline"]["bubble"]["theory"].get<double>(), 2.0 / 6.0, 1e-12);
+  EXPECT_EQ(run0["pipeline"]["last_step_events"].size(), 24u);  // 3 stages x 4 micro-batches x (F, B)
+  for (const auto& d : run0["devices"]) EXPECT_EQ(d["samples"], 48);  // every stage sees every sample
+  std::remove(json.c_str());
+
+  // An explicit split by name, the naive schedule, and the mistakes.
+  const Result named = run("--mode=mp --gpus=2 --model=lenet --batch=8 --steps=2 --warmup=0 --threads=1 "
+                           "--schedule=naive --split=fc1");
+  ASSERT_EQ(named.code, 0) << named.err;
+  EXPECT_NE(named.out.find("stage 1 cpu:1: fc1..fc3"), std::string::npos) << named.out;
+  const Result bad_split = run("--mode=mp --gpus=2 --model=lenet --split=fc9");
+  EXPECT_NE(bad_split.code, 0);
+  EXPECT_NE(bad_split.err.find("7 fc1"), std::string::npos) << bad_split.err;
+  const Result naive_micro = run("--mode=mp --gpus=2 --model=lenet --schedule=naive --micro-batches=4");
+  EXPECT_NE(naive_micro.code, 0);
+  EXPECT_NE(naive_micro.err.find("--schedule=gpipe"), std::string::npos) << naive_micro.err;
+  const Result one = run("--mode=mp --gpus=1 --model=lenet");
+  EXPECT_NE(one.code, 0);
+  EXPECT_NE(one.err.find("--gpus=2 or more"), std::string::npos) << one.err;
+  // Every schedule trains what one device trains.
+  for (const std::string sched : {"naive", "gpipe", "1f1b"}) {
+    const Result v = run("--mode=mp --gpus=2 --model=lenet --batch=8 --threads=1 --verify --verify-steps=2 "
+                         "--schedule=" + sched);
+    EXPECT_EQ(v.code, 0) << sched << ": " << v.out << v.err;
+    EXPECT_NE(v.out.find("PASS"), std::string::npos) << v.out;
+  }
+}
+
 TEST(DpbenchCli, VerifyComparesAModeWithSingleDeviceTraining) {
   Result r = run("--mode=dp --gpus=3 --model=lenet --batch=7 --threads=1 --verify --verify-steps=3");
   EXPECT_EQ(r.code, 0) << r.out << r.err;
