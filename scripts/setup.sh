@@ -12,6 +12,7 @@ DPB_PACKAGES=(
   libdnnl-dev libgloo-dev nlohmann-json3-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev dataset-fashion-mnist
   ocl-icd-opencl-dev  # Debian's oneDNN CMake package requires the OpenCL headers and loader
+  ${DPB_EXTRA_PACKAGES:-}
 )
 
 dpb_install_missing() {

@@ -1,5 +1,7 @@
 #include "benchmarks/dpbench/distributed.h"
 
+#include "engine/trace/timeline.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include "engine/comm/launcher.h"
 #include "engine/comm/rendezvous.h"
 #include "engine/core/log.h"
+#include "engine/trace/timeline.h"
 #include "reports/report.h"
 
 namespace dpb::bench {
@@ -155,16 +158,15 @@ void merged(std::vector<std::pair<int64_t, int64_t>> iv, int64_t lo, int64_t hi,
 
 }  // namespace
 
-RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vector<StepRecord>& all) {
+RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vector<StepRecord>& all, int device) {
   RankMetrics m;
   std::vector<double> times;
-  double step_s = 0, data_s = 0, busy_s = 0;
+  double step_s = 0, data_s = 0;
   int64_t comm = 0, overlap = 0;
   for (const auto& r : measured) {
     times.push_back(r.seconds());
     step_s += r.seconds();
     data_s += static_cast<double>(r.data_ns) * 1e-9;
-    for (auto b : r.device_busy_ns) busy_s += static_cast<double>(b) * 1e-9;
     std::vector<std::pair<int64_t, int64_t>> iv;
     for (const auto& b : r.buckets)
       if (b.comm_start_ns > 0 && b.comm_end_ns >= b.comm_start_ns) iv.emplace_back(b.comm_start_ns, b.comm_end_ns);
@@ -178,11 +180,21 @@ RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vec
                                          : static_cast<double>(measured.back().end_ns - measured.front().begin_ns) *
                                                    1e-9 +
                                                static_cast<double>(measured.front().data_ns) * 1e-9;
-  m.busy_fraction = window > 0 ? std::min(1.0, busy_s / window) : 0;
-  m.comm_s = static_cast<double>(comm) * 1e-9;
+  if (!measured.empty() && window > 0) {
+    const int64_t lo = measured.front().begin_ns - measured.front().data_ns, hi = measured.back().end_ns;
+    m.busy_fraction = static_cast<double>(trace::timeline().busy_ns(device, lo, hi)) * 1e-9 / window;
+    std::vector<double> optim;
+    for (const auto& i : trace::timeline().intervals())
+      if (i.device == device && i.cat == trace::Category::optim && i.begin_ns >= lo && i.end_ns <= hi)
+        optim.push_back(static_cast<double>(i.end_ns - i.begin_ns) * 1e-9);
+    if (!optim.empty()) m.optimizer_s = summarize(optim).median;
+  }
+  // Per step: communication time, and the part of it outside backward.
+  const double nsteps = std::max<double>(1.0, static_cast<double>(measured.size()));
+  m.comm_s = static_cast<double>(comm) * 1e-9 / nsteps;
   m.overlap_ratio = comm > 0 ? static_cast<double>(overlap) / static_cast<double>(comm) : 0;
-  m.exposed_comm_s = static_cast<double>(comm - overlap) * 1e-9;
-  m.exposed_share = step_s > 0 ? m.exposed_comm_s / step_s : 0;
+  m.exposed_comm_s = static_cast<double>(comm - overlap) * 1e-9 / nsteps;
+  m.exposed_share = step_s > 0 ? m.exposed_comm_s * nsteps / step_s : 0;
   for (const auto& r : all) m.samples += static_cast<double>(r.samples);
   m.steps = static_cast<double>(measured.size());
   return m;
@@ -193,7 +205,8 @@ std::vector<RankMetrics> gather_metrics(comm::ProcessGroup& pg, const RankMetric
                              static_cast<float>(mine.data_wait_share), static_cast<float>(mine.busy_fraction),
                              static_cast<float>(mine.comm_s),         static_cast<float>(mine.overlap_ratio),
                              static_cast<float>(mine.exposed_comm_s), static_cast<float>(mine.exposed_share),
-                             static_cast<float>(mine.samples),        static_cast<float>(mine.steps)};
+                             static_cast<float>(mine.samples),        static_cast<float>(mine.steps),
+                             static_cast<float>(mine.step_no_comm_s), static_cast<float>(mine.optimizer_s)};
   const auto k = static_cast<int64_t>(v.size());
   Tensor local = Tensor::from_vector({k}, v, device), all = Tensor::empty({k * pg.size()}, device);
   pg.allgather(all, local)->wait();
@@ -201,7 +214,32 @@ std::vector<RankMetrics> gather_metrics(comm::ProcessGroup& pg, const RankMetric
   std::vector<RankMetrics> out(static_cast<size_t>(pg.size()));
   for (int r = 0; r < pg.size(); ++r) {
     const float* f = a.data() + r * k;
-    out[static_cast<size_t>(r)] = RankMetrics{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9]};
+    out[static_cast<size_t>(r)] = RankMetrics{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11]};
+  }
+  return out;
+}
+
+std::vector<std::string> gather_strings(comm::ProcessGroup& pg, const std::string& mine, Device device) {
+  const int world = pg.size();
+  // Lengths first (exact in f32 up to 2^24 bytes per rank), then the bytes, one per f32.
+  DPB_CHECK(mine.size() < (1u << 24)) << "gather_strings: " << mine.size() << " bytes is more than this gathers";
+  Tensor len = Tensor::from_vector({1}, {static_cast<float>(mine.size())}, device);
+  Tensor lens = Tensor::empty({world}, device);
+  pg.allgather(lens, len)->wait();
+  const auto l = lens.to_vector();
+  int64_t longest = 1;
+  for (float v : l) longest = std::max<int64_t>(longest, static_cast<int64_t>(v));
+  std::vector<float> bytes(static_cast<size_t>(longest), 0.0f);
+  for (size_t i = 0; i < mine.size(); ++i) bytes[i] = static_cast<float>(static_cast<unsigned char>(mine[i]));
+  Tensor local = Tensor::from_vector({longest}, bytes, device), all = Tensor::empty({longest * world}, device);
+  pg.allgather(all, local)->wait();
+  const auto a = all.to_vector();
+  std::vector<std::string> out(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    auto& s = out[static_cast<size_t>(r)];
+    const auto n = static_cast<int64_t>(l[static_cast<size_t>(r)]);
+    s.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) s[static_cast<size_t>(i)] = static_cast<char>(static_cast<int>(a[static_cast<size_t>(r * longest + i)]));
   }
   return out;
 }

@@ -36,13 +36,19 @@ struct RankMetrics {
   double step_median_s = 0, step_p90_s = 0;
   double data_wait_share = 0;
   double busy_fraction = 0;
-  double comm_s = 0;             // bucket all-reduces (merged intervals)
+  double comm_s = 0;             // bucket all-reduces per step (merged intervals)
   double overlap_ratio = 0;      // |comm ∩ backward| / |comm|
-  double exposed_comm_s = 0;     // |comm \ backward|
+  double exposed_comm_s = 0;     // |comm \ backward| per step
   double exposed_share = 0;      // exposed / step time
   double samples = 0, steps = 0;
+  // A/B: a forward + backward without the all-reduce (no_sync), and the optimizer step,
+  // medians in seconds (0 when not measured).
+  double step_no_comm_s = 0, optimizer_s = 0;
 };
-RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vector<StepRecord>& all);
+// `device`: this rank's device index on the timeline (its busy fraction comes from there).
+RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vector<StepRecord>& all, int device);
+// Every rank's string, on every rank (two all-gathers: the lengths, then the bytes).
+std::vector<std::string> gather_strings(comm::ProcessGroup& pg, const std::string& mine, Device device);
 // Every rank's metrics, on every rank (one all-gather).
 std::vector<RankMetrics> gather_metrics(comm::ProcessGroup& pg, const RankMetrics& mine, Device device);
 // The buckets of a step: bytes, parameters, and when each was ready, launched, ran (ms

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "benchmarks/dpbench/distributed.h"
+#include "benchmarks/dpbench/sweep.h"
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/backend/device_info.h"
 #include "engine/backend/op_profile.h"
@@ -23,6 +24,8 @@
 #include "engine/models/model.h"
 #include "engine/trace/nvtx.h"
 #include "engine/train/trainer.h"
+#include "engine/trace/timeline.h"
+#include "engine/trace/chrome_trace.h"
 #include "reports/report.h"
 
 namespace dpb::bench {
@@ -175,13 +178,94 @@ RunSetup prepare_run(const BenchOptions& o, bool parallel) {
   return r;
 }
 
+// The last measured step on the timeline (from its wait for data to its end), every
+// device's or rank's intervals in seconds from the window's start: for the HTML report.
+// Under DDP every rank sends its own (a collective: every rank calls this).
+nlohmann::json timeline_excerpt(const StepRecord& step, comm::ProcessGroup* group, Device rank_device) {
+  const int64_t lo = step.begin_ns - step.data_ns, hi = step.end_ns;
+  // This process's intervals in the window; under DDP labelled with the rank.
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& i : trace::timeline().intervals()) {
+    if (i.end_ns < lo || i.begin_ns > hi) continue;
+    rows.push_back({{"device", group ? group->rank() : i.device},
+                    {"lane", i.lane},
+                    {"name", i.name},
+                    {"cat", trace::category_name(i.cat)},
+                    {"begin_s", reports::number(static_cast<double>(std::max(i.begin_ns, lo) - lo) * 1e-9)},
+                    {"end_s", reports::number(static_cast<double>(std::min(i.end_ns, hi) - lo) * 1e-9)}});
+  }
+  nlohmann::json out = {{"span_s", reports::number(static_cast<double>(hi - lo) * 1e-9)}, {"step", step.step}};
+  if (!group) {
+    out["intervals"] = rows;
+    return out;
+  }
+  // Each rank's rows are relative to its own window of the same step.
+  out["intervals"] = nlohmann::json::array();
+  for (const auto& text : gather_strings(*group, rows.dump(), rank_device))
+    for (const auto& r : nlohmann::json::parse(text)) out["intervals"].push_back(r);
+  return out;
+}
+
+// --trace: the timeline as Chrome/Perfetto JSON. One process per device; under DDP every
+// rank sends its intervals and steps to rank 0, which writes one file with a process per
+// rank (steady-clock times agree between processes on one node).
+void write_trace(const BenchOptions& o, const TrainResult& result, const std::vector<std::string>& device_ids,
+                 comm::ProcessGroup* group, Device rank_device) {
+  auto steps_of = [&] {
+    std::vector<trace::TraceStep> steps;
+    for (const auto& r : result.steps) steps.push_back({r.step, r.warmup, r.begin_ns, r.end_ns});
+    return steps;
+  };
+  std::vector<trace::TraceProcess> processes;
+  if (group) {
+    nlohmann::json steps = nlohmann::json::array();
+    for (const auto& s : steps_of()) steps.push_back({s.step, s.warmup, s.begin_ns, s.end_ns});
+    const nlohmann::json mine = {{"intervals", trace::intervals_json(trace::timeline().intervals())},
+                                 {"steps", steps}};
+    const auto all = gather_strings(*group, mine.dump(), rank_device);
+    if (group->rank() != 0) return;
+    for (size_t r = 0; r < all.size(); ++r) {
+      const auto j = nlohmann::json::parse(all[r]);
+      trace::TraceProcess p;
+      p.pid = static_cast<int>(r);
+      p.name = fmt::format("rank {} ({})", r, o.devices);
+      p.intervals = trace::intervals_from_json(j["intervals"]);
+      for (const auto& s : j["steps"]) p.steps.push_back({s[0].get<int64_t>(), s[1].get<bool>(), s[2].get<int64_t>(), s[3].get<int64_t>()});
+      processes.push_back(std::move(p));
+    }
+  } else {
+    const auto intervals = trace::timeline().intervals();
+    for (int d = 0; d < o.gpus; ++d) {
+      trace::TraceProcess p;
+      p.pid = d;
+      p.name = device_ids[static_cast<size_t>(d)];
+      for (const auto& i : intervals)
+        if (i.device == bench_device(o, d).index) p.intervals.push_back(i);
+      if (d == 0) p.steps = steps_of();
+      processes.push_back(std::move(p));
+    }
+  }
+  int64_t origin = std::numeric_limits<int64_t>::max();
+  for (const auto& p : processes) {
+    for (const auto& i : p.intervals) origin = std::min(origin, i.begin_ns);
+    for (const auto& s : p.steps) origin = std::min(origin, s.begin_ns);
+  }
+  if (origin == std::numeric_limits<int64_t>::max()) origin = 0;
+  const nlohmann::json meta = {{"tool", "dpbench"}, {"mode", o.mode}, {"model", o.model}, {"devices", o.devices},
+                               {"world_size", group ? group->size() : o.gpus}};
+  reports::write_report(o.trace_path, trace::chrome_trace(processes, origin, meta));
+  log::info("trace written to {} (open in ui.perfetto.dev)", o.trace_path);
+}
+
 nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::string>& argv, std::ostream& out,
                              comm::ProcessGroup* group, Device rank_device) {
   validate(o);
   const int world = group ? group->size() : o.gpus;
   const int rank = group ? group->rank() : 0;
   if (!o.json_path.empty()) check_writable(o.json_path);
+  if (!o.trace_path.empty()) check_writable(o.trace_path);
   if (!o.save_path.empty()) check_writable(o.save_path);
+  trace::timeline().clear();
   const ProgressMode progress = rank == 0 ? parse_progress_mode(o.progress) : ProgressMode::none;
   set_precision(parse_precision(o.precision));
   set_deterministic(o.deterministic);
@@ -255,15 +339,26 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   for (const auto& r : result.steps) {
     for (size_t d = 0; d < r.device_samples.size(); ++d) dev_samples[d] += r.device_samples[d];
   }
-  for (const auto& r : measured)
-    for (size_t d = 0; d < r.device_busy_ns.size(); ++d) dev_busy[d] += r.device_busy_ns[d];
-  const double window_s = static_cast<double>(measured.back().end_ns - measured.front().begin_ns) * 1e-9 +
-                          static_cast<double>(measured.front().data_ns) * 1e-9;
+  // The measured window: from the first measured step's wait for data to the last one's
+  // end. A device's busy time is the union of its intervals on the timeline within it.
+  const int64_t window_lo = measured.front().begin_ns - measured.front().data_ns, window_hi = measured.back().end_ns;
+  const double window_s = static_cast<double>(window_hi - window_lo) * 1e-9;
+  for (int d = 0; d < o.gpus && !group; ++d)
+    dev_busy[static_cast<size_t>(d)] = trace::timeline().busy_ns(bench_device(o, d).index, window_lo, window_hi);
   Summary st = summarize(times);
   // DDP: every rank's metrics; rank 0 reports. A step takes as long as its slowest rank.
   std::vector<RankMetrics> ranks;
+  nlohmann::json last_step_timeline;
   if (group) {
-    ranks = gather_metrics(*group, rank_metrics(measured, result.steps), rank_device);
+    RankMetrics mine = rank_metrics(measured, result.steps, rank_device.index);
+    if (world > 1) {
+      // A/B: the same passes without the all-reduce (every rank runs them).
+      const auto no_comm = trainer.time_without_communication(static_cast<int>(std::clamp<int64_t>(o.steps, 1, 5)));
+      mine.step_no_comm_s = summarize(no_comm).median;
+    }
+    ranks = gather_metrics(*group, mine, rank_device);
+    if (!o.trace_path.empty()) write_trace(o, result, device_ids, group, rank_device);
+    last_step_timeline = timeline_excerpt(measured.back(), group, rank_device);
     if (rank != 0) return nlohmann::json();
     for (const auto& m : ranks) {
       st.median = std::max(st.median, m.step_median_s);
@@ -316,9 +411,14 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
     const RankMetrics& m0 = ranks[0];
     out << fmt::format("ddp: {} bucket(s) of up to {} MiB; rank 0 all-reduce {:.2f} ms/step, {:.0f}% of it during "
                        "backward, exposed {:.2f} ms/step ({:.1f}% of the step)\n",
-                       result.steps.back().buckets.size(), o.bucket_mb, m0.comm_s * 1e3 / std::max(1.0, m0.steps),
-                       100 * m0.overlap_ratio, m0.exposed_comm_s * 1e3 / std::max(1.0, m0.steps),
+                       result.steps.back().buckets.size(), o.bucket_mb, m0.comm_s * 1e3,
+                       100 * m0.overlap_ratio, m0.exposed_comm_s * 1e3,
                        100 * m0.exposed_share);
+    if (m0.step_no_comm_s > 0)
+      out << fmt::format("ddp A/B: step {} with all-reduce, {} forward + backward without (no_sync) + {} optimizer: "
+                         "{} exposed\n",
+                         human_time(m0.step_median_s), human_time(m0.step_no_comm_s), human_time(m0.optimizer_s),
+                         human_time(std::max(0.0, m0.step_median_s - m0.step_no_comm_s - m0.optimizer_s)));
   }
   // mp: what each stage holds, how much of each step it idled, against the theory.
   nlohmann::json pipeline_json, stages_json = nlohmann::json::array();
@@ -473,6 +573,16 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
     run["overlap"] = {{"ratio", reports::number(ranks[0].overlap_ratio)},
                       {"exposed_comm_s", reports::number(ranks[0].exposed_comm_s)},
                       {"exposed_share", reports::number(ranks[0].exposed_share)}};
+    if (ranks[0].step_no_comm_s > 0) {
+      // Exposed communication by A/B: the step against the same passes without the
+      // all-reduce plus the optimizer (rank 0's medians).
+      const double exposed = std::max(0.0, ranks[0].step_median_s - ranks[0].step_no_comm_s - ranks[0].optimizer_s);
+      run["overlap"]["ab"] = {{"step_s", reports::number(ranks[0].step_median_s)},
+                              {"step_without_comm_s", reports::number(ranks[0].step_no_comm_s)},
+                              {"optimizer_s", reports::number(ranks[0].optimizer_s)},
+                              {"exposed_comm_s", reports::number(exposed)},
+                              {"exposed_share", reports::number(exposed / ranks[0].step_median_s)}};
+    }
   }
   if (!pipeline_json.is_null()) {
     run["pipeline"] = pipeline_json;
@@ -487,6 +597,9 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   nlohmann::json losses = nlohmann::json::array();
   for (const auto& r : result.steps) losses.push_back(reports::number(r.loss));
   run["loss_per_step"] = losses;
+  run["step_times_s"] = nlohmann::json::array();
+  for (double t : times) run["step_times_s"].push_back(reports::number(t));
+  run["timeline"] = group ? last_step_timeline : timeline_excerpt(measured.back(), nullptr, Device::cpu());
   nlohmann::json epochs = nlohmann::json::array();
   for (const auto& e : result.epochs) {
     nlohmann::json je = {{"epoch", e.epoch}, {"train_loss", reports::number(e.train_loss)}, {"seconds", reports::number(e.seconds)}};
@@ -497,6 +610,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   if (o.op_profile) run["op_profile"] = op_rows;
   report["runs"] = nlohmann::json::array({run});
   report["findings"] = nlohmann::json::array();
+  if (!o.trace_path.empty() && !group) write_trace(o, result, device_ids, nullptr, Device::cpu());
   if (!o.json_path.empty()) {
     reports::write_report(o.json_path, report);
     log::info("report written to {}", o.json_path);
@@ -662,9 +776,13 @@ int main_cli(int argc, char** argv) {
                  "(one process per rank, as DistributedDataParallel; --gpus ranks on this node), mp (one process, "
                  "the model cut into --gpus pipeline stages)")
       ->check(CLI::IsMember({"single", "dp", "ddp", "mp"}));
-  app.add_option("--gpus", o.gpus,
-                 "Devices to use; with --devices=cpu these are logical CPU devices cpu:0..N-1, each with --threads")
-      ->check(CLI::Range(1, 64));
+  std::string gpus_text = "1";
+  app.add_option("--gpus", gpus_text,
+                 "Devices (or ranks) to use, or a sweep such as 1,2,4 (one run each, with the scaling efficiency "
+                 "E(N) = throughput(N) / (N x throughput(1)); dp and mp multiply --batch by N). With --devices=cpu "
+                 "these are logical CPU devices cpu:0..N-1 (ddp: N ranks), each with --threads threads");
+  app.add_option("--repeat", o.repeat, "Run everything R times; the sweep and dashboards use the median throughput")
+      ->check(CLI::Range(1, 100));
   app.add_option("--dp-forward", o.dp_forward,
                  "dp: scatter (through the wrapper) or bypass (call the wrapped module directly: the classic mistake)")
       ->check(CLI::IsMember({"scatter", "bypass"}));
@@ -726,6 +844,9 @@ int main_cli(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "linear"}));
   app.add_option("--base-batch", o.base_batch, "Batch the learning rate was tuned for (--lr-scale=linear)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--trace", o.trace_path,
+                 "Write the run's timeline as Chrome/Perfetto JSON (open in ui.perfetto.dev): a process per device or "
+                 "rank, a lane per thread or stream, categories compute, comm, copy, data, optim");
   app.add_option("--json", o.json_path,
                  "Write the JSON report to this path (dpbench.report/1; dpbench.collectives/1 for --bench=collectives)");
   auto* ranks = app.add_option_group("Ranks", "Runs of several processes (--bench=collectives)");
@@ -789,6 +910,23 @@ int main_cli(int argc, char** argv) {
   }
   std::vector<std::string> args(argv, argv + argc);
   try {
+    const std::vector<int> sweep = parse_gpus(gpus_text);
+    o.gpus = sweep.front();
+    if (sweep.size() > 1 || o.repeat > 1) {
+      DPB_CHECK(o.bench == "train" && !o.verify) << "--gpus lists and --repeat are for training benchmarks";
+      // Every point checked before any runs.
+      for (int n : sweep) {
+        BenchOptions on = o;
+        on.gpus = n;
+        if (o.mode == "mp" && n == 1) on.mode = "single";
+        if (o.mode == "single" && n > 1) on.mode = "dp";
+        validate(on);
+      }
+      DPB_CHECK(o.mode != "single" || sweep.size() == 1) << "--mode=single runs on one device; sweep --gpus with "
+                                                            "--mode=dp, ddp or mp";
+      if (!o.json_path.empty()) check_writable(o.json_path);
+      return run_sweep(o, sweep, args);
+    }
     if (o.bench == "collectives") {
       o.collectives.ops.clear();
       std::stringstream ss(ops_text);

@@ -18,6 +18,7 @@ struct BenchOptions {
   std::string bench = "train";          // train | collectives
   std::string mode = "single";
   int gpus = 1;                         // devices (on the CPU: logical CPU devices)
+  int repeat = 1;                       // repetitions of the run (--gpus sweeps repeat every point)
   std::string dp_forward = "scatter";   // dp: scatter | bypass (call the wrapped module directly)
   std::string dp_input = "tensor";      // dp: tensor | list (a list of samples is replicated, not scattered)
   // mp: the first layer of each stage after the first (indices or names; empty: balanced
@@ -52,6 +53,7 @@ struct BenchOptions {
   std::string lr_scale = "none";
   int64_t base_batch = 256;
   std::string json_path;
+  std::string trace_path;  // Chrome/Perfetto trace of the run
   bool cuda_graph = false;
   bool deterministic = false;    // deterministic algorithms only       // replay forward+backward as a CUDA graph
   bool nvtx = false;             // NVTX ranges for Nsight Systems

@@ -1,9 +1,11 @@
 #include "engine/parallel/data_parallel.h"
 
+#include <optional>
 #include <set>
 
 #include "engine/backend/ops.h"
 #include "engine/core/clock.h"
+#include "engine/trace/timeline.h"
 
 namespace dpb {
 
@@ -33,10 +35,12 @@ Module& DataParallel::replica(size_t r) {
   return *replicas_[r];
 }
 
-void DataParallel::run_on_replicas(const std::function<void(size_t)>& task) {
+void DataParallel::run_on_replicas(const char* what, const std::function<void(size_t)>& task) {
   std::vector<std::future<void>> done;
   for (size_t r = 0; r < chunks_.size(); ++r) {
-    done.push_back(workers_[r]->submit([this, r, &task] {
+    done.push_back(workers_[r]->submit([this, r, what, &task] {
+      trace::Span span(what, trace::Category::compute, devices_[r].index, "replica");
+      span.arg("samples", chunks_[r]);
       const int64_t t0 = now_ns();
       task(r);
       stats_.busy_ns[r] += now_ns() - t0;
@@ -53,10 +57,13 @@ Tensor DataParallel::forward(const Tensor& x) {
   chunks_ = chunk_sizes(x.size(0), static_cast<int>(devices_.size()));
   stats_.last_chunks = chunks_;
   std::vector<Tensor> inputs(chunks_.size());
-  int64_t begin = 0;
-  for (size_t r = 0; r < chunks_.size(); ++r) {
-    inputs[r] = x.slice(begin, begin + chunks_[r]).to(devices_[r]);
-    begin += chunks_[r];
+  {
+    trace::Span span("scatter", trace::Category::copy, devices_[0].index);
+    int64_t begin = 0;
+    for (size_t r = 0; r < chunks_.size(); ++r) {
+      inputs[r] = x.slice(begin, begin + chunks_[r]).to(devices_[r]);
+      begin += chunks_[r];
+    }
   }
   return run_forward(inputs);
 }
@@ -66,17 +73,24 @@ Tensor DataParallel::forward_replicated(const Tensor& x) {
   chunks_.assign(devices_.size(), x.size(0));
   stats_.last_chunks = chunks_;
   std::vector<Tensor> inputs;
-  for (const auto& d : devices_) inputs.push_back(x.to(d));
+  {
+    trace::Span span("replicate input", trace::Category::copy, devices_[0].index);
+    for (const auto& d : devices_) inputs.push_back(x.to(d));
+  }
   return run_forward(inputs);
 }
 
 Tensor DataParallel::run_forward(const std::vector<Tensor>& inputs) {
   // Broadcast: the replicas in use get the module's current parameters and buffers.
-  for (size_t r = 1; r < chunks_.size(); ++r) replica(r).copy_state_from(module_);
+  if (chunks_.size() > 1) {
+    trace::Span span("broadcast parameters", trace::Category::copy, devices_[0].index);
+    for (size_t r = 1; r < chunks_.size(); ++r) replica(r).copy_state_from(module_);
+  }
   for (size_t r = 0; r < chunks_.size(); ++r) stats_.samples[r] += chunks_[r];
   std::vector<Tensor> outputs(chunks_.size());
-  run_on_replicas([&](size_t r) { outputs[r] = replica(r).forward(inputs[r]).to_plain(); });
+  run_on_replicas("replica forward", [&](size_t r) { outputs[r] = replica(r).forward(inputs[r]).to_plain(); });
   // Gather on the primary device.
+  trace::Span span("gather", trace::Category::copy, devices_[0].index);
   std::vector<int64_t> dims = outputs[0].shape().dims();
   dims[0] = 0;
   for (auto c : chunks_) dims[0] += c;
@@ -98,15 +112,19 @@ void DataParallel::backward(const Tensor& grad_out) {
   }()) << "DataParallel.backward: gradient " << grad_out.shape() << " does not match the scattered batch";
   std::vector<Tensor> grads(chunks_.size());
   int64_t begin = 0;
+  std::optional<trace::Span> scatter_span(std::in_place, "scatter gradients", trace::Category::copy,
+                                          devices_[0].index);
   for (size_t r = 0; r < chunks_.size(); ++r) {
     // A copy on every device (the primary's too): backward may reuse its gradient.
     grads[r] = Tensor::empty(grad_out.slice(begin, begin + chunks_[r]).shape(), devices_[r], grad_out.dtype());
     grads[r].copy_from(grad_out.slice(begin, begin + chunks_[r]));
     begin += chunks_[r];
   }
+  scatter_span.reset();
   for (size_t r = 1; r < chunks_.size(); ++r) replica(r).zero_grad();
-  run_on_replicas([&](size_t r) { replica(r).backward(grads[r]); });
+  run_on_replicas("replica backward", [&](size_t r) { replica(r).backward(grads[r]); });
   // Reduce: sum the replicas' gradients into the module's, in replica order.
+  trace::Span reduce_span("reduce gradients", trace::Category::comm, devices_[0].index);
   auto params = module_.parameters();
   for (size_t r = 1; r < chunks_.size(); ++r) {
     auto rp = replica(r).parameters();

@@ -52,7 +52,7 @@ class DataParallel {
  private:
   Tensor run_forward(const std::vector<Tensor>& inputs);
   Module& replica(size_t r);
-  void run_on_replicas(const std::function<void(size_t)>& task);
+  void run_on_replicas(const char* what, const std::function<void(size_t)>& task);
 
   Model& module_;
   std::vector<Device> devices_;

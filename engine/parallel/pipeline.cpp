@@ -13,6 +13,7 @@
 #include "engine/core/clock.h"
 #include "engine/parallel/data_parallel.h"
 #include "engine/trace/nvtx.h"
+#include "engine/trace/timeline.h"
 
 namespace dpb {
 
@@ -345,12 +346,15 @@ LossResult PipelineParallel::train_step(const Tensor& x, const Tensor& target) {
       PipelineEvent e{s, m, op, now_ns(), 0};
       Tensor handoff;
       int to_stage = -1;
+      int64_t compute_end = 0;  // where the op's compute ended and its copy to a neighbour began
       if (op == 'F') {
         Tensor h = s == 0 ? x.slice(begin[mi], begin[mi] + sizes[mi]) : sh.take(sh.act, s, m, "activations");
         e.begin_ns = now_ns();
         trace::NvtxRange range("stage " + std::to_string(s) + " F" + std::to_string(m));
         for (size_t u : mine) h = layers[u]->forward(h);
         if (s + 1 < p) {
+          ops::synchronize(dev);
+          compute_end = now_ns();
           handoff = h.to(o_.devices[static_cast<size_t>(s + 1)]);
           to_stage = s + 1;
         } else {
@@ -369,6 +373,8 @@ LossResult PipelineParallel::train_step(const Tensor& x, const Tensor& target) {
         trace::NvtxRange range("stage " + std::to_string(s) + " B" + std::to_string(m));
         for (size_t k = mine.size(); k-- > 0;) g = layers[mine[k]]->backward(g);
         if (s > 0) {
+          ops::synchronize(dev);
+          compute_end = now_ns();
           handoff = g.to(o_.devices[static_cast<size_t>(s - 1)]);
           to_stage = s - 1;
         }
@@ -376,6 +382,13 @@ LossResult PipelineParallel::train_step(const Tensor& x, const Tensor& target) {
       ops::synchronize(dev);
       e.end_ns = now_ns();
       events[static_cast<size_t>(s)].push_back(e);
+      const std::string lane = "stage " + std::to_string(s);
+      const std::string what = std::string(op == 'F' ? "forward" : "backward") + " micro-batch " + std::to_string(m);
+      trace::timeline().record({what, trace::Category::compute, dev.index, lane, e.begin_ns,
+                                compute_end > 0 ? compute_end : e.end_ns, {{"micro_batch", m}}});
+      if (compute_end > 0)
+        trace::timeline().record({op == 'F' ? "send activations" : "send gradient", trace::Category::copy,
+                                  dev.index, lane, compute_end, e.end_ns, {{"micro_batch", m}, {"to_stage", to_stage}}});
       if (to_stage >= 0) sh.post(op == 'F' && to_stage != s ? sh.act : sh.grad, to_stage, m, std::move(handoff));
     }
   };

@@ -6,6 +6,7 @@
 #include "engine/core/log.h"
 #include "engine/nn/batchnorm2d.h"
 #include "engine/trace/nvtx.h"
+#include "engine/trace/timeline.h"
 
 namespace dpb {
 
@@ -213,18 +214,22 @@ StepRecord Trainer::step(const std::vector<Batch>& batches, int64_t global_step)
     const Batch& b = batches[i];
     r.samples += b.size();
     Tensor out;
+    const int dev = o_.device.index;
     {
       trace::NvtxRange range("forward");
+      trace::Span span("forward", trace::Category::compute, dev);
       out = ddp_ ? ddp_->forward(b.x) : model_.forward(b.x);
     }
     LossResult loss;
     {
       trace::NvtxRange range("loss");
+      trace::Span span("loss", trace::Category::compute, dev);
       loss = compute_loss(model_.spec().loss, out, b.target, true, /*deferred=*/true);
       if (batches.size() > 1) ops::scale(loss.grad, scale);
     }
     {
       trace::NvtxRange range("backward");
+      trace::Span span("backward", trace::Category::compute, dev);
       if (ddp_) {
         ddp_->set_sync(i + 1 == batches.size());
         ddp_->backward(loss.grad);
@@ -236,6 +241,7 @@ StepRecord Trainer::step(const std::vector<Batch>& batches, int64_t global_step)
   }
   {
     trace::NvtxRange range("optimizer");
+    trace::Span span("optimizer", trace::Category::optim, o_.device.index);
     optimizer_->step();
     optimizer_->zero_grad();
   }
@@ -254,6 +260,16 @@ StepRecord Trainer::step(const std::vector<Batch>& batches, int64_t global_step)
     r.backward_begin_ns = ddp_->backward_begin_ns();
     r.backward_end_ns = ddp_->backward_end_ns();
     r.buckets = ddp_->reducer().records();
+    // Each bucket's all-reduce: when it ran (or, where the backend cannot tell, from its
+    // launch until finalize saw it done).
+    for (const auto& b : r.buckets) {
+      const bool ran = b.comm_start_ns > 0 && b.comm_end_ns >= b.comm_start_ns;
+      if (!ran && b.launch_ns == 0) continue;
+      trace::timeline().record({"all-reduce bucket " + std::to_string(b.index), trace::Category::comm,
+                                o_.device.index, "comm", ran ? b.comm_start_ns : b.launch_ns,
+                                ran ? b.comm_end_ns : b.done_ns,
+                                {{"bucket", b.index}, {"bytes", b.bytes}, {"params", b.params}}});
+    }
   }
   return r;
 }
@@ -271,12 +287,20 @@ StepRecord Trainer::step(const Batch& batch, int64_t global_step) {
   r.begin_ns = now_ns();
   trace::NvtxRange step_range("step");
   if (o_.cuda_graph) {
-    if (graph_step(batch, r)) return r;
+    if (graph_step(batch, r)) {
+      // One replay: forward, loss, backward and the optimizer as one interval.
+      trace::timeline().record({"step (CUDA graph replay)", trace::Category::compute, o_.device.index, "main",
+                                r.begin_ns, r.end_ns, {}});
+      return r;
+    }
     ++eager_steps_;
   }
   Tensor out, target = batch.target;
   {
     trace::NvtxRange range("forward");
+    // DataParallel records its replicas' work on their devices; the rest runs here.
+    std::optional<trace::Span> span;
+    if (!scatter) span.emplace("forward", trace::Category::compute, o_.device.index);
     if (scatter && o_.dp_replicate_input) {
       out = dp_->forward_replicated(batch.x);
       target = repeat_rows(batch.target, static_cast<int64_t>(o_.dp_devices.size()));
@@ -287,15 +311,21 @@ StepRecord Trainer::step(const Batch& batch, int64_t global_step) {
   LossResult loss;
   {
     trace::NvtxRange range("loss");
+    trace::Span span("loss", trace::Category::compute, o_.device.index);
     loss = compute_loss(model_.spec().loss, out, target, true, /*deferred=*/true);
   }
   {
     trace::NvtxRange range("backward");
-    if (scatter) dp_->backward(loss.grad);
-    else model_.backward(loss.grad);
+    if (scatter) {
+      dp_->backward(loss.grad);
+    } else {
+      trace::Span span("backward", trace::Category::compute, o_.device.index);
+      model_.backward(loss.grad);
+    }
   }
   {
     trace::NvtxRange range("optimizer");
+    trace::Span span("optimizer", trace::Category::optim, o_.device.index);
     optimizer_->step();
     optimizer_->zero_grad();
   }
@@ -339,6 +369,7 @@ StepRecord Trainer::pipeline_step(const Batch& batch, int64_t global_step) {
   LossResult loss = pp_->train_step(batch.x, batch.target);
   {
     trace::NvtxRange range("optimizer");
+    trace::Span span("optimizer", trace::Category::optim, o_.device.index);
     optimizer_->step();
     optimizer_->zero_grad();
   }
@@ -351,6 +382,25 @@ StepRecord Trainer::pipeline_step(const Batch& batch, int64_t global_step) {
   r.loss = loss.loss;
   r.correct = loss.correct;
   return r;
+}
+
+std::vector<double> Trainer::time_without_communication(int steps) {
+  DPB_CHECK(ddp_) << "time_without_communication is DDP's A/B";
+  DPB_CHECK(last_batch_) << "time_without_communication needs a step to have run first";
+  std::vector<double> out;
+  for (int i = 0; i < steps; ++i) {
+    const int64_t t0 = now_ns();
+    Tensor y = ddp_->forward(last_batch_->x);
+    LossResult loss = compute_loss(model_.spec().loss, y, last_batch_->target, true, /*deferred=*/true);
+    ddp_->set_sync(false);
+    ddp_->backward(loss.grad);
+    loss.resolve();
+    ops::synchronize(o_.device);
+    out.push_back(static_cast<double>(now_ns() - t0) * 1e-9);
+    optimizer_->zero_grad();
+  }
+  ddp_->set_sync(true);
+  return out;
 }
 
 std::vector<Device> Trainer::devices() const {
@@ -409,7 +459,11 @@ TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) 
       continue;
     }
     StepRecord r = batches.size() == 1 ? step(batches.front(), pos.global_step) : step(batches, pos.global_step);
+    if (ddp_) last_batch_ = batches.back();
     r.data_ns = waited;
+    if (waited > 0)
+      trace::timeline().record({"data wait", trace::Category::data, o_.device.index, "main", r.begin_ns - waited,
+                                r.begin_ns, {{"step", r.step}}});
     r.epoch = pos.epoch;
     r.warmup = taken < o_.warmup;
     ++pos.global_step;

@@ -134,6 +134,11 @@ class Trainer {
   const DataParallel* data_parallel() const { return dp_.get(); }
   DistributedDataParallel* ddp() { return ddp_.get(); }
   PipelineParallel* pipeline() { return pp_.get(); }
+  // DDP's A/B for exposed communication: `steps` forward + loss + backward passes of the
+  // last batch under no_sync (no all-reduce; DDP's forward still broadcasts buffers), the
+  // gradients then dropped and the optimizer not stepped, so the model is unchanged.
+  // Returns each pass's seconds. Every rank must call it with the same count.
+  std::vector<double> time_without_communication(int steps);
   // mp with an automatic split: each unit's measured forward + backward seconds.
   const std::vector<double>& unit_costs() const { return unit_costs_; }
 
@@ -147,6 +152,7 @@ class Trainer {
   std::unique_ptr<DataParallel> dp_;
   std::unique_ptr<DistributedDataParallel> ddp_;
   std::unique_ptr<PipelineParallel> pp_;
+  std::optional<Batch> last_batch_;  // DDP: for time_without_communication
   std::vector<double> unit_costs_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;

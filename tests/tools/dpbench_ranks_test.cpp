@@ -2,6 +2,8 @@
 // a rank killed in the middle of an all-reduce loop, two "nodes" on loopback, and ranks
 // started by another launcher (torchrun's variables).
 #include <gtest/gtest.h>
+
+#include <set>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -174,6 +176,17 @@ TEST(DpbenchDdp, ReportHasRanksBucketsAndOverlap) {
   const double ratio = run["overlap"]["ratio"];
   EXPECT_GE(ratio, 0.0);
   EXPECT_LE(ratio, 1.0);
+  // The A/B: passes without the all-reduce, measured on every rank.
+  const auto& ab = run["overlap"]["ab"];
+  EXPECT_GT(ab["step_without_comm_s"].get<double>(), 0.0);
+  EXPECT_GT(ab["optimizer_s"].get<double>(), 0.0);
+  EXPECT_GE(ab["exposed_comm_s"].get<double>(), 0.0);
+  EXPECT_LE(ab["exposed_share"].get<double>(), 1.0);
+  EXPECT_NE(r.out.find("ddp A/B: step"), std::string::npos) << r.out;
+  // Every rank's timeline reached rank 0 for the report's excerpt.
+  std::set<int> devices;
+  for (const auto& i : run["timeline"]["intervals"]) devices.insert(i["device"].get<int>());
+  EXPECT_EQ(devices, (std::set<int>{0, 1}));
   std::remove(json.c_str());
 }
 

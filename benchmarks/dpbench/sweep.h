@@ -1,0 +1,22 @@
+#pragma once
+// --gpus=1,2,4 and --repeat=R: one dpbench run per device count and repetition, each a
+// child process with a single --gpus (so every mode, DDP's launched ranks included, runs
+// exactly as it would alone), merged into one report with the scaling efficiency
+//   E(N) = throughput(N) / (N * throughput(1))
+// from the median throughput of the repetitions (weak scaling: dp and mp hand N x --batch
+// to the wrapper at N devices, so every device keeps the same work; ddp keeps --batch per
+// rank; mp's 1-device point is single-device training).
+#include <string>
+#include <vector>
+
+#include "benchmarks/dpbench/harness.h"
+
+namespace dpb::bench {
+
+// "4" or "1,2,4": device counts, each at least 1, increasing. A dpb::Error otherwise.
+std::vector<int> parse_gpus(const std::string& text);
+
+// Runs the sweep; returns the exit code. `args` is the original command line.
+int run_sweep(const BenchOptions& o, const std::vector<int>& gpus, const std::vector<std::string>& args);
+
+}  // namespace dpb::bench

@@ -1,0 +1,74 @@
+#pragma once
+// The timeline: what each device did and when, as intervals recorded by the training loop
+// and the parallel modes (a step's phases, each DataParallel replica's forward and
+// backward, each pipeline stage's forwards, backwards and copies, each DDP bucket's
+// all-reduce). It is always on and coarse (a handful of intervals per device and step),
+// so the busy fractions in every report come from it; --trace writes it as Chrome/
+// Perfetto JSON.
+//
+// An interval belongs to a device (`device`: the index of cpu:k or cuda:k in this
+// process; under DDP each process is one rank) and a lane on it (`lane`: "main", "replica",
+// "stage 1", "comm", "copy"), and has a category:
+//   compute  forward, backward, loss
+//   comm     collectives and DataParallel's gradient reduction
+//   copy     copies between devices and host-to-device batches
+//   data     waiting for the input pipeline
+//   optim    the optimizer step
+// A device is busy where any of its non-data intervals is.
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/core/clock.h"
+
+namespace dpb::trace {
+
+enum class Category { compute, comm, copy, data, optim };
+const char* category_name(Category c);
+
+struct Interval {
+  std::string name;
+  Category cat = Category::compute;
+  int device = 0;
+  std::string lane = "main";
+  int64_t begin_ns = 0, end_ns = 0;
+  std::vector<std::pair<std::string, int64_t>> args;  // e.g. bytes, bucket, micro_batch
+};
+
+class Timeline {
+ public:
+  static constexpr size_t kCapacity = size_t{1} << 20;  // intervals kept
+  void record(Interval i);
+  std::vector<Interval> intervals() const;
+  void clear();
+  // Length of the union of the device's non-data intervals clipped to [lo, hi).
+  int64_t busy_ns(int device, int64_t lo, int64_t hi) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<Interval> intervals_;
+};
+
+// The process's timeline.
+Timeline& timeline();
+
+// Records [construction, destruction) on the timeline.
+class Span {
+ public:
+  Span(std::string name, Category cat, int device, std::string lane = "main");
+  ~Span();
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+  void arg(std::string key, int64_t value) { i_.args.emplace_back(std::move(key), value); }
+
+ private:
+  Interval i_;
+};
+
+// Length of the union of [a, b) intervals clipped to [lo, hi).
+int64_t union_ns(std::vector<std::pair<int64_t, int64_t>> iv, int64_t lo, int64_t hi);
+
+}  // namespace dpb::trace
