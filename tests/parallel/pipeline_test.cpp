@@ -304,8 +304,12 @@ TEST(PipelineSchedules, OrderAndMicroBatchesInFlight) {
     auto ev = [&](int s, int mb, char k) { return at[std::make_tuple(s, mb, k)]; };
     for (int s = 0; s < p; ++s)
       for (int mb = 0; mb < M; ++mb) {
-        if (s > 0) EXPECT_GE(ev(s, mb, 'F').begin_ns, ev(s - 1, mb, 'F').end_ns);
-        if (s + 1 < p) EXPECT_GE(ev(s, mb, 'B').begin_ns, ev(s + 1, mb, 'B').end_ns);
+        if (s > 0) {
+          EXPECT_GE(ev(s, mb, 'F').begin_ns, ev(s - 1, mb, 'F').end_ns);
+        }
+        if (s + 1 < p) {
+          EXPECT_GE(ev(s, mb, 'B').begin_ns, ev(s + 1, mb, 'B').end_ns);
+        }
       }
     EXPECT_DOUBLE_EQ(r.theory, 2.0 / 7.0);
     ASSERT_EQ(r.stage_idle.size(), static_cast<size_t>(p));
