@@ -46,7 +46,8 @@ nlohmann::json collect_environment() {
   env["gpus"] = nlohmann::json::array();
   for (const auto& g : cuda.gpus)
     env["gpus"].push_back({{"index", g.index}, {"name", g.name}, {"memory_bytes", g.memory_bytes},
-                           {"compute_capability", g.compute_capability}});
+                           {"compute_capability", g.compute_capability},
+                           {"pci_bus_id", g.pci_bus_id}});
   return env;
 }
 

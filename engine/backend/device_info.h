@@ -12,6 +12,7 @@ struct GpuInfo {
   std::string name;
   int64_t memory_bytes = 0;
   std::string compute_capability;
+  std::string pci_bus_id;  // domain:bus:device.function: the same GPU whatever index it has in a process
 };
 
 struct CudaInfo {

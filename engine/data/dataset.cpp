@@ -8,6 +8,7 @@ Batch make_batch(const Dataset& ds, const std::vector<int64_t>& indices) {
   std::vector<int64_t> dims{n};
   for (auto d : sample.dims()) dims.push_back(d);
   Batch b;
+  b.indices = indices;
   b.x = Tensor::empty(Shape(dims));
   const int64_t per = sample.numel();
   const bool classify = ds.target_kind() == LossKind::cross_entropy;

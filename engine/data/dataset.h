@@ -28,6 +28,7 @@ class Dataset {
 struct Batch {
   Tensor x;       // (N, sample_shape...)
   Tensor target;  // (N) i32 labels or (N, width) f32
+  std::vector<int64_t> indices;  // the dataset's samples in it (which data a rank trained on)
   int64_t size() const { return x.defined() ? x.size(0) : 0; }
 };
 

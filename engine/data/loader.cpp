@@ -43,6 +43,7 @@ Batch DataLoader::assemble(int64_t batch_index, int64_t epoch, const std::vector
   const Shape tshape = classify ? Shape{n} : Shape{n, ds_.target_width()};
   const DType tdtype = classify ? DType::i32 : DType::f32;
   Batch b;
+  b.indices.assign(order.begin() + begin, order.begin() + end);
   b.x = to_gpu ? Tensor::empty_pinned(Shape(dims)) : Tensor::empty(Shape(dims));
   b.target = to_gpu ? Tensor::empty_pinned(tshape, tdtype) : Tensor::empty(tshape, Device::cpu(), tdtype);
   const int64_t per = sample.numel();
@@ -123,6 +124,7 @@ void DataLoader::stage(int64_t index) {
   staged_.index = index;
   staged_.x = DeviceTransfer::start(host.x, o_.device);
   staged_.target = DeviceTransfer::start(host.target, o_.device);
+  staged_.indices = std::move(host.indices);
 }
 
 std::optional<Batch> DataLoader::next() {
@@ -137,6 +139,7 @@ std::optional<Batch> DataLoader::next() {
     }
     b.x = staged_.x.take();
     b.target = staged_.target.take();
+    b.indices = std::move(staged_.indices);
     staged_ = Staged{};
     wait_ns_.push_back(now_ns() - t0);
     ++cursor_;

@@ -80,6 +80,7 @@ class DataLoader {
   struct Staged {
     int64_t index = -1;
     DeviceTransfer x, target;
+    std::vector<int64_t> indices;
   };
   Staged staged_;  // the next batch, already on its way to the device
 };

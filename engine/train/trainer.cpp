@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 #include "engine/core/clock.h"
 #include "engine/core/log.h"
 #include "engine/nn/batchnorm2d.h"
@@ -11,6 +15,18 @@
 namespace dpb {
 
 namespace {
+// Which samples a step read: FNV-1a over its batches' sorted dataset indices. Equal on
+// two ranks when they read the same samples, in any order.
+uint64_t samples_hash(const std::vector<Batch>& batches) {
+  std::vector<int64_t> seen;
+  for (const auto& b : batches) seen.insert(seen.end(), b.indices.begin(), b.indices.end());
+  std::sort(seen.begin(), seen.end());
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t i : seen)
+    for (int k = 0; k < 8; ++k) h = (h ^ ((static_cast<uint64_t>(i) >> (8 * k)) & 0xff)) * 1099511628211ull;
+  return h;
+}
+
 // `t` stacked `times` times along dim 0.
 Tensor repeat_rows(const Tensor& t, int64_t times) {
   std::vector<int64_t> dims = t.shape().dims();
@@ -218,6 +234,7 @@ StepRecord Trainer::step(const std::vector<Batch>& batches, int64_t global_step)
     {
       trace::NvtxRange range("forward");
       trace::Span span("forward", trace::Category::compute, dev);
+      if (o_.straggle_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o_.straggle_ms));
       out = ddp_ ? ddp_->forward(b.x) : model_.forward(b.x);
     }
     LossResult loss;
@@ -229,11 +246,19 @@ StepRecord Trainer::step(const std::vector<Batch>& batches, int64_t global_step)
     }
     {
       trace::NvtxRange range("backward");
-      trace::Span span("backward", trace::Category::compute, dev);
       if (ddp_) {
+        // The module's backward is compute; what DDP then waits for (the last buckets'
+        // all-reduces) is communication.
         ddp_->set_sync(i + 1 == batches.size());
         ddp_->backward(loss.grad);
+        const int64_t done = now_ns();
+        trace::timeline().record({"backward", trace::Category::compute, dev, "main", ddp_->backward_begin_ns(),
+                                  ddp_->backward_end_ns(), {}});
+        if (done > ddp_->backward_end_ns())
+          trace::timeline().record({"wait for all-reduce", trace::Category::comm, dev, "main", ddp_->backward_end_ns(),
+                                    done, {}});
       } else {
+        trace::Span span("backward", trace::Category::compute, dev);
         model_.backward(loss.grad);
       }
     }
@@ -460,6 +485,7 @@ TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) 
     }
     StepRecord r = batches.size() == 1 ? step(batches.front(), pos.global_step) : step(batches, pos.global_step);
     if (ddp_) last_batch_ = batches.back();
+    r.data_hash = samples_hash(batches);
     r.data_ns = waited;
     if (waited > 0)
       trace::timeline().record({"data wait", trace::Category::data, o_.device.index, "main", r.begin_ns - waited,

@@ -68,6 +68,9 @@ struct TrainOptions {
   int workers = 0;
   int prefetch = 2;
   int64_t loader_delay_ms = 0;
+  // Fault injection for diagnostics: this process computes this much slower each step
+  // (a sleep inside its forward), as a rank on a throttled or shared device would.
+  int64_t straggle_ms = 0;
   int64_t eval_batch = 500;
   bool eval_each_epoch = true;
   std::string save_path;    // checkpoint written at the end
@@ -78,6 +81,7 @@ struct TrainOptions {
 struct StepRecord {
   int64_t step = 0;       // global optimizer step (0-based)
   int64_t epoch = 0;
+  uint64_t data_hash = 0;  // of the sorted dataset indices of the step's batches (which data it saw)
   bool warmup = false;
   double loss = 0;
   int64_t correct = 0;

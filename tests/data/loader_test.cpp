@@ -101,5 +101,27 @@ TEST(DataLoader, ShardsFollowTheSampler) {
   EXPECT_NE(ea[0], eb[0]);
 }
 
+// Each batch names the dataset samples in it, in the sampler's order, with or without
+// loader threads: what tells whether two ranks read the same data.
+TEST(DataLoader, BatchesNameTheirSamples) {
+  SyntheticDataset ds(Shape{1}, LossKind::mse, 1, 23, 1);
+  for (int workers : {0, 2}) {
+    DistributedSampler s(ds.size(), 2, 1, true, 7);
+    LoaderOptions o;
+    o.batch = 5;
+    o.workers = workers;
+    DataLoader l(ds, s, o);
+    l.start_epoch(3);
+    std::vector<int64_t> seen;
+    while (auto b = l.next()) {
+      ASSERT_EQ(static_cast<int64_t>(b->indices.size()), b->size());
+      EXPECT_EQ(b->x.to_vector(), make_batch(ds, b->indices).x.to_vector());
+      seen.insert(seen.end(), b->indices.begin(), b->indices.end());
+    }
+    s.set_epoch(3);
+    EXPECT_EQ(seen, s.indices()) << workers << " worker(s)";
+  }
+}
+
 }  // namespace
 }  // namespace dpb

@@ -12,7 +12,6 @@
 namespace dpb::cpu {
 
 namespace {
-constexpr int kMaxCpuDevices = 64;
 std::atomic<int>& budget() {
   static std::atomic<int> b{0};
   return b;

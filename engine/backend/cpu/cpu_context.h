@@ -51,6 +51,8 @@ class CpuContext {
   std::unordered_map<std::string, std::shared_ptr<void>> cache_;
 };
 
+// Logical CPU devices there can be (cpu:0 .. cpu:kMaxCpuDevices-1).
+inline constexpr int kMaxCpuDevices = 64;
 CpuContext& context(int index);
 
 // Threads each logical CPU device may use (default: all hardware threads for cpu:0 when

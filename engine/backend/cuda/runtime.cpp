@@ -102,8 +102,13 @@ CudaInfo cuda_info() {
   for (int i = 0; i < n; ++i) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    char bus[32] = {};
+    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), i) != cudaSuccess) {
+      (void)cudaGetLastError();
+      bus[0] = '\0';
+    }
     info.gpus.push_back({i, p.name, static_cast<int64_t>(p.totalGlobalMem),
-                         std::to_string(p.major) + "." + std::to_string(p.minor)});
+                         std::to_string(p.major) + "." + std::to_string(p.minor), bus});
   }
   if (info.gpus.empty()) info.unavailable_reason = "no CUDA device visible";
   return info;
