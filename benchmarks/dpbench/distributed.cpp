@@ -3,7 +3,12 @@
 #include "engine/trace/timeline.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sched.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <cstdlib>
 #include <filesystem>
@@ -184,10 +189,15 @@ RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vec
     const int64_t lo = measured.front().begin_ns - measured.front().data_ns, hi = measured.back().end_ns;
     m.busy_fraction = static_cast<double>(trace::timeline().busy_ns(device, lo, hi)) * 1e-9 / window;
     std::vector<double> optim;
-    for (const auto& i : trace::timeline().intervals())
-      if (i.device == device && i.cat == trace::Category::optim && i.begin_ns >= lo && i.end_ns <= hi)
-        optim.push_back(static_cast<double>(i.end_ns - i.begin_ns) * 1e-9);
+    std::vector<std::pair<int64_t, int64_t>> compute;
+    for (const auto& i : trace::timeline().intervals()) {
+      if (i.device != device || i.begin_ns < lo || i.end_ns > hi) continue;
+      if (i.cat == trace::Category::optim) optim.push_back(static_cast<double>(i.end_ns - i.begin_ns) * 1e-9);
+      if (i.cat == trace::Category::compute) compute.emplace_back(i.begin_ns, i.end_ns);
+    }
     if (!optim.empty()) m.optimizer_s = summarize(optim).median;
+    m.compute_s = static_cast<double>(trace::union_ns(compute, lo, hi)) * 1e-9 /
+                  std::max<double>(1.0, static_cast<double>(measured.size()));
   }
   // Per step: communication time, and the part of it outside backward.
   const double nsteps = std::max<double>(1.0, static_cast<double>(measured.size()));
@@ -206,7 +216,8 @@ std::vector<RankMetrics> gather_metrics(comm::ProcessGroup& pg, const RankMetric
                              static_cast<float>(mine.comm_s),         static_cast<float>(mine.overlap_ratio),
                              static_cast<float>(mine.exposed_comm_s), static_cast<float>(mine.exposed_share),
                              static_cast<float>(mine.samples),        static_cast<float>(mine.steps),
-                             static_cast<float>(mine.step_no_comm_s), static_cast<float>(mine.optimizer_s)};
+                             static_cast<float>(mine.step_no_comm_s), static_cast<float>(mine.optimizer_s),
+                             static_cast<float>(mine.compute_s)};
   const auto k = static_cast<int64_t>(v.size());
   Tensor local = Tensor::from_vector({k}, v, device), all = Tensor::empty({k * pg.size()}, device);
   pg.allgather(all, local)->wait();
@@ -214,7 +225,7 @@ std::vector<RankMetrics> gather_metrics(comm::ProcessGroup& pg, const RankMetric
   std::vector<RankMetrics> out(static_cast<size_t>(pg.size()));
   for (int r = 0; r < pg.size(); ++r) {
     const float* f = a.data() + r * k;
-    out[static_cast<size_t>(r)] = RankMetrics{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11]};
+    out[static_cast<size_t>(r)] = RankMetrics{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12]};
   }
   return out;
 }
@@ -261,6 +272,87 @@ nlohmann::json buckets_json(const StepRecord& step) {
   return rows;
 }
 
+namespace {
+
+// The CPUs this process may run on (its affinity mask), in order.
+std::vector<int> allowed_cores() {
+  std::vector<int> cores;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cores.push_back(c);
+  if (cores.empty())
+    for (int c = 0; c < cpu::hardware_threads(); ++c) cores.push_back(c);
+  return cores;
+}
+
+// Local rank r's device: r mod the devices there are (--device-map=same: all on 0). On
+// the CPU a device is a group of --threads cores the process is pinned to, so ranks that
+// share a device share those cores, as ranks that share a GPU share it.
+Device place_rank(const BenchOptions& o, const RankEnv& env) {
+  if (o.devices == "cuda") {
+    int visible = std::max(1, cuda_device_count());
+    if (o.visible_devices > 0) visible = std::min(visible, o.visible_devices);
+    return Device::cuda(o.device_map == "same" ? 0 : env.local_rank % visible);
+  }
+  const std::vector<int> cores = allowed_cores();
+  const int n = static_cast<int>(cores.size());
+  int visible = std::max(1, n / o.threads);
+  if (o.visible_devices > 0) visible = std::min(visible, o.visible_devices);
+  const int slot = o.device_map == "same" ? 0 : env.local_rank % visible;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int k = 0; k < o.threads; ++k) CPU_SET(cores[static_cast<size_t>((slot * o.threads + k) % n)], &set);
+  if (::sched_setaffinity(0, sizeof(set), &set) != 0)
+    log::warn("rank {}: could not pin to the cores of cpu:{}: {}", env.rank, slot, std::strerror(errno));
+  return Device::cpu(slot);
+}
+
+}  // namespace
+
+RankPlacement describe_placement(Device device) {
+  RankPlacement p;
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) == 0) p.host = host;
+  if (device.is_cuda()) {
+    p.device = device.str();
+    for (const auto& g : cuda_info().gpus)
+      if (g.index == device.index) p.hardware.push_back("gpu " + (g.pci_bus_id.empty() ? device.str() : g.pci_bus_id));
+    if (p.hardware.empty()) p.hardware.push_back("gpu " + device.str());
+    return p;
+  }
+  const std::vector<int> cores = allowed_cores();
+  p.device = fmt::format("{} (cores {})", device.str(), fmt::join(cores, ","));
+  for (int c : cores) p.hardware.push_back(fmt::format("core {}", c));
+  return p;
+}
+
+std::vector<RankRecord> gather_rank_records(comm::ProcessGroup& pg, const std::vector<StepRecord>& measured,
+                                            Device device) {
+  const RankPlacement p = describe_placement(device);
+  nlohmann::json mine = {{"host", p.host}, {"device", p.device}, {"hardware", p.hardware}};
+  for (const auto& r : measured) mine["hashes"].push_back(r.data_hash);
+  std::vector<RankRecord> out;
+  for (const auto& text : gather_strings(pg, mine.dump(), device)) {
+    const auto j = nlohmann::json::parse(text);
+    out.push_back({{j["host"], j["device"], j["hardware"]}, j.value("hashes", std::vector<uint64_t>{})});
+  }
+  return out;
+}
+
+nlohmann::json same_data_json(const std::vector<RankRecord>& ranks) {
+  size_t steps = ranks.empty() ? 0 : ranks.front().data_hashes.size();
+  for (const auto& r : ranks) steps = std::min(steps, r.data_hashes.size());
+  int64_t identical = 0;
+  for (size_t k = 0; k < steps; ++k) {
+    bool same = true;
+    for (const auto& r : ranks) same = same && r.data_hashes[k] == ranks.front().data_hashes[k];
+    identical += same ? 1 : 0;
+  }
+  return {{"compared_steps", static_cast<int64_t>(steps)}, {"identical_steps", identical}};
+}
+
 int run_ddp_rank(const BenchOptions& o_in, const std::vector<std::string>& argv) {
   BenchOptions o = o_in;
   const RankEnv env = rank_env(o);
@@ -270,8 +362,7 @@ int run_ddp_rank(const BenchOptions& o_in, const std::vector<std::string>& argv)
   go.timeout = timeout_of(o);
   go.debug_collectives = o.debug_collectives;
   go.host = gloo_host(o, env);
-  const Device device = o.devices == "cuda" ? Device::cuda(env.local_rank % std::max(1, cuda_device_count()))
-                                            : Device::cpu(0);
+  const Device device = place_rank(o, env);
   auto pg = comm::make_process_group(backend_of(o), store, env.rank, env.world_size, go, device);
   int code = 0;
   if (o.verify) code = run_verify(o, std::cout, pg.get(), device).passed ? 0 : 1;

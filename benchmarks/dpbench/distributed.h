@@ -44,7 +44,28 @@ struct RankMetrics {
   // A/B: a forward + backward without the all-reduce (no_sync), and the optimizer step,
   // medians in seconds (0 when not measured).
   double step_no_comm_s = 0, optimizer_s = 0;
+  double compute_s = 0;  // forward, loss and backward per step (timeline union)
 };
+// Where a rank runs, read back from what the process got: its host, its device as the
+// report shows it ("cuda:1", "cpu:1 (cores 2,3)"), and the hardware it computes on
+// ("core 2", "core 3"; "gpu 0000:1b:00.0"). Two ranks on one host whose hardware
+// overlaps take turns on it.
+struct RankPlacement {
+  std::string host, device;
+  std::vector<std::string> hardware;
+};
+RankPlacement describe_placement(Device device);
+// Per rank: where it ran, and which samples each measured step read (StepRecord::data_hash).
+struct RankRecord {
+  RankPlacement placement;
+  std::vector<uint64_t> data_hashes;
+};
+// Every rank's record, on every rank.
+std::vector<RankRecord> gather_rank_records(comm::ProcessGroup& pg, const std::vector<StepRecord>& measured,
+                                            Device device);
+// {compared_steps, identical_steps}: measured steps in which every rank read exactly the
+// same samples (no DistributedSampler) among those every rank ran.
+nlohmann::json same_data_json(const std::vector<RankRecord>& ranks);
 // `device`: this rank's device index on the timeline (its busy fraction comes from there).
 RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vector<StepRecord>& all, int device);
 // Every rank's string, on every rank (two all-gathers: the lengths, then the bytes).

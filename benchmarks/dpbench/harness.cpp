@@ -4,12 +4,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <sstream>
 #include <iostream>
 
 #include "benchmarks/dpbench/distributed.h"
 #include "benchmarks/dpbench/sweep.h"
+#include "diagnostics/dpdoctor/doctor.h"
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/backend/device_info.h"
 #include "engine/backend/op_profile.h"
@@ -91,12 +93,38 @@ void validate(const BenchOptions& o) {
     const CudaInfo info = cuda_info();
     DPB_CHECK(info.built) << "--devices=cuda: this build has no CUDA backend (configure with -DDPB_CUDA=ON on a "
                              "machine with the CUDA toolkit, cuDNN and NCCL)";
-    DPB_CHECK(static_cast<int>(info.gpus.size()) >= o.gpus)
+    // ddp's ranks may share GPUs (rank r on cuda:r mod count; dpdoctor says so); dp and
+    // mp have already been cut to the visible devices.
+    DPB_CHECK(static_cast<int>(info.gpus.size()) >= (o.mode == "ddp" ? 1 : o.gpus))
         << "--devices=cuda --gpus=" << o.gpus << ": " << info.gpus.size() << " CUDA device(s) visible"
         << (info.unavailable_reason.empty() ? "" : " (" + info.unavailable_reason + ")");
   }
+  DPB_CHECK(o.straggler_rank < 0 || o.mode == "ddp") << "--straggler is for --mode=ddp (a rank that computes slower)";
+  DPB_CHECK(o.device_map == "spread" || o.mode == "ddp")
+      << "--device-map is for --mode=ddp (where each rank process is placed on a device)";
+  DPB_CHECK(o.straggler_rank < 0 || o.straggler_rank < o.gpus)
+      << "--straggler=" << o.straggler_rank << ":" << o.straggler_ms << " but there are " << o.gpus << " rank(s)";
   DPB_CHECK(o.eval == "auto" || o.eval == "on" || o.eval == "off")
       << "unknown --eval '" << o.eval << "' (valid: auto, on, off)";
+}
+
+// Devices dp and mp can use: the GPUs, or as many logical CPU devices as the engine has.
+int visible_devices(const BenchOptions& o) {
+  int n = o.devices == "cuda" ? cuda_device_count() : cpu::kMaxCpuDevices;
+  if (o.visible_devices > 0) n = std::min(n, o.visible_devices);
+  return n;
+}
+
+// dp and mp use the devices that exist: more requested than visible runs on fewer, as
+// torch.nn.DataParallel(model) uses the visible GPUs (the run records both counts).
+void apply_visible_devices(BenchOptions& o) {
+  o.gpus_requested = o.gpus;
+  if (o.mode != "dp" && o.mode != "mp") return;
+  const int visible = visible_devices(o);
+  if (o.gpus <= visible) return;
+  DPB_CHECK(visible >= 1) << "--gpus=" << o.gpus << " but no " << o.devices << " device is visible";
+  log::warn("--gpus={} but only {} {} device(s) are visible: running on {}", o.gpus, visible, o.devices, visible);
+  o.gpus = visible;
 }
 
 Device bench_device(const BenchOptions& o, int index) {
@@ -293,6 +321,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
     t.ddp.bucket_bytes = static_cast<int64_t>(o.bucket_mb * 1024 * 1024);
     t.distributed_sampler = o.sampler == "distributed";
     t.sync_bn = o.sync_bn;
+    if (group->rank() == o.straggler_rank) t.straggle_ms = o.straggler_ms;
   }
   t.accum_steps = o.accum_steps;
   t.save_path = o.save_path;
@@ -349,6 +378,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   // DDP: every rank's metrics; rank 0 reports. A step takes as long as its slowest rank.
   std::vector<RankMetrics> ranks;
   nlohmann::json last_step_timeline;
+  std::vector<RankRecord> rank_records;  // ddp: where each rank ran, which samples it read
   if (group) {
     RankMetrics mine = rank_metrics(measured, result.steps, rank_device.index);
     if (world > 1) {
@@ -357,6 +387,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
       mine.step_no_comm_s = summarize(no_comm).median;
     }
     ranks = gather_metrics(*group, mine, rank_device);
+    rank_records = gather_rank_records(*group, measured, rank_device);
     if (!o.trace_path.empty()) write_trace(o, result, device_ids, group, rank_device);
     last_step_timeline = timeline_excerpt(measured.back(), group, rank_device);
     if (rank != 0) return nlohmann::json();
@@ -502,6 +533,10 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                       {"data_dir", data.dir.empty() ? nlohmann::json(nullptr) : nlohmann::json(data.dir)},
                       {"devices", o.devices},
                       {"gpus", o.gpus},
+                      {"gpus_requested", o.gpus_requested > 0 ? o.gpus_requested : o.gpus},
+                      {"visible_devices", visible_devices(o)},
+                      {"batchnorm", spec.has_batchnorm},
+                      {"base_batch", o.base_batch},
                       {"device_list", device_ids},
                       {"dp_forward", o.mode == "dp" ? nlohmann::json(o.dp_forward) : nlohmann::json(nullptr)},
                       {"pipeline_schedule", o.mode == "mp" ? nlohmann::json(o.pipeline_schedule) : nlohmann::json(nullptr)},
@@ -566,9 +601,14 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                           {"comm_s", reports::number(m.comm_s)},
                           {"overlap_ratio", reports::number(m.overlap_ratio)},
                           {"exposed_comm_s", reports::number(m.exposed_comm_s)},
+                          {"compute_s", reports::number(m.compute_s)},
+                          {"host", rank_records[static_cast<size_t>(r)].placement.host},
+                          {"device", rank_records[static_cast<size_t>(r)].placement.device},
+                          {"hardware", rank_records[static_cast<size_t>(r)].placement.hardware},
                           {"samples", static_cast<int64_t>(m.samples)}});
     }
     run["ranks"] = per_rank;
+    run["data"] = same_data_json(rank_records);  // the missing DistributedSampler
     run["buckets"] = buckets_json(measured.back());
     run["overlap"] = {{"ratio", reports::number(ranks[0].overlap_ratio)},
                       {"exposed_comm_s", reports::number(ranks[0].exposed_comm_s)},
@@ -589,10 +629,20 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
     run["stages"] = stages_json;
   }
   if (const DataParallel* dp = trainer.data_parallel()) {
+    // The primary's own work (broadcast, scatter, gather, loss, gradient reduction,
+    // optimizer) against its replica's, per measured step, from the timeline.
+    std::vector<std::pair<int64_t, int64_t>> own, replica;
+    for (const auto& i : trace::timeline().intervals()) {
+      if (i.device != bench_device(o, 0).index || i.cat == trace::Category::data) continue;
+      (i.lane == "replica" ? replica : own).emplace_back(i.begin_ns, i.end_ns);
+    }
+    const double per_step = 1e-9 / static_cast<double>(measured.size());
     run["dp"] = {{"forward", o.dp_forward},
                  {"input", o.dp_input},
                  {"scatter_calls", dp->stats().forwards},
-                 {"last_chunks", dp->stats().last_chunks}};
+                 {"last_chunks", dp->stats().last_chunks},
+                 {"primary_only_s", reports::number(static_cast<double>(trace::union_ns(own, window_lo, window_hi)) * per_step)},
+                 {"primary_replica_s", reports::number(static_cast<double>(trace::union_ns(replica, window_lo, window_hi)) * per_step)}};
   }
   nlohmann::json losses = nlohmann::json::array();
   for (const auto& r : result.steps) losses.push_back(reports::number(r.loss));
@@ -610,6 +660,13 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
   if (o.op_profile) run["op_profile"] = op_rows;
   report["runs"] = nlohmann::json::array({run});
   report["findings"] = nlohmann::json::array();
+  if (o.doctor) {
+    // dpdoctor's rules on what this run measured: into the report and onto the console.
+    const auto d = doctor::diagnose(report);
+    for (const auto& f : d.findings) report["findings"].push_back(doctor::finding_json(f));
+    out << "\ndpdoctor:\n";
+    doctor::print_diagnosis(d, out);
+  }
   if (!o.trace_path.empty() && !group) write_trace(o, result, device_ids, nullptr, Device::cpu());
   if (!o.json_path.empty()) {
     reports::write_report(o.json_path, report);
@@ -781,6 +838,10 @@ int main_cli(int argc, char** argv) {
                  "Devices (or ranks) to use, or a sweep such as 1,2,4 (one run each, with the scaling efficiency "
                  "E(N) = throughput(N) / (N x throughput(1)); dp and mp multiply --batch by N). With --devices=cpu "
                  "these are logical CPU devices cpu:0..N-1 (ddp: N ranks), each with --threads threads");
+  app.add_option("--visible-devices", o.visible_devices,
+                 "Devices that exist, as CUDA_VISIBLE_DEVICES leaves them (0: all): dp and mp asked for more run on "
+                 "fewer; ddp ranks beyond them share devices")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--repeat", o.repeat, "Run everything R times; the sweep and dashboards use the median throughput")
       ->check(CLI::Range(1, 100));
   app.add_option("--dp-forward", o.dp_forward,
@@ -844,6 +905,8 @@ int main_cli(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "linear"}));
   app.add_option("--base-batch", o.base_batch, "Batch the learning rate was tuned for (--lr-scale=linear)")
       ->check(CLI::PositiveNumber);
+  app.add_flag("--doctor", o.doctor,
+               "Diagnose the run with dpdoctor's rules: findings in the report and after the summary");
   app.add_option("--trace", o.trace_path,
                  "Write the run's timeline as Chrome/Perfetto JSON (open in ui.perfetto.dev): a process per device or "
                  "rank, a lane per thread or stream, categories compute, comm, copy, data, optim");
@@ -868,6 +931,13 @@ int main_cli(int argc, char** argv) {
   ranks->add_option("--sampler", o.sampler,
                     "DDP: distributed (each rank its shard) or none (every rank reads the whole dataset: the mistake)")
       ->check(CLI::IsMember({"distributed", "none"}));
+  ranks->add_option("--device-map", o.device_map,
+                    "ddp: spread (rank r on device r mod visible; on the CPU its own --threads cores) or same (every "
+                    "rank on device 0: the mistake)")
+      ->check(CLI::IsMember({"spread", "same"}));
+  std::string straggler;
+  ranks->add_option("--straggler", straggler,
+                    "Fault injection, RANK:MS: that rank computes MS milliseconds slower every step");
   ranks->add_flag("--sync-bn", o.sync_bn,
                   "DDP: SyncBatchNorm, BatchNorm statistics over the global batch (torch.nn.SyncBatchNorm)");
   ranks->add_option("--rank", o.rank, "This process's rank (else from torchrun/Slurm/Open MPI variables)");
@@ -910,6 +980,18 @@ int main_cli(int argc, char** argv) {
   }
   std::vector<std::string> args(argv, argv + argc);
   try {
+    if (!straggler.empty()) {
+      // RANK:MS, both whole numbers, MS > 0.
+      const auto colon = straggler.find(':');
+      const char* end = straggler.data() + straggler.size();
+      const auto r = std::from_chars(straggler.data(), straggler.data() + std::min(colon, straggler.size()),
+                                     o.straggler_rank);
+      const auto m = colon == std::string::npos ? std::from_chars_result{end, std::errc::invalid_argument}
+                                                : std::from_chars(straggler.data() + colon + 1, end, o.straggler_ms);
+      DPB_CHECK(colon != std::string::npos && r.ec == std::errc() && r.ptr == straggler.data() + colon &&
+                m.ec == std::errc() && m.ptr == end && o.straggler_rank >= 0 && o.straggler_ms > 0)
+          << "--straggler='" << straggler << "': expected RANK:MS, e.g. --straggler=1:30 (rank 1, 30 ms slower per step)";
+    }
     const std::vector<int> sweep = parse_gpus(gpus_text);
     o.gpus = sweep.front();
     if (sweep.size() > 1 || o.repeat > 1) {
@@ -927,6 +1009,7 @@ int main_cli(int argc, char** argv) {
       if (!o.json_path.empty()) check_writable(o.json_path);
       return run_sweep(o, sweep, args);
     }
+    apply_visible_devices(o);
     if (o.bench == "collectives") {
       o.collectives.ops.clear();
       std::stringstream ss(ops_text);

@@ -19,6 +19,14 @@ struct BenchOptions {
   std::string mode = "single";
   int gpus = 1;                         // devices (on the CPU: logical CPU devices)
   int repeat = 1;                       // repetitions of the run (--gpus sweeps repeat every point)
+  int gpus_requested = 0;               // --gpus as given (more than visible: fewer are used)
+  // Devices that exist, as CUDA_VISIBLE_DEVICES would leave them (0: all; on the CPU
+  // hardware threads / --threads devices of --threads cores each).
+  int visible_devices = 0;
+  std::string device_map = "spread";    // ddp: spread (rank r on device r) | same (every rank on device 0)
+  int straggler_rank = -1;              // --straggler=RANK:MS: that rank computes MS slower per step
+  int64_t straggler_ms = 0;
+  bool doctor = false;                  // diagnose the run (dpdoctor's rules) into the report
   std::string dp_forward = "scatter";   // dp: scatter | bypass (call the wrapped module directly)
   std::string dp_input = "tensor";      // dp: tensor | list (a list of samples is replicated, not scattered)
   // mp: the first layer of each stage after the first (indices or names; empty: balanced

@@ -16,6 +16,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/log.h"
+#include "diagnostics/dpdoctor/doctor.h"
 #include "reports/report.h"
 
 namespace dpb::bench {
@@ -103,7 +104,7 @@ std::vector<int> parse_gpus(const std::string& text) {
 
 int run_sweep(const BenchOptions& o, const std::vector<int>& gpus, const std::vector<std::string>& args) {
   const std::string exe = self_exe(args.front());
-  const auto base = without(args, {"--gpus", "--json", "--trace", "--repeat", "--batch", "--mode"});
+  const auto base = without(args, {"--gpus", "--json", "--trace", "--repeat", "--batch", "--mode", "--doctor"});
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("dpbench-sweep-{}", ::getpid());
   std::filesystem::create_directories(dir);
   const bool weak = o.mode == "dp" || o.mode == "mp";
@@ -198,6 +199,13 @@ int run_sweep(const BenchOptions& o, const std::vector<int>& gpus, const std::ve
   merged["config"]["sweep_batch"] = weak ? "batch x N (weak scaling)" : "per rank";
   merged["runs"] = runs;
   merged["sweep"] = sweep;
+  merged["findings"] = nlohmann::json::array();
+  if (o.doctor) {
+    const auto d = doctor::diagnose(merged);  // the largest run
+    for (const auto& f : d.findings) merged["findings"].push_back(doctor::finding_json(f));
+    std::cout << "\ndpdoctor (the largest run):\n";
+    doctor::print_diagnosis(d, std::cout);
+  }
   if (!o.json_path.empty()) {
     reports::write_report(o.json_path, merged);
     log::info("report written to {}", o.json_path);

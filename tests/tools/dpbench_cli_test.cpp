@@ -231,6 +231,25 @@ TEST(DpbenchCli, VerifyComparesAModeWithSingleDeviceTraining) {
   EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
 }
 
+// The fault-injection and placement flags dpdoctor's scenarios use.
+TEST(DpbenchCli, ScenarioFlagsAreCheckedBeforeWork) {
+  for (const char* bad : {"--straggler=abc:5", "--straggler=1:30x", "--straggler=1", "--straggler=1:0"}) {
+    const Result r = run(std::string("--mode=ddp --gpus=2 --model=mlp --steps=1 ") + bad);
+    EXPECT_NE(r.code, 0) << bad;
+    EXPECT_NE(r.err.find("expected RANK:MS"), std::string::npos) << bad << ": " << r.err;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+  }
+  Result r = run("--mode=ddp --gpus=2 --model=mlp --steps=1 --straggler=2:10");
+  EXPECT_NE(r.err.find("there are 2 rank(s)"), std::string::npos) << r.err;
+  r = run("--mode=dp --gpus=2 --model=mlp --steps=1 --straggler=1:10");
+  EXPECT_NE(r.err.find("--straggler is for --mode=ddp"), std::string::npos) << r.err;
+  r = run("--mode=dp --gpus=2 --model=mlp --steps=1 --device-map=same");
+  EXPECT_NE(r.err.find("--device-map is for --mode=ddp"), std::string::npos) << r.err;
+  r = run("--mode=ddp --gpus=2 --model=mlp --steps=1 --device-map=all");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("spread"), std::string::npos) << "valid choices listed: " << r.err;
+}
+
 TEST(DpbenchCli, UnknownModeListsValidChoices) {
   const Result r = run("--mode=fsdp");
   EXPECT_NE(r.code, 0);

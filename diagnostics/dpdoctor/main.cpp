@@ -1,0 +1,162 @@
+// dpdoctor: why are the devices not all busy?
+//   dpdoctor REPORT.json [--json[=PATH]]     diagnose a dpbench report
+//   dpdoctor [--json[=PATH]] -- FLAGS...      run a short dpbench probe with FLAGS, diagnose it
+// --json alone prints the findings as JSON instead of the text; --json=PATH writes them
+// to PATH as well as printing the text.
+// Exit code: 0 when no finding is an error (healthy, or warnings only), 1 when one is,
+// 2 for bad input.
+#include <CLI/CLI.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+
+#include "diagnostics/dpdoctor/doctor.h"
+#include "engine/core/error.h"
+#include "engine/core/file_io.h"
+
+namespace {
+
+// dpbench: $DPBENCH, else beside this executable (a package's bin/), else the one built
+// with it, else from PATH.
+std::string dpbench_path() {
+  if (const char* env = std::getenv("DPBENCH"); env && *env) return env;
+  char self[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    const auto sibling = std::filesystem::path(std::string(self, static_cast<size_t>(n))).parent_path() / "dpbench";
+    if (std::filesystem::exists(sibling)) return sibling.string();
+  }
+  if (std::filesystem::exists(DPBENCH_BUILT)) return DPBENCH_BUILT;
+  return "dpbench";
+}
+
+// The value of --name=V or --name V among the flags, if given.
+std::optional<std::string> flag_value(const std::vector<std::string>& flags, const std::string& name) {
+  for (size_t i = 0; i < flags.size(); ++i) {
+    if (flags[i].rfind(name + "=", 0) == 0) return flags[i].substr(name.size() + 1);
+    if (flags[i] == name && i + 1 < flags.size()) return flags[i + 1];
+  }
+  return std::nullopt;
+}
+
+bool has_flag(const std::vector<std::string>& flags, const std::string& name) {
+  for (const auto& f : flags)
+    if (f == name || f.rfind(name + "=", 0) == 0) return true;
+  return false;
+}
+
+// Runs dpbench with the flags (its output on our stderr, so that stdout holds only the
+// diagnosis) and returns its report: the one the flags asked for with --json, else a
+// temporary one, removed afterwards.
+nlohmann::json probe(std::vector<std::string> flags) {
+  std::string report_path;
+  bool temporary = false;
+  if (auto given = flag_value(flags, "--json")) {
+    report_path = *given;
+  } else {
+    report_path = (std::filesystem::temp_directory_path() / ("dpdoctor-" + std::to_string(::getpid()) + ".json")).string();
+    flags.push_back("--json=" + report_path);
+    temporary = true;
+  }
+  if (!has_flag(flags, "--steps") && !has_flag(flags, "--epochs")) flags.push_back("--steps=10");
+  if (!has_flag(flags, "--progress")) flags.push_back("--progress=none");
+  const std::string exe = dpbench_path();
+  std::vector<char*> args{const_cast<char*>(exe.c_str())};
+  std::string shown = exe;
+  for (auto& f : flags) {
+    args.push_back(f.data());
+    shown += " " + f;
+  }
+  args.push_back(nullptr);
+  std::cerr << "dpdoctor: probing: " << shown << "\n";
+  std::cerr.flush();
+  const pid_t pid = ::fork();
+  DPB_CHECK(pid >= 0) << "fork: " << std::strerror(errno);
+  if (pid == 0) {
+    ::dup2(STDERR_FILENO, STDOUT_FILENO);
+    ::execvp(exe.c_str(), args.data());
+    std::fprintf(stderr, "dpdoctor: cannot run %s: %s (set DPBENCH to dpbench's path)\n", exe.c_str(),
+                 std::strerror(errno));
+    std::_Exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::string text;
+  if (std::filesystem::exists(report_path)) text = dpb::read_file(report_path);
+  if (temporary) std::filesystem::remove(report_path);
+  DPB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the dpbench probe failed ("
+      << (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                            : "signal " + std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0))
+      << "); its output is above";
+  return nlohmann::json::parse(text);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> mine{argv[0]}, flags;
+  bool after = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!after && std::string(argv[i]) == "--") {
+      after = true;
+      continue;
+    }
+    // A bare --json is JSON on standard output: it never takes the next word (the report)
+    // as its file; a file is --json=PATH.
+    (after ? flags : mine).push_back(!after && std::string(argv[i]) == "--json" ? "--json=-" : argv[i]);
+  }
+  CLI::App app{"dpdoctor: why the devices of a training run are not all busy, from what the run measured.\n"
+               "  dpdoctor REPORT.json         diagnose a dpbench report (dpbench --json=...)\n"
+               "  dpdoctor -- <dpbench flags>  run a short dpbench probe with those flags and diagnose it\n"
+               "Exit code 0 without errors (healthy or warnings), 1 with an error finding, 2 for bad input."};
+  std::string report_path, json_path;
+  bool json_stdout = false;
+  app.add_option("REPORT", report_path, "dpbench report to diagnose");
+  auto* json_opt = app.add_option("--json", json_path,
+                                  "--json: the findings as JSON (dpdoctor.findings/1) on standard output instead of the "
+                                  "text; --json=PATH: also to that file (written atomically)");
+  std::vector<std::string> rev(mine.rbegin(), mine.rend() - 1);
+  try {
+    app.parse(rev);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  json_stdout = json_opt->count() > 0 && json_path == "-";
+  try {
+    DPB_CHECK(report_path.empty() != !after)
+        << (after ? "give either a report or -- with dpbench flags, not both" : "give a report, or -- and dpbench flags");
+    if (!json_path.empty() && json_path != "-") dpb::check_writable(json_path);  // before any work
+    nlohmann::json report;
+    if (after) {
+      report = probe(flags);
+    } else {
+      std::ifstream in(report_path);
+      DPB_CHECK(in) << "cannot read '" << report_path << "'";
+      try {
+        report = nlohmann::json::parse(in);
+      } catch (const nlohmann::json::exception& e) {
+        DPB_FAIL() << "'" << report_path << "' is not JSON: " << e.what();
+      }
+    }
+    const auto d = dpb::doctor::diagnose(report);
+    const auto j = dpb::doctor::diagnosis_json(d);
+    if (json_stdout) std::cout << j.dump(2) << "\n";
+    else dpb::doctor::print_diagnosis(d, std::cout);
+    if (!json_stdout && !json_path.empty()) dpb::write_file_atomic(json_path, j.dump(2) + "\n");
+    for (const auto& f : d.findings)
+      if (f.severity == dpb::doctor::Severity::error) return 1;
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "dpdoctor: error: " << e.what() << "\n";
+    return 2;
+  }
+}

@@ -1,0 +1,36 @@
+// dp's primary device does everything the replicas do plus the broadcast of the
+// parameters, the scatter, the gather, the loss, the gradient reduction and the
+// optimizer; when that share is large the primary is busy while the others wait.
+#include <fmt/format.h>
+
+#include "diagnostics/dpdoctor/rules/rules.h"
+
+namespace dpb::doctor::check {
+
+std::optional<Finding> primary_device_hotspot(const Evidence& e) {
+  if (!e.has_dp || e.world < 2 || e.scatter_calls == 0 || e.primary_only_s < 0 || e.step_s <= 0) return std::nullopt;
+  const double share = e.primary_only_s / e.step_s;
+  const double gap = e.device[0].busy - mean_busy_except_first(e);
+  if (share < 0.3 || gap < 0.15) return std::nullopt;
+  Finding f;
+  f.severity = Severity::warning;
+  f.title = fmt::format("{} is a hot spot: its own DataParallel work takes {:.0f}% of every step", e.device[0].id,
+                        100 * share);
+  f.evidence = {{"primary_only_s_per_step", e.primary_only_s},
+                {"primary_replica_s_per_step", e.primary_replica_s},
+                {"step_time_s", e.step_s},
+                {"primary_busy", e.device[0].busy},
+                {"others_busy_mean", mean_busy_except_first(e)},
+                {"per_device", device_table(e)}};
+  f.explanation = fmt::format(
+      "Besides its replica ({:.1f} ms/step) the primary device broadcasts the parameters to every replica, scatters "
+      "the batch, gathers the outputs, computes the loss, sums the replicas' gradients and steps the optimizer "
+      "({:.1f} ms/step, alone): during that time the other devices idle, and the cost grows with the device count and "
+      "the parameter count.",
+      e.primary_replica_s * 1e3, e.primary_only_s * 1e3);
+  f.fix = "use DistributedDataParallel (one process per device: no broadcast, scatter or gather per step, and the "
+          "all-reduce overlaps backward); in dpbench --mode=ddp";
+  return f;
+}
+
+}  // namespace dpb::doctor::check

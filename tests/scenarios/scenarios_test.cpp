@@ -1,0 +1,178 @@
+// dpdoctor's scenario suite: dpbench flags that reproduce each problem, and healthy runs
+// in every mode, all diagnosed from what they measured. Every problem scenario must get
+// its rule (and only the findings listed as its company); no healthy run may get an
+// error or a warning; and a scenario run twice gives the same errors and warnings, on
+// this noisy 2-core machine. Together: the confusion matrix of rules against scenarios.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "reports/schema_check.h"
+
+namespace {
+
+struct Scenario {
+  std::string name;
+  std::string flags;
+  std::string rule;                 // must fire ("" for a healthy run)
+  std::set<std::string> company;    // may fire alongside (other consequences of the same setup)
+};
+
+std::ostream& operator<<(std::ostream& os, const Scenario& s) { return os << s.name << ": " << s.flags; }
+
+const std::string kCommon = " --threads=1 --steps=8 --warmup=2";
+
+std::vector<Scenario> scenarios() {
+  return {
+      // DataParallel
+      {"batch_smaller_than_devices", "--mode=dp --gpus=4 --model=mlp --batch=2", "batch-smaller-than-devices",
+       {"primary-device-hotspot"}},
+      {"batch_not_divisible", "--mode=dp --gpus=4 --model=mlp --batch=10", "uneven-scatter", {"primary-device-hotspot"}},
+      {"forward_bypasses_scatter", "--mode=dp --gpus=2 --model=lenet --batch=64 --dp-forward=bypass",
+       "forward-bypasses-scatter", {}},
+      {"list_input_replicated", "--mode=dp --gpus=2 --model=lenet --batch=64 --dp-input=list",
+       "non-tensor-input-replicated", {"input-bound"}},
+      {"more_devices_than_exist", "--mode=dp --gpus=4 --visible-devices=2 --model=lenet --batch=128 --workers=1",
+       "fewer-devices-than-requested", {}},
+      {"primary_hotspot", "--mode=dp --gpus=2 --model=widemlp --batch=8 --steps=4", "primary-device-hotspot", {}},
+      // DistributedDataParallel
+      {"ranks_on_one_device", "--mode=ddp --gpus=2 --model=lenet --batch=256 --base-batch=512 --device-map=same",
+       "ranks-share-device", {"communication-bound", "straggler-rank"}},
+      {"no_distributed_sampler", "--mode=ddp --gpus=2 --model=lenet --batch=1024 --base-batch=2048 --sampler=none",
+       "missing-distributed-sampler", {}},
+      {"tiny_buckets_small_batch", "--mode=ddp --gpus=2 --model=mlp --batch=2 --bucket-mb=0.01",
+       "communication-bound", {}},
+      {"straggler", "--mode=ddp --gpus=2 --model=lenet --batch=64 --straggler=1:30", "straggler-rank", {}},
+      {"lr_not_scaled", "--mode=ddp --gpus=2 --model=lenet --batch=256 --lr-scale=none", "lr-not-scaled", {}},
+      {"batchnorm_batch_2", "--mode=ddp --gpus=2 --model=resnet18 --batch=2 --steps=4", "small-batch-batchnorm",
+       {"communication-bound"}},
+      // input pipeline
+      {"slow_loader", "--mode=single --model=lenet --batch=64 --workers=0 --loader-delay-ms=20", "input-bound", {}},
+      // model parallel
+      {"naive_model_parallel", "--mode=mp --gpus=2 --model=mlp --batch=64 --schedule=naive --workers=1",
+       "naive-model-parallel", {}},
+      {"unbalanced_split", "--mode=mp --gpus=2 --model=mlp --batch=64 --split=5 --schedule=1f1b --micro-batches=4 "
+                           "--workers=1",
+       "unbalanced-pipeline", {}},
+      // healthy, every mode
+      {"healthy_single", "--mode=single --model=mlp --batch=128 --workers=1", "", {}},
+      {"healthy_dp", "--mode=dp --gpus=2 --model=lenet --batch=256 --workers=1", "", {}},
+      {"healthy_ddp", "--mode=ddp --gpus=2 --model=lenet --batch=1024 --base-batch=2048", "", {}},
+      {"healthy_ddp_syncbn", "--mode=ddp --gpus=2 --model=resnet18 --batch=8 --sync-bn --steps=3", "", {}},
+      {"healthy_mp", "--mode=mp --gpus=2 --model=mlp --batch=64 --schedule=1f1b --micro-batches=4 --workers=1", "", {}},
+  };
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void expect_valid(const char* schema_path, const nlohmann::json& doc) {
+  const auto schema = nlohmann::json::parse(slurp(schema_path));
+  for (const auto& v : dpb::reports::schema_violations(schema, doc)) ADD_FAILURE() << schema_path << ": " << v;
+}
+
+struct Verdict {
+  int code = -1;
+  nlohmann::json doc;
+  std::string err;
+};
+
+// dpdoctor -- FLAGS: the probe path users take.
+Verdict diagnose(const std::string& flags, int attempt) {
+  const std::string base = std::filesystem::temp_directory_path() /
+                           ("dpb_scn_" + std::to_string(::getpid()) + "_" + std::to_string(attempt));
+  // The common settings, unless the scenario sets its own.
+  std::string common;
+  for (const char* opt : {"--threads=1", "--steps=8", "--warmup=2"}) {
+    const std::string name = std::string(opt).substr(0, std::string(opt).find('='));
+    if (flags.find(name) == std::string::npos) common += std::string(" ") + opt;
+  }
+  const std::string cmd = std::string(DPDOCTOR_BIN) + " --json=" + base + ".json -- " + flags + common + " >" + base +
+                          ".out 2>" + base + ".err";
+  const int status = std::system(cmd.c_str());
+  Verdict v;
+  v.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  v.err = slurp(base + ".err");
+  const std::string text = slurp(base + ".json");
+  if (!text.empty()) v.doc = nlohmann::json::parse(text);
+  for (const char* ext : {".json", ".out", ".err"}) std::remove((base + ext).c_str());
+  return v;
+}
+
+std::set<std::string> serious(const nlohmann::json& doc) {
+  std::set<std::string> ids;
+  for (const auto& f : doc["findings"])
+    if (f["severity"] != "info") ids.insert(f["id"].get<std::string>());
+  return ids;
+}
+
+class DoctorScenario : public ::testing::TestWithParam<Scenario> {};
+
+TEST_P(DoctorScenario, GetsItsRuleAndNoFalseAlarms) {
+  const Scenario& s = GetParam();
+  std::set<std::string> first;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const Verdict v = diagnose(s.flags, attempt);
+    ASSERT_FALSE(v.doc.is_null()) << "no findings written: " << v.err;
+    ASSERT_EQ(v.doc["schema"], "dpdoctor.findings/1");
+    expect_valid(DPB_FINDINGS_SCHEMA, v.doc);
+    std::set<std::string> all;
+    for (const auto& f : v.doc["findings"]) {
+      all.insert(f["id"].get<std::string>());
+      // Every finding carries its evidence, why and fix.
+      EXPECT_FALSE(f["evidence"].empty()) << f;
+      EXPECT_FALSE(f["explanation"].get<std::string>().empty()) << f;
+      EXPECT_FALSE(f["fix"].get<std::string>().empty()) << f;
+    }
+    const auto bad = serious(v.doc);
+    bool has_error = false;
+    for (const auto& f : v.doc["findings"]) has_error = has_error || f["severity"] == "error";
+    EXPECT_EQ(v.code, has_error ? 1 : 0) << v.err;
+    if (s.rule.empty()) {
+      EXPECT_EQ(v.doc["verdict"], "healthy") << v.doc.dump(2);
+      for (const auto& id : bad) EXPECT_TRUE(s.company.count(id)) << "false alarm " << id << ": " << v.doc.dump(2);
+    } else {
+      EXPECT_TRUE(all.count(s.rule)) << s.rule << " did not fire: " << v.doc.dump(2);
+      for (const auto& id : bad)
+        EXPECT_TRUE(id == s.rule || s.company.count(id)) << "unexpected " << id << ": " << v.doc.dump(2);
+    }
+    if (attempt == 0) first = bad;
+    else EXPECT_EQ(bad, first) << "findings changed between two runs of the same scenario";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Scenarios, DoctorScenario, ::testing::ValuesIn(scenarios()),
+                         [](const auto& info) { return info.param.name; });
+
+// The other entry points: a report file, and dpbench --doctor.
+TEST(Dpdoctor, DiagnosesAReportAndDpbenchAppendsFindings) {
+  const std::string json = std::filesystem::temp_directory_path() / ("dpb_doc_" + std::to_string(::getpid()) + ".json");
+  const std::string run = std::string(DPBENCH_BIN) + " --mode=dp --gpus=2 --model=lenet --batch=64 --dp-forward=bypass" +
+                          kCommon + " --progress=none --doctor --json=" + json + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(run.c_str()), 0);
+  const auto rep = nlohmann::json::parse(slurp(json));
+  expect_valid(DPB_REPORT_SCHEMA, rep);
+  ASSERT_FALSE(rep["findings"].empty());
+  EXPECT_EQ(rep["findings"][0]["id"], "forward-bypasses-scatter");
+  const std::string out = json + ".txt";
+  const int status = std::system((std::string(DPDOCTOR_BIN) + " " + json + " >" + out).c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  const std::string text = slurp(out);
+  EXPECT_NE(text.find("error[forward-bypasses-scatter]"), std::string::npos) << text;
+  EXPECT_NE(text.find("evidence:"), std::string::npos) << text;
+  EXPECT_NE(text.find("fix:"), std::string::npos) << text;
+  // Not a report: a clear error, exit 2.
+  std::ofstream(out) << "{\"hello\": 1}";
+  EXPECT_EQ(WEXITSTATUS(std::system((std::string(DPDOCTOR_BIN) + " " + out + " >/dev/null 2>&1").c_str())), 2);
+  std::remove(json.c_str());
+  std::remove(out.c_str());
+}
+
+}  // namespace
