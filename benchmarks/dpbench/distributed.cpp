@@ -196,8 +196,12 @@ RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vec
       if (i.cat == trace::Category::compute) compute.emplace_back(i.begin_ns, i.end_ns);
     }
     if (!optim.empty()) m.optimizer_s = summarize(optim).median;
-    m.compute_s = static_cast<double>(trace::union_ns(compute, lo, hi)) * 1e-9 /
-                  std::max<double>(1.0, static_cast<double>(measured.size()));
+    // Compute per step, the median over the measured steps: one step that the machine
+    // interrupted does not make a rank look slow.
+    std::vector<double> per_step;
+    for (const auto& r : measured)
+      per_step.push_back(static_cast<double>(trace::union_ns(compute, r.begin_ns, r.end_ns)) * 1e-9);
+    m.compute_s = summarize(per_step).median;
   }
   // Per step: communication time, and the part of it outside backward.
   const double nsteps = std::max<double>(1.0, static_cast<double>(measured.size()));

@@ -44,7 +44,7 @@ struct RankMetrics {
   // A/B: a forward + backward without the all-reduce (no_sync), and the optimizer step,
   // medians in seconds (0 when not measured).
   double step_no_comm_s = 0, optimizer_s = 0;
-  double compute_s = 0;  // forward, loss and backward per step (timeline union)
+  double compute_s = 0;  // forward, loss and backward per step (timeline union; median over steps)
 };
 // Where a rank runs, read back from what the process got: its host, its device as the
 // report shows it ("cuda:1", "cpu:1 (cores 2,3)"), and the hardware it computes on

@@ -58,6 +58,23 @@ struct RunSetup {
   TrainOptions train;
 };
 
+// RANK:N (two whole numbers, RANK >= 0, N > 0) from a flag such as --straggler=1:30;
+// `form` names them in the error (RANK:MS).
+std::pair<int, int64_t> parse_rank_and_count(const std::string& text, const char* flag, const char* form,
+                                             const char* example) {
+  const auto colon = text.find(':');
+  const char* end = text.data() + text.size();
+  int rank = -1;
+  int64_t count = 0;
+  const auto r = std::from_chars(text.data(), text.data() + std::min(colon, text.size()), rank);
+  const auto c = colon == std::string::npos ? std::from_chars_result{end, std::errc::invalid_argument}
+                                            : std::from_chars(text.data() + colon + 1, end, count);
+  DPB_CHECK(colon != std::string::npos && r.ec == std::errc() && r.ptr == text.data() + colon && c.ec == std::errc() &&
+            c.ptr == end && rank >= 0 && count > 0)
+      << flag << "='" << text << "': expected " << form << ", e.g. " << flag << "=" << example;
+  return {rank, count};
+}
+
 // Flag combinations CLI11 cannot check on its own (for library callers too).
 void validate(const BenchOptions& o) {
   DPB_CHECK(o.mode == "single" || o.mode == "dp" || o.mode == "ddp" || o.mode == "mp")
@@ -89,13 +106,16 @@ void validate(const BenchOptions& o) {
       << "--cuda-graph needs --devices=cuda and --mode=single";
   DPB_CHECK(!(o.cuda_graph && o.op_profile))
       << "--op-profile times ops one at a time, which a CUDA graph replay does not allow; use one or the other";
+  DPB_CHECK(!o.logical_gpus || (o.devices == "cuda" && (o.mode == "dp" || o.mode == "mp")))
+      << "--logical-gpus places the devices of --mode=dp or --mode=mp on fewer GPUs: it needs --devices=cuda and one "
+         "of those modes";
   if (o.devices == "cuda") {
     const CudaInfo info = cuda_info();
     DPB_CHECK(info.built) << "--devices=cuda: this build has no CUDA backend (configure with -DDPB_CUDA=ON on a "
                              "machine with the CUDA toolkit, cuDNN and NCCL)";
-    // ddp's ranks may share GPUs (rank r on cuda:r mod count; dpdoctor says so); dp and
-    // mp have already been cut to the visible devices.
-    DPB_CHECK(static_cast<int>(info.gpus.size()) >= (o.mode == "ddp" ? 1 : o.gpus))
+    // ddp's ranks may share GPUs (rank r on cuda:r mod count; dpdoctor says so), and so
+    // may --logical-gpus; otherwise dp and mp have already been cut to the visible devices.
+    DPB_CHECK(static_cast<int>(info.gpus.size()) >= (o.mode == "ddp" || o.logical_gpus ? 1 : o.gpus))
         << "--devices=cuda --gpus=" << o.gpus << ": " << info.gpus.size() << " CUDA device(s) visible"
         << (info.unavailable_reason.empty() ? "" : " (" + info.unavailable_reason + ")");
   }
@@ -119,7 +139,7 @@ int visible_devices(const BenchOptions& o) {
 // torch.nn.DataParallel(model) uses the visible GPUs (the run records both counts).
 void apply_visible_devices(BenchOptions& o) {
   o.gpus_requested = o.gpus;
-  if (o.mode != "dp" && o.mode != "mp") return;
+  if ((o.mode != "dp" && o.mode != "mp") || o.logical_gpus) return;
   const int visible = visible_devices(o);
   if (o.gpus <= visible) return;
   DPB_CHECK(visible >= 1) << "--gpus=" << o.gpus << " but no " << o.devices << " device is visible";
@@ -157,6 +177,7 @@ int micro_batches(const BenchOptions& o) {
 
 RunSetup prepare_run(const BenchOptions& o, bool parallel) {
   RunSetup r;
+  if (o.logical_gpus) place_cuda_devices(parallel ? o.gpus : 0);
   Generator init_gen(o.seed);
   ModelOptions mo;
   const Shape data_shape = dataset_sample_shape(o.dataset);
@@ -312,7 +333,9 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
     for (int r = 0; r < world; ++r)
       device_ids.push_back(o.devices == "cuda" ? fmt::format("cuda@rank{}", r) : fmt::format("cpu@rank{}", r));
   } else {
-    for (int d = 0; d < o.gpus; ++d) device_ids.push_back(bench_device(o, d).str());
+    for (int d = 0; d < o.gpus; ++d)
+      device_ids.push_back(o.logical_gpus ? fmt::format("cuda:{} (GPU {})", d, cuda_physical_device(d))
+                                          : bench_device(o, d).str());
   }
   TrainOptions& t = setup.train;
   if (group) {
@@ -535,6 +558,7 @@ nlohmann::json run_benchmark(const BenchOptions& o, const std::vector<std::strin
                       {"gpus", o.gpus},
                       {"gpus_requested", o.gpus_requested > 0 ? o.gpus_requested : o.gpus},
                       {"visible_devices", visible_devices(o)},
+                      {"logical_gpus", o.logical_gpus},
                       {"batchnorm", spec.has_batchnorm},
                       {"base_batch", o.base_batch},
                       {"device_list", device_ids},
@@ -810,6 +834,9 @@ void validate_collectives(const BenchOptions& o) {
   DPB_CHECK(o.timeout_s > 0) << "--timeout must be positive, got " << o.timeout_s;
   DPB_CHECK(o.nnodes >= 1 && o.node_rank >= 0 && o.node_rank < o.nnodes)
       << "--node-rank=" << o.node_rank << " is outside --nnodes=" << o.nnodes;
+  DPB_CHECK(!o.logical_gpus || (o.devices == "cuda" && (o.mode == "dp" || o.mode == "mp")))
+      << "--logical-gpus places the devices of --mode=dp or --mode=mp on fewer GPUs: it needs --devices=cuda and one "
+         "of those modes";
   if (o.devices == "cuda") {
     const CudaInfo info = cuda_info();
     DPB_CHECK(info.built && !info.gpus.empty()) << "--devices=cuda: no usable GPU ("
@@ -842,6 +869,9 @@ int main_cli(int argc, char** argv) {
                  "Devices that exist, as CUDA_VISIBLE_DEVICES leaves them (0: all): dp and mp asked for more run on "
                  "fewer; ddp ranks beyond them share devices")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--logical-gpus", o.logical_gpus,
+               "dp and mp with --devices=cuda: run --gpus devices even where fewer GPUs exist, as logical devices "
+               "placed round-robin on them (cuda:k on GPU k mod count), each with its own streams and memory pool");
   app.add_option("--repeat", o.repeat, "Run everything R times; the sweep and dashboards use the median throughput")
       ->check(CLI::Range(1, 100));
   app.add_option("--dp-forward", o.dp_forward,
@@ -980,18 +1010,8 @@ int main_cli(int argc, char** argv) {
   }
   std::vector<std::string> args(argv, argv + argc);
   try {
-    if (!straggler.empty()) {
-      // RANK:MS, both whole numbers, MS > 0.
-      const auto colon = straggler.find(':');
-      const char* end = straggler.data() + straggler.size();
-      const auto r = std::from_chars(straggler.data(), straggler.data() + std::min(colon, straggler.size()),
-                                     o.straggler_rank);
-      const auto m = colon == std::string::npos ? std::from_chars_result{end, std::errc::invalid_argument}
-                                                : std::from_chars(straggler.data() + colon + 1, end, o.straggler_ms);
-      DPB_CHECK(colon != std::string::npos && r.ec == std::errc() && r.ptr == straggler.data() + colon &&
-                m.ec == std::errc() && m.ptr == end && o.straggler_rank >= 0 && o.straggler_ms > 0)
-          << "--straggler='" << straggler << "': expected RANK:MS, e.g. --straggler=1:30 (rank 1, 30 ms slower per step)";
-    }
+    if (!straggler.empty())
+      std::tie(o.straggler_rank, o.straggler_ms) = parse_rank_and_count(straggler, "--straggler", "RANK:MS", "1:30");
     const std::vector<int> sweep = parse_gpus(gpus_text);
     o.gpus = sweep.front();
     if (sweep.size() > 1 || o.repeat > 1) {
@@ -1021,12 +1041,8 @@ int main_cli(int argc, char** argv) {
       o.collectives.min_bytes = parse_bytes(min_bytes);
       o.collectives.max_bytes = parse_bytes(max_bytes);
       o.collectives.warmup = static_cast<int>(o.warmup);
-      if (!kill.empty()) {
-        const auto colon = kill.find(':');
-        DPB_CHECK(colon != std::string::npos) << "--kill-rank='" << kill << "': expected RANK:N";
-        o.collectives.kill_rank = std::stoi(kill.substr(0, colon));
-        o.collectives.kill_after = std::stoll(kill.substr(colon + 1));
-      }
+      if (!kill.empty())
+        std::tie(o.collectives.kill_rank, o.collectives.kill_after) = parse_rank_and_count(kill, "--kill-rank", "RANK:N", "1:50");
       validate_collectives(o);
       if (!o.json_path.empty()) check_writable(o.json_path);
       const RankEnv env = rank_env(o);

@@ -23,6 +23,7 @@ struct BenchOptions {
   // Devices that exist, as CUDA_VISIBLE_DEVICES would leave them (0: all; on the CPU
   // hardware threads / --threads devices of --threads cores each).
   int visible_devices = 0;
+  bool logical_gpus = false;            // dp/mp on CUDA: --gpus logical devices placed on fewer GPUs
   std::string device_map = "spread";    // ddp: spread (rank r on device r) | same (every rank on device 0)
   int straggler_rank = -1;              // --straggler=RANK:MS: that rank computes MS slower per step
   int64_t straggler_ms = 0;

@@ -26,4 +26,16 @@ CudaInfo cuda_info();
 // Number of usable CUDA devices (0 without a GPU or without CUDA in the build).
 int cuda_device_count();
 
+// Logical CUDA devices. By default cuda:k is GPU k. place_cuda_devices(n) makes
+// cuda:0..n-1 n logical devices placed round-robin on the GPUs (cuda:k on GPU k mod
+// cuda_device_count()), each with its own streams, library handles, workspaces and
+// memory pool: DataParallel replicas or pipeline stages over n devices on a machine with
+// fewer GPUs, whose kernels then share a GPU. cuda:k below the GPU count stays GPU k, so
+// the placement can be set at any time; 0 restores the default. Fails without a GPU.
+void place_cuda_devices(int n);
+// The cuda:k indices that exist: n after place_cuda_devices(n), else the GPU count.
+int cuda_logical_device_count();
+// The GPU that cuda:k runs on.
+int cuda_physical_device(int index);
+
 }  // namespace dpb

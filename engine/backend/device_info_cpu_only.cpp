@@ -1,6 +1,8 @@
 // device_info for builds without the CUDA backend (-DDPB_CUDA=OFF).
 #include "engine/backend/device_info.h"
 
+#include "engine/core/error.h"
+
 namespace dpb {
 
 CudaInfo cuda_info() {
@@ -10,5 +12,13 @@ CudaInfo cuda_info() {
 }
 
 int cuda_device_count() { return 0; }
+
+void place_cuda_devices(int n) {
+  DPB_CHECK(n == 0) << "cannot place " << n << " CUDA devices: built without CUDA (-DDPB_CUDA=OFF)";
+}
+
+int cuda_logical_device_count() { return 0; }
+
+int cuda_physical_device(int index) { return index; }
 
 }  // namespace dpb

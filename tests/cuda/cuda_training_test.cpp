@@ -9,60 +9,16 @@
 #include "engine/nn/batchnorm2d.h"
 #include "engine/train/trainer.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/cuda/cuda_train_util.h"
 
 namespace dpb {
 namespace {
 
-struct TrainedRun {
-  std::vector<std::pair<std::string, std::vector<float>>> initial, params;
-  std::vector<double> losses;
-};
+using test::TrainedRun;
+using test::trajectory_error;
 
 TrainedRun train(const std::string& name, Device device, int64_t batch, int64_t steps) {
-  cpu::CpuDeviceScope scope(0);
-  Generator g(7);
-  auto model = build_model(name, g);
-  freeze_batchnorm(*model, true);  // see EveryParameterOfEachModelMatchesCpu
-  const auto& spec = model->spec();
-  SyntheticDataset data(spec.input, spec.loss, spec.outputs, 4 * batch, 7);
-  TrainOptions o;
-  o.batch = batch;
-  o.steps = steps;
-  o.warmup = 0;
-  o.seed = 7;
-  o.optim.lr = 0.01f;
-  o.device = device;
-  o.workers = 1;
-  Trainer t(*model, data, o);
-  TrainedRun r;
-  for (auto& [n, p] : model->named_parameters()) r.initial.emplace_back(n, p->data().to_vector());
-  for (const auto& s : t.run().steps) r.losses.push_back(s.loss);
-  for (auto& [n, p] : model->named_parameters()) r.params.emplace_back(n, p->data().to_vector());
-  return r;
-}
-
-// How far the two runs ended apart, relative to how far training moved the weights:
-// |theta_gpu - theta_cpu| / |theta_cpu - theta_0| over all parameters (L2). Per
-// parameter, the same ratio names the parameter that differs most.
-double trajectory_error(const TrainedRun& got, const TrainedRun& want, std::string* worst) {
-  double diff = 0, moved = 0, worst_ratio = -1;
-  for (size_t i = 0; i < want.params.size(); ++i) {
-    const auto& a = got.params[i].second;
-    const auto& b = want.params[i].second;
-    const auto& b0 = want.initial[i].second;
-    double d = 0, m = 0;
-    for (size_t k = 0; k < b.size(); ++k) {
-      d += static_cast<double>(a[k] - b[k]) * (a[k] - b[k]);
-      m += static_cast<double>(b[k] - b0[k]) * (b[k] - b0[k]);
-    }
-    diff += d;
-    moved += m;
-    if (m > 0 && d / m > worst_ratio) {
-      worst_ratio = d / m;
-      *worst = want.params[i].first;
-    }
-  }
-  return std::sqrt(diff / std::max(moved, 1e-300));
+  return test::train_steps(name, device, batch, steps);
 }
 
 // One forward and backward from the same weights on the same batch: every parameter's

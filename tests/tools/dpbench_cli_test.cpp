@@ -270,6 +270,11 @@ TEST(DpbenchCli, PrecisionAndDeviceFlagsAreCheckedBeforeWork) {
   r = run("--model=mlp --devices=tpu");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("cuda"), std::string::npos) << "valid choices listed: " << r.err;
+  r = run("--mode=ddp --gpus=2 --model=mlp --devices=cuda --logical-gpus");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--logical-gpus places the devices of --mode=dp or --mode=mp"), std::string::npos) << r.err;
+  r = run("--mode=dp --gpus=2 --model=mlp --logical-gpus");
+  EXPECT_NE(r.err.find("it needs --devices=cuda"), std::string::npos) << r.err;
   r = run("--model=mlp --cuda-graph");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("--cuda-graph needs --devices=cuda"), std::string::npos) << r.err;

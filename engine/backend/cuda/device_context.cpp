@@ -19,12 +19,13 @@ thread_local int t_device = -1;
 }  // namespace
 
 void set_device(int index) {
-  if (t_device == index) return;
-  const int n = cuda_device_count();
+  const int n = cuda_logical_device_count();
   DPB_CHECK(index >= 0 && index < n) << "cuda:" << index << " is not available: this machine has " << n
                                      << " usable CUDA device(s)";
-  DPB_CUDA_CHECK(cudaSetDevice(index));
-  t_device = index;
+  const int gpu = cuda_physical_device(index);
+  if (t_device == gpu) return;
+  DPB_CUDA_CHECK(cudaSetDevice(gpu));
+  t_device = gpu;
 }
 
 DeviceContext& DeviceContext::get(int index) {
@@ -41,14 +42,15 @@ DeviceContext& DeviceContext::get(int index) {
 
 DeviceContext::DeviceContext(int index) : index_(index) {
   set_device(index);
+  const int gpu = cuda_physical_device(index);
   cudaDeviceProp p{};
-  DPB_CUDA_CHECK(cudaGetDeviceProperties(&p, index));
+  DPB_CUDA_CHECK(cudaGetDeviceProperties(&p, gpu));
   name_ = p.name;
   sm_major_ = p.major;
   sm_minor_ = p.minor;
   sm_count_ = p.multiProcessorCount;
   int clock = 0;
-  if (cudaDeviceGetAttribute(&clock, cudaDevAttrClockRate, index) == cudaSuccess) clock_khz_ = clock;
+  if (cudaDeviceGetAttribute(&clock, cudaDevAttrClockRate, gpu) == cudaSuccess) clock_khz_ = clock;
   // Non-blocking: no implicit synchronisation with the legacy default stream, which
   // nothing in the engine uses.
   DPB_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));

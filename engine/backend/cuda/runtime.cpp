@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+
 #include "engine/backend/cuda/caching_allocator.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_context.h"
@@ -44,7 +46,10 @@ void copy(const Device& dst_dev, void* dst, const Device& src_dev, const void* s
     synchronize(src_dev.index);
     set_device(dst_dev.index);
     cudaStream_t s = current_stream(dst_dev.index);
-    DPB_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_dev.index, src, src_dev.index, bytes, s))
+    // Logical devices on the same GPU copy within it.
+    const int dst_gpu = cuda_physical_device(dst_dev.index), src_gpu = cuda_physical_device(src_dev.index);
+    DPB_CUDA_CHECK(dst_gpu == src_gpu ? cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s)
+                                      : cudaMemcpyPeerAsync(dst, dst_gpu, src, src_gpu, bytes, s))
         << "copying " << bytes << " bytes " << src_dev << " -> " << dst_dev;
     DPB_CUDA_CHECK(cudaStreamSynchronize(s));
     return;
@@ -76,6 +81,29 @@ int cuda_device_count() {
     return count;
   }();
   return n;
+}
+
+namespace {
+std::atomic<int>& placed_devices() {
+  static std::atomic<int> n{0};
+  return n;
+}
+}  // namespace
+
+void place_cuda_devices(int n) {
+  DPB_CHECK(n >= 0 && n <= 64) << "cannot place " << n << " CUDA devices (0..64)";
+  DPB_CHECK(n == 0 || cuda_device_count() > 0) << "cannot place " << n << " CUDA devices: no GPU is usable";
+  placed_devices().store(n);
+}
+
+int cuda_logical_device_count() {
+  const int n = placed_devices().load();
+  return n > 0 ? n : cuda_device_count();
+}
+
+int cuda_physical_device(int index) {
+  const int gpus = cuda_device_count();
+  return placed_devices().load() > 0 && gpus > 0 ? index % gpus : index;
 }
 
 CudaInfo cuda_info() {

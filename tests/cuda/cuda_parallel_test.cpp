@@ -1,0 +1,152 @@
+// The parallel modes on a GPU against single-device training on the CPU (DESIGN §3, §7):
+// DataParallel and pipeline stages over logical CUDA devices placed on the GPU(s) there
+// are, each with its own streams and memory pool; DDP with ranks that share one GPU over
+// Gloo. Same seed, weights and global batch: the same parameters within fp32's
+// CPU-vs-GPU tolerance (the one MatchesCpuAfterKSteps uses).
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "engine/backend/cuda/device_context.h"
+#include "engine/backend/device_info.h"
+#include "engine/comm/process_group.h"
+#include "engine/comm/store.h"
+#include "tests/cuda/cuda_test_util.h"
+#include "tests/cuda/cuda_train_util.h"
+
+namespace dpb {
+namespace {
+
+using test::TrainedRun;
+
+// Places `n` logical CUDA devices for the scope of a test.
+struct LogicalGpus {
+  explicit LogicalGpus(int n) { place_cuda_devices(n); }
+  ~LogicalGpus() { place_cuda_devices(0); }
+};
+
+std::vector<Device> cudas(int n) {
+  std::vector<Device> d;
+  for (int i = 0; i < n; ++i) d.push_back(Device::cuda(i));
+  return d;
+}
+
+void expect_same_training(const TrainedRun& got, const TrainedRun& cpu, const std::string& what) {
+  std::string worst;
+  const double err = test::trajectory_error(got, cpu, &worst);
+  EXPECT_LT(err, 1e-2) << what << ": parameters apart by " << err << " of the distance training moved them; most: "
+                       << worst;
+  ASSERT_EQ(got.losses.size(), cpu.losses.size());
+  for (size_t i = 0; i < cpu.losses.size(); ++i)
+    EXPECT_NEAR(got.losses[i], cpu.losses[i], 1e-3 * std::fabs(cpu.losses[i]) + 1e-4) << what << ", step " << i;
+}
+
+TEST(CudaLogicalDevices, ShareAGpuWithStreamsOfTheirOwn) {
+  DPB_REQUIRE_GPU();
+  const int gpus = cuda_device_count();
+  LogicalGpus placed(gpus + 2);
+  EXPECT_EQ(cuda_logical_device_count(), gpus + 2);
+  EXPECT_EQ(cuda_physical_device(gpus), 0);
+  EXPECT_EQ(cuda_physical_device(gpus + 1), gpus > 1 ? 1 : 0);
+  EXPECT_NE(cuda::DeviceContext::get(0).compute_stream(), cuda::DeviceContext::get(gpus).compute_stream());
+  // Values cross between logical devices on one GPU.
+  const Tensor host = test::random_tensor(Shape{3, 257}, 5);
+  const Tensor there = host.to(Device::cuda(gpus)).to(Device::cuda(0)).to(Device::cuda(gpus + 1));
+  EXPECT_EQ(there.to_vector(), host.to_vector());
+}
+
+TEST(CudaLogicalDevices, PlacingWithoutAGpuIsAClearError) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is present";
+  EXPECT_THROW(place_cuda_devices(2), Error);
+}
+
+class CudaDataParallel : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(CudaDataParallel, OnLogicalGpusMatchesCpuSingleDevice) {
+  DPB_REQUIRE_GPU();
+  const auto& [name, n] = GetParam();
+  const int64_t batch = name == "resnet18" ? 8 : 16, steps = 3;
+  cpu::set_threads_per_device(2);
+  const TrainedRun cpu_run = test::train_steps(name, Device::cpu(), batch, steps);
+  LogicalGpus placed(n);
+  test::PrecisionScope fp32(Precision::fp32);
+  const TrainedRun dp = test::train_steps(name, batch, steps, [&](TrainOptions& o) { o.dp_devices = cudas(n); });
+  expect_same_training(dp, cpu_run, name + " dp over " + std::to_string(n) + " logical GPUs");
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaDataParallel,
+                         ::testing::Combine(::testing::Values("mlp", "lenet", "resnet18"), ::testing::Values(2, 3)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_N" + std::to_string(std::get<1>(info.param));
+                         });
+
+class CudaPipeline : public ::testing::TestWithParam<std::tuple<std::string, PipelineSchedule>> {};
+
+TEST_P(CudaPipeline, OnLogicalGpusMatchesCpuSingleDevice) {
+  DPB_REQUIRE_GPU();
+  const auto& [name, schedule] = GetParam();
+  const int64_t batch = 8, steps = 3;
+  cpu::set_threads_per_device(2);
+  const TrainedRun cpu_run = test::train_steps(name, Device::cpu(), batch, steps);
+  LogicalGpus placed(2);
+  test::PrecisionScope fp32(Precision::fp32);
+  const TrainedRun mp = test::train_steps(name, batch, steps, [&](TrainOptions& o) {
+    o.mp_devices = cudas(2);
+    o.mp_schedule = schedule;
+    o.micro_batches = schedule == PipelineSchedule::naive ? 1 : 4;
+  });
+  expect_same_training(mp, cpu_run, name + " " + pipeline_schedule_name(schedule) + " on 2 logical GPUs");
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, CudaPipeline,
+                         ::testing::Combine(::testing::Values("mlp", "lenet", "resnet18", "widemlp"),
+                                            ::testing::Values(PipelineSchedule::naive, PipelineSchedule::gpipe,
+                                                              PipelineSchedule::one_f_one_b)),
+                         [](const auto& info) {
+                           std::string s = pipeline_schedule_name(std::get<1>(info.param));
+                           return std::get<0>(info.param) + "_" + (s == "1f1b" ? "onefoneb" : s);
+                         });
+
+// DDP with two ranks (threads of this process) sharing one GPU over Gloo, each rank on a
+// logical device of its own (its own streams and library handles, as two processes on
+// one GPU have), against one CPU device on the ranks' global batch.
+TEST(CudaDdp, GlooRanksSharingOneGpuMatchCpuSingleDevice) {
+  DPB_REQUIRE_GPU();
+  const std::string name = "lenet";
+  const int world = 2;
+  const int64_t per_rank = 8, steps = 3;
+  cpu::set_threads_per_device(2);
+  const TrainedRun cpu_run = test::train_steps(name, Device::cpu(), per_rank * world, steps);
+  LogicalGpus placed(world);
+  auto store = std::make_shared<comm::MemoryStore>();
+  std::vector<std::string> errors(world);
+  std::vector<TrainedRun> runs(world);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        comm::GroupOptions go;
+        go.timeout = comm::Millis(60000);
+        auto pg = comm::make_process_group("gloo", store, r, world, go, Device::cuda(r));
+        test::PrecisionScope fp32(Precision::fp32);
+        runs[static_cast<size_t>(r)] = test::train_steps(name, per_rank, steps, [&](TrainOptions& o) {
+          o.device = Device::cuda(r);
+          o.group = pg.get();
+          o.global_batch = per_rank * world;
+          o.workers = 0;
+        });
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < world; ++r) ASSERT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+  // The ranks hold the same parameters, and they are single-device training's. (The
+  // loss each rank reports is its own shard's, so only parameters are compared.)
+  EXPECT_EQ(runs[0].params, runs[1].params);
+  std::string worst;
+  EXPECT_LT(test::trajectory_error(runs[0], cpu_run, &worst), 1e-2) << "most: " << worst;
+}
+
+}  // namespace
+}  // namespace dpb
