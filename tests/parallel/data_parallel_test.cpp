@@ -92,9 +92,21 @@ INSTANTIATE_TEST_SUITE_P(
 
 // With BatchNorm frozen (running statistics, as in eval mode) the replicas compute
 // exactly what one device does.
-TEST(DataParallel, Resnet18WithFrozenBatchNormEqualsSingle) {
-  EXPECT_LT(max_relative_difference(train("resnet18", 0, 4, 2, true), train("resnet18", 2, 4, 2, true)), 2e-5);
+class DpResnet18EqualsSingle : public ::testing::TestWithParam<std::tuple<int, int64_t>> {};
+
+TEST_P(DpResnet18EqualsSingle, WithFrozenBatchNorm) {
+  const auto& [n, b] = GetParam();
+  EXPECT_LT(max_relative_difference(train("resnet18", 0, b, 2, true), train("resnet18", n, b, 2, true)), 2e-5)
+      << "N=" << n << " B=" << b;
 }
+
+INSTANTIATE_TEST_SUITE_P(Devices, DpResnet18EqualsSingle,
+                         ::testing::Values(std::make_tuple(2, 4), std::make_tuple(3, 6), std::make_tuple(4, 4),
+                                           std::make_tuple(3, 5)),  // 5 over 3: chunks 2, 2, 1
+                         [](const auto& info) {
+                           return "N" + std::to_string(std::get<0>(info.param)) + "_B" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 // In training mode each replica normalises with its own chunk's statistics (by design,
 // as in PyTorch): the result differs from single-device training, and the module's
