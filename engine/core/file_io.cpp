@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
@@ -74,6 +75,27 @@ std::string read_file(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::vector<uint8_t> read_maybe_gzip(const std::string& path, const std::string& what) {
+  DPB_CHECK(std::filesystem::exists(path)) << what << " '" << path << "' does not exist";
+  gzFile f = gzopen(path.c_str(), "rb");
+  DPB_CHECK(f != nullptr) << "cannot open " << what << " '" << path << "'";
+  std::vector<uint8_t> data;
+  uint8_t buf[1 << 16];
+  for (;;) {
+    const int n = gzread(f, buf, sizeof(buf));
+    if (n < 0) {
+      int err = 0;
+      const std::string msg = gzerror(f, &err);
+      gzclose(f);
+      DPB_FAIL() << what << " '" << path << "' is corrupt: " << msg;
+    }
+    if (n == 0) break;
+    data.insert(data.end(), buf, buf + n);
+  }
+  gzclose(f);
+  return data;
 }
 
 }  // namespace dpb

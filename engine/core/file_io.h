@@ -4,6 +4,8 @@
 // never a half-written one; a failure leaves the previous file intact.
 #include <string>
 #include <string_view>
+#include <vector>
+#include <cstdint>
 
 namespace dpb {
 
@@ -12,5 +14,8 @@ void write_file_atomic(const std::string& path, std::string_view contents);
 // atomically: its directory is missing or not writable, or it names a directory.
 void check_writable(const std::string& path);
 std::string read_file(const std::string& path);
+// A whole file, gunzipped when it is gzip (plain files pass through). Errors name the
+// path as `what` ("dataset file", "trace").
+std::vector<uint8_t> read_maybe_gzip(const std::string& path, const std::string& what);
 
 }  // namespace dpb

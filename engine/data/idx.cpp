@@ -1,6 +1,6 @@
 #include "engine/data/idx.h"
 
-#include <zlib.h>
+#include "engine/core/file_io.h"
 
 #include <filesystem>
 #include <memory>
@@ -8,28 +8,6 @@
 namespace dpb {
 
 namespace {
-
-// Reads a whole file, gunzipping it when it is gzip (zlib passes plain files through).
-std::vector<uint8_t> read_maybe_gzip(const std::string& path) {
-  DPB_CHECK(std::filesystem::exists(path)) << "dataset file '" << path << "' does not exist";
-  gzFile f = gzopen(path.c_str(), "rb");
-  DPB_CHECK(f != nullptr) << "cannot open dataset file '" << path << "'";
-  std::vector<uint8_t> data;
-  uint8_t buf[1 << 16];
-  for (;;) {
-    const int n = gzread(f, buf, sizeof(buf));
-    if (n < 0) {
-      int err = 0;
-      const std::string msg = gzerror(f, &err);
-      gzclose(f);
-      DPB_FAIL() << "dataset file '" << path << "' is corrupt: " << msg;
-    }
-    if (n == 0) break;
-    data.insert(data.end(), buf, buf + n);
-  }
-  gzclose(f);
-  return data;
-}
 
 uint32_t be32(const std::vector<uint8_t>& d, size_t off) {
   return (uint32_t{d[off]} << 24) | (uint32_t{d[off + 1]} << 16) | (uint32_t{d[off + 2]} << 8) | d[off + 3];
@@ -46,7 +24,7 @@ std::string hex(uint32_t v) {
 IdxDataset::IdxDataset(std::string name, const std::string& images_path, const std::string& labels_path, float mean,
                        float std)
     : name_(std::move(name)), mean_(mean), inv_std_(1.0f / std) {
-  std::vector<uint8_t> img = read_maybe_gzip(images_path);
+  std::vector<uint8_t> img = read_maybe_gzip(images_path, "dataset file");
   DPB_CHECK(img.size() >= 16) << "'" << images_path << "' is truncated: " << img.size()
                               << " bytes, an IDX image file has a 16-byte header";
   DPB_CHECK(be32(img, 0) == 0x00000803) << "'" << images_path << "' is not an IDX image file: magic "
@@ -60,7 +38,7 @@ IdxDataset::IdxDataset(std::string name, const std::string& images_path, const s
                                     << " bytes";
   pixels_.assign(img.begin() + 16, img.end());
 
-  std::vector<uint8_t> lab = read_maybe_gzip(labels_path);
+  std::vector<uint8_t> lab = read_maybe_gzip(labels_path, "dataset file");
   DPB_CHECK(lab.size() >= 8) << "'" << labels_path << "' is truncated: " << lab.size()
                              << " bytes, an IDX label file has an 8-byte header";
   DPB_CHECK(be32(lab, 0) == 0x00000801) << "'" << labels_path << "' is not an IDX label file: magic "
