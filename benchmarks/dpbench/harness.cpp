@@ -916,7 +916,7 @@ int main_cli(int argc, char** argv) {
                  "Math precision: fp32 (strict), tf32 (TF32 tensor cores), bf16 (bf16 activations, fp32 master "
                  "weights, as torch.autocast); tf32 and bf16 need --devices=cuda")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
-  app.add_option("--batch", o.batch, "Batch size handed to the model (as DataLoader(batch_size=...))")
+  app.add_option("--batch", o.batch, "Batch size, as DataLoader(batch_size=...) in the PyTorch equivalent: per rank in ddp (global = ranks x batch), the whole batch handed to the model or wrapper in single, dp and mp")
       ->check(CLI::PositiveNumber);
   app.add_option("--steps", o.steps, "Measured optimizer steps")->check(CLI::PositiveNumber);
   app.add_option("--warmup", o.warmup, "Warm-up steps, excluded from measurements")->check(CLI::NonNegativeNumber);
