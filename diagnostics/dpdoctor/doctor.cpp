@@ -42,31 +42,52 @@ std::string str(const nlohmann::json& j, const char* key, const std::string& fal
   return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
 }
 
-// Share of [0, span) in which at least two stages were busy.
+// Share of the last step in which at least two stages were busy.
 double stage_concurrency(const nlohmann::json& events) {
-  std::vector<std::pair<double, int>> edges;  // (time, +1 start / -1 end)
+  std::map<int64_t, std::vector<std::pair<double, double>>> by_stage;
   double span = 0;
   for (const auto& e : events) {
-    const double b = num(e, "begin_s", 0), en = num(e, "end_s", 0);
-    edges.emplace_back(b, +1);
-    edges.emplace_back(en, -1);
-    span = std::max(span, en);
+    by_stage[integer(e, "stage")].emplace_back(num(e, "begin_s", 0), num(e, "end_s", 0));
+    span = std::max(span, num(e, "end_s", 0));
   }
-  if (span <= 0) return 0;
+  std::vector<std::vector<std::pair<double, double>>> lanes;
+  for (auto& [stage, iv] : by_stage) lanes.push_back(std::move(iv));
+  return concurrency_share(lanes, 0, span);
+}
+
+}  // namespace
+
+double concurrency_share(const std::vector<std::vector<std::pair<double, double>>>& lanes, double lo, double hi) {
+  if (hi <= lo) return 0;
+  std::vector<std::pair<double, int>> edges;  // (time, +1 start / -1 end)
+  for (auto lane : lanes) {
+    // Merge the lane's own overlaps (kernels on two streams of one GPU) first.
+    std::sort(lane.begin(), lane.end());
+    std::vector<std::pair<double, double>> merged;
+    for (auto [b, e] : lane) {
+      b = std::max(b, lo);
+      e = std::min(e, hi);
+      if (e <= b) continue;
+      if (!merged.empty() && b <= merged.back().second) merged.back().second = std::max(merged.back().second, e);
+      else merged.emplace_back(b, e);
+    }
+    for (const auto& [b, e] : merged) {
+      edges.emplace_back(b, +1);
+      edges.emplace_back(e, -1);
+    }
+  }
   std::sort(edges.begin(), edges.end(), [](const auto& a, const auto& c) {
     return a.first < c.first || (a.first == c.first && a.second < c.second);  // ends first
   });
   int open = 0;
-  double last = 0, both = 0;
+  double last = lo, both = 0;
   for (const auto& [t, d] : edges) {
     if (open >= 2) both += t - last;
     open += d;
     last = t;
   }
-  return both / span;
+  return both / (hi - lo);
 }
-
-}  // namespace
 
 std::string evidence_text(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();
@@ -209,8 +230,9 @@ const std::vector<RuleInfo>& rules() {
   return all;
 }
 
-Diagnosis diagnose(const nlohmann::json& report) {
-  const Evidence e = read_evidence(report);
+Diagnosis diagnose(const nlohmann::json& report) { return diagnose(read_evidence(report)); }
+
+Diagnosis diagnose(const Evidence& e) {
   Diagnosis d;
   for (const auto& r : rules()) {
     if (auto f = r.rule(e)) {
@@ -224,11 +246,12 @@ Diagnosis diagnose(const nlohmann::json& report) {
   nlohmann::json devices = nlohmann::json::array();
   for (const auto& dev : e.device)
     devices.push_back({{"id", dev.id}, {"busy_fraction", dev.busy}, {"samples", dev.samples}});
-  d.summary = {{"mode", e.mode},
+  d.summary = {{"source", e.source},
+               {"mode", e.mode},
                {"model", e.model},
                {"world_size", e.world},
                {"global_batch", e.global_batch},
-               {"throughput_samples_per_s", e.throughput},
+               {"throughput_samples_per_s", e.throughput > 0 ? nlohmann::json(e.throughput) : nlohmann::json(nullptr)},
                {"step_time_s", e.step_s},
                {"data_wait_share", e.data_wait_share},
                {"devices", devices}};
@@ -276,9 +299,14 @@ void print_diagnosis(const Diagnosis& d, std::ostream& out) {
     out << "  fix: " << f.fix << "\n";
   }
   if (d.healthy) {
-    out << fmt::format("healthy: {} {} on {} device(s), {:.1f} samples/s; {}; data wait {:.1f}% of the time",
-                       s["mode"].get<std::string>(), s["model"].get<std::string>(), s["world_size"].get<int>(),
-                       s["throughput_samples_per_s"].get<double>(), devices.empty() ? "-" : devices,
+    const std::string what = s["model"].get<std::string>().empty()
+                                 ? s["mode"].get<std::string>()
+                                 : s["mode"].get<std::string>() + " " + s["model"].get<std::string>();
+    const std::string speed = s["throughput_samples_per_s"].is_number()
+                                  ? fmt::format("{:.1f} samples/s", s["throughput_samples_per_s"].get<double>())
+                                  : fmt::format("{:.2f} ms per step", 1e3 * s["step_time_s"].get<double>());
+    out << fmt::format("healthy: {} on {} device(s), {}; {}; data wait {:.1f}% of the time", what,
+                       s["world_size"].get<int>(), speed, devices.empty() ? "-" : devices,
                        100 * s["data_wait_share"].get<double>());
     if (s.contains("overlap_ratio")) out << fmt::format("; {:.0f}% of the all-reduce overlapped", 100 * s["overlap_ratio"].get<double>());
     if (s.contains("pipeline_bubble"))

@@ -14,6 +14,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dpb::doctor {
@@ -45,6 +46,10 @@ struct RankEvidence {
   double compute_s = 0, comm_s = 0, step_s = 0, busy = 0;
 };
 struct Evidence {
+  std::string source = "dpbench report";  // or "PyTorch profiler trace"
+  // What a profiler trace does not record: samples per device (and DataParallel's
+  // chunks), and the host each rank ran on. Rules that need them stand aside.
+  bool samples_known = true, hosts_known = true;
   std::string mode, model, devices;
   int world = 1;              // devices (ranks under ddp) the run used
   int requested = 1;          // --gpus as asked
@@ -84,6 +89,10 @@ struct Evidence {
 // Throws dpb::Error when the document is not a dpbench report.
 Evidence read_evidence(const nlohmann::json& report);
 
+// Share of [lo, hi) in which at least two of the lanes (pipeline stages, GPUs) are busy;
+// each lane's own overlapping intervals count once.
+double concurrency_share(const std::vector<std::vector<std::pair<double, double>>>& lanes, double lo, double hi);
+
 using Rule = std::function<std::optional<Finding>(const Evidence&)>;
 struct RuleInfo {
   std::string id;
@@ -98,6 +107,7 @@ struct Diagnosis {
   nlohmann::json summary;                   // the numbers a healthy verdict rests on
 };
 Diagnosis diagnose(const nlohmann::json& report);
+Diagnosis diagnose(const Evidence& e);
 
 // {"schema":"dpdoctor.findings/1","verdict":...,"summary":...,"findings":[...]}
 nlohmann::json diagnosis_json(const Diagnosis& d);

@@ -1,6 +1,7 @@
 // dpdoctor: why are the devices not all busy?
 //   dpdoctor REPORT.json [--json[=PATH]]     diagnose a dpbench report
 //   dpdoctor [--json[=PATH]] -- FLAGS...      run a short dpbench probe with FLAGS, diagnose it
+//   dpdoctor --torch-trace=PATH...            diagnose PyTorch profiler traces (one per rank)
 // --json alone prints the findings as JSON instead of the text; --json=PATH writes them
 // to PATH as well as printing the text.
 // Exit code: 0 when no finding is an error (healthy, or warnings only), 1 when one is,
@@ -18,6 +19,7 @@
 #include <optional>
 
 #include "diagnostics/dpdoctor/doctor.h"
+#include "diagnostics/dpdoctor/torch_trace.h"
 #include "engine/core/error.h"
 #include "engine/core/file_io.h"
 
@@ -117,10 +119,16 @@ int main(int argc, char** argv) {
   CLI::App app{"dpdoctor: why the devices of a training run are not all busy, from what the run measured.\n"
                "  dpdoctor REPORT.json         diagnose a dpbench report (dpbench --json=...)\n"
                "  dpdoctor -- <dpbench flags>  run a short dpbench probe with those flags and diagnose it\n"
+               "  dpdoctor --torch-trace=PATH  diagnose PyTorch profiler traces (a file per rank, or their folder)\n"
                "Exit code 0 without errors (healthy or warnings), 1 with an error finding, 2 for bad input."};
   std::string report_path, json_path;
   bool json_stdout = false;
   app.add_option("REPORT", report_path, "dpbench report to diagnose");
+  std::vector<std::string> torch_traces;
+  app.add_option("--torch-trace", torch_traces,
+                 "PyTorch profiler (Kineto) trace to diagnose instead, .json or .json.gz: one per rank of a job "
+                 "(repeat the flag, or give the folder tensorboard_trace_handler wrote)")
+      ->take_all();
   auto* json_opt = app.add_option("--json", json_path,
                                   "--json: the findings as JSON (dpdoctor.findings/1) on standard output instead of the "
                                   "text; --json=PATH: also to that file (written atomically)");
@@ -132,13 +140,15 @@ int main(int argc, char** argv) {
   }
   json_stdout = json_opt->count() > 0 && json_path == "-";
   try {
-    DPB_CHECK(report_path.empty() != !after)
-        << (after ? "give either a report or -- with dpbench flags, not both" : "give a report, or -- and dpbench flags");
+    const int sources = !report_path.empty() + after + !torch_traces.empty();
+    DPB_CHECK(sources == 1) << (sources == 0 ? "nothing to diagnose: give a report, -- and dpbench flags, or "
+                                               "--torch-trace=PATH"
+                                             : "give one of: a report, -- and dpbench flags, --torch-trace=PATH");
     if (!json_path.empty() && json_path != "-") dpb::check_writable(json_path);  // before any work
     nlohmann::json report;
     if (after) {
       report = probe(flags);
-    } else {
+    } else if (!report_path.empty()) {
       std::ifstream in(report_path);
       DPB_CHECK(in) << "cannot read '" << report_path << "'";
       try {
@@ -147,7 +157,8 @@ int main(int argc, char** argv) {
         DPB_FAIL() << "'" << report_path << "' is not JSON: " << e.what();
       }
     }
-    const auto d = dpb::doctor::diagnose(report);
+    const auto d = torch_traces.empty() ? dpb::doctor::diagnose(report)
+                                        : dpb::doctor::diagnose(dpb::doctor::read_torch_traces(torch_traces));
     const auto j = dpb::doctor::diagnosis_json(d);
     if (json_stdout) std::cout << j.dump(2) << "\n";
     else dpb::doctor::print_diagnosis(d, std::cout);

@@ -206,7 +206,7 @@ TEST(DoctorRules, FewerDevicesThanRequested) {
   EXPECT_EQ(ids(r), std::vector<std::string>{"fewer-devices-than-requested"});
 }
 
-TEST(DoctorRules, NotAReportIsAnError) { EXPECT_THROW(diagnose({{"schema", "other"}}), std::exception); }
+TEST(DoctorRules, NotAReportIsAnError) { EXPECT_THROW(diagnose(nlohmann::json{{"schema", "other"}}), std::exception); }
 
 }  // namespace
 }  // namespace dpb::doctor

@@ -177,4 +177,36 @@ TEST(Dpdoctor, DiagnosesAReportAndDpbenchAppendsFindings) {
   std::remove(out.c_str());
 }
 
+// dpdoctor --torch-trace: a PyTorch profiler trace of a model cut over two GPUs that
+// take turns; the findings as JSON, the exit code; a trace that is not one is exit 2.
+TEST(Dpdoctor, DiagnosesAPyTorchProfilerTrace) {
+  const std::string base = std::filesystem::temp_directory_path() / ("dpb_kineto_cli_" + std::to_string(::getpid()));
+  nlohmann::json events = nlohmann::json::array();
+  for (int s = 0; s < 4; ++s) {
+    const double o = 1e4 * s;
+    events.push_back({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "ProfilerStep#" + std::to_string(s)},
+                      {"pid", 7}, {"tid", 7}, {"ts", o}, {"dur", 1e4}});
+    for (int d = 0; d < 2; ++d)
+      events.push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", "sm90_xmma_gemm"}, {"pid", d}, {"tid", 7},
+                        {"ts", o + 100 + 4900 * d}, {"dur", 4800}, {"args", {{"device", d}, {"stream", 7}}}});
+  }
+  std::ofstream(base + ".trace.json") << nlohmann::json{{"schemaVersion", 1}, {"traceEvents", events}}.dump();
+  const int status = std::system((std::string(DPDOCTOR_BIN) + " --torch-trace " + base + ".trace.json --json >" +
+                                  base + ".out 2>" + base + ".err")
+                                     .c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 0) << slurp(base + ".err");  // a warning: not a failure
+  const auto doc = nlohmann::json::parse(slurp(base + ".out"));
+  expect_valid(DPB_FINDINGS_SCHEMA, doc);
+  ASSERT_EQ(doc["findings"].size(), 1u) << doc.dump(2);
+  EXPECT_EQ(doc["findings"][0]["id"], "naive-model-parallel");
+  EXPECT_EQ(doc["summary"]["source"], "PyTorch profiler trace");
+  std::ofstream(base + ".trace.json") << "[1, 2";
+  EXPECT_EQ(WEXITSTATUS(std::system((std::string(DPDOCTOR_BIN) + " --torch-trace " + base + ".trace.json 2>" + base +
+                                     ".err >/dev/null")
+                                        .c_str())),
+            2);
+  EXPECT_NE(slurp(base + ".err").find("is not JSON"), std::string::npos);
+  for (const char* ext : {".trace.json", ".out", ".err"}) std::remove((base + ext).c_str());
+}
+
 }  // namespace

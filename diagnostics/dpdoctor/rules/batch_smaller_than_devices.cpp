@@ -7,7 +7,8 @@
 namespace dpb::doctor::check {
 
 std::optional<Finding> batch_smaller_than_devices(const Evidence& e) {
-  if (!e.has_dp || e.world < 2 || e.scatter_calls == 0 || e.global_batch >= e.world) return std::nullopt;
+  if (!e.has_dp || !e.samples_known || e.world < 2 || e.scatter_calls == 0 || e.global_batch >= e.world)
+    return std::nullopt;
   int idle = 0;
   for (const auto& d : e.device) idle += d.samples == 0;
   if (idle == 0) return std::nullopt;

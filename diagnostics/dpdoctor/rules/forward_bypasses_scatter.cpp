@@ -7,7 +7,8 @@
 namespace dpb::doctor::check {
 
 std::optional<Finding> forward_bypasses_scatter(const Evidence& e) {
-  if (!e.has_dp || e.world < 2 || e.scatter_calls != 0 || e.device.size() < 2) return std::nullopt;
+  if (!e.has_dp || !e.samples_known || e.world < 2 || e.scatter_calls != 0 || e.device.size() < 2)
+    return std::nullopt;
   for (size_t d = 1; d < e.device.size(); ++d)
     if (e.device[d].samples > 0 || e.device[d].busy > 0.02) return std::nullopt;
   Finding f;

@@ -6,8 +6,9 @@
 namespace dpb::doctor::check {
 
 std::optional<Finding> naive_model_parallel(const Evidence& e) {
-  // What ran: one micro-batch per step, and stages that (almost) never worked at once.
-  if (!e.has_pipeline || e.stage_busy.size() < 2 || e.micro_sizes.size() != 1 || e.concurrency < 0 ||
+  // What ran: stages that (almost) never worked at once, with one micro-batch per step
+  // (where the source says how many: a profiler trace does not).
+  if (!e.has_pipeline || e.stage_busy.size() < 2 || e.micro_sizes.size() > 1 || e.concurrency < 0 ||
       e.concurrency > 0.05)
     return std::nullopt;
   Finding f;

@@ -9,7 +9,7 @@ namespace dpb::doctor::check {
 std::optional<Finding> non_tensor_input_replicated(const Evidence& e) {
   // No scatter counted (the input was not split) yet every device ran samples: each got
   // the whole batch.
-  if (!e.has_dp || e.world < 2 || e.steps == 0 || e.device.size() < 2) return std::nullopt;
+  if (!e.has_dp || !e.samples_known || e.world < 2 || e.steps == 0 || e.device.size() < 2) return std::nullopt;
   const int64_t whole = e.steps * e.global_batch;
   for (const auto& d : e.device)
     if (d.samples != whole) return std::nullopt;

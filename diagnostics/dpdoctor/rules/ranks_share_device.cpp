@@ -21,6 +21,9 @@ bool overlap(const RankEvidence& a, const RankEvidence& b) {
 
 std::optional<Finding> ranks_share_device(const Evidence& e) {
   if (e.ranks.size() < 2) return std::nullopt;
+  // Without the ranks' hosts (a profiler trace), the same GPU index means the same GPU
+  // only if the whole job fits on one node.
+  if (!e.hosts_known && e.world > e.visible) return std::nullopt;
   // Each rank that shares hardware, with the ranks it shares it with.
   nlohmann::json shared = nlohmann::json::array();
   std::set<int> crowded;
@@ -43,6 +46,9 @@ std::optional<Finding> ranks_share_device(const Evidence& e) {
   nlohmann::json compute = nlohmann::json::array();
   for (const auto& r : e.ranks) compute.push_back({{"rank", r.rank}, {"device", r.device}, {"compute_s", r.compute_s}});
   f.evidence = {{"shared", shared}, {"distinct_devices", devices.size()}, {"ranks", compute}};
+  if (!e.hosts_known)
+    f.evidence["assumption"] = fmt::format("one node: the {} ranks fit in the {} GPUs each process sees", e.world,
+                                           e.visible);
   f.explanation =
       "Ranks on one device run their forward and backward in turn on the same hardware (one GPU, or the same CPU "
       "cores), so adding ranks adds work to that device instead of devices to the job; the usual causes are every "

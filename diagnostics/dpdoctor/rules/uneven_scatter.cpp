@@ -10,7 +10,8 @@
 namespace dpb::doctor::check {
 
 std::optional<Finding> uneven_scatter(const Evidence& e) {
-  if (!e.has_dp || e.world < 2 || e.scatter_calls == 0 || e.chunks.empty() || e.global_batch < e.world)
+  if (!e.has_dp || !e.samples_known || e.world < 2 || e.scatter_calls == 0 || e.chunks.empty() ||
+      e.global_batch < e.world)
     return std::nullopt;
   const int64_t big = *std::max_element(e.chunks.begin(), e.chunks.end());
   const int64_t small = *std::min_element(e.chunks.begin(), e.chunks.end());

@@ -1,0 +1,285 @@
+// dpdoctor over PyTorch profiler (Kineto) traces: traces written as Kineto writes them
+// (CPU ops and Python frames around the GPU activity, kernels with pid = device,
+// ProfilerStep#N and DataLoader annotations, distributedInfo, deviceProperties), each
+// problem in one and its healthy counterpart in another.
+#include "diagnostics/dpdoctor/torch_trace.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/core/error.h"
+
+namespace dpb::doctor {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Times in milliseconds from the start of the trace; written in microseconds.
+class KinetoTrace {
+ public:
+  // world 0: not distributed (no distributedInfo).
+  KinetoTrace(int rank, int world, int visible) {
+    doc_ = {{"schemaVersion", 1}, {"traceEvents", nlohmann::json::array()}, {"baseTimeNanoseconds", 1700000000000000000}};
+    if (world > 0) doc_["distributedInfo"] = {{"backend", "nccl"}, {"rank", rank}, {"world_size", world}};
+    doc_["deviceProperties"] = nlohmann::json::array();
+    for (int d = 0; d < visible; ++d)
+      doc_["deviceProperties"].push_back({{"id", d}, {"name", "NVIDIA H100 80GB HBM3"}, {"numSms", 132}});
+  }
+  void step(int n, double begin, double end) {
+    add({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "ProfilerStep#" + std::to_string(n)}, {"pid", kPid},
+         {"tid", kPid}, {"ts", us(begin)}, {"dur", len(end - begin)}});
+    // What surrounds it in a real trace, and must not count.
+    add({{"ph", "X"}, {"cat", "cpu_op"}, {"name", "aten::linear"}, {"pid", kPid}, {"tid", kPid}, {"ts", us(begin + 0.1)},
+         {"dur", len(end - begin - 0.2)}, {"args", {{"External id", n}}}});
+    add({{"ph", "X"}, {"cat", "python_function"}, {"name", "torch/nn/modules/module.py(1501): _call_impl"},
+         {"pid", kPid}, {"tid", kPid}, {"ts", us(begin)}, {"dur", len(end - begin)}});
+    add({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", "cudaLaunchKernel"}, {"pid", kPid}, {"tid", kPid},
+         {"ts", us(begin + 0.2)}, {"dur", len(0.01)}});
+  }
+  void kernel(int device, double begin, double end, const std::string& name = "void cutlass::Kernel<sm90_gemm>") {
+    add({{"ph", "X"}, {"cat", "kernel"}, {"name", name}, {"pid", device}, {"tid", 7}, {"ts", us(begin)},
+         {"dur", len(end - begin)}, {"args", {{"device", device}, {"stream", 7}, {"correlation", 1}}}});
+  }
+  void nccl(int device, double begin, double end) {
+    kernel(device, begin, end, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
+  }
+  void memcpy(int device, double begin, double end) {
+    add({{"ph", "X"}, {"cat", "gpu_memcpy"}, {"name", "Memcpy HtoD (Pinned -> Device)"}, {"pid", device},
+         {"tid", 8}, {"ts", us(begin)}, {"dur", len(end - begin)}, {"args", {{"device", device}, {"bytes", 1 << 20}}}});
+  }
+  void data_wait(double begin, double end) {
+    add({{"ph", "X"}, {"cat", "user_annotation"},
+         {"name", "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"}, {"pid", kPid}, {"tid", kPid},
+         {"ts", us(begin)}, {"dur", len(end - begin)}});
+  }
+  void dp_forward(double begin, double end) {
+    add({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "DataParallel.forward"}, {"pid", kPid}, {"tid", kPid},
+         {"ts", us(begin)}, {"dur", len(end - begin)}});
+  }
+  std::string write(const std::string& path, bool gzip = false) const {
+    const std::string text = doc_.dump();
+    if (gzip) {
+      gzFile f = gzopen(path.c_str(), "wb");
+      gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+      gzclose(f);
+    } else {
+      std::ofstream(path) << text;
+    }
+    return path;
+  }
+
+ private:
+  static constexpr int kPid = 4242;
+  static double us(double ms) { return 1e3 * ms + 1e6; }  // a time: traces start at an offset
+  static double len(double ms) { return 1e3 * ms; }       // a duration
+  void add(nlohmann::json e) { doc_["traceEvents"].push_back(std::move(e)); }
+  nlohmann::json doc_;
+};
+
+class TorchTrace : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("dpb_kineto_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // The findings' ids for these traces, most severe first.
+  std::vector<std::string> ids(const std::vector<std::string>& paths) {
+    last_ = diagnose(read_torch_traces(paths));
+    std::vector<std::string> out;
+    for (const auto& f : last_.findings) out.push_back(f.id);
+    return out;
+  }
+  // Two DDP ranks, 5 steps of 10 ms: each rank computes [0, compute_r) and all-reduces
+  // over [comm_begin_r, comm_end_r) of every step, on GPU device_r.
+  std::vector<std::string> ddp(int world, std::array<double, 2> compute, std::array<double, 2> comm_begin,
+                               std::array<double, 2> comm_end, std::array<int, 2> device = {0, 1}) {
+    std::vector<std::string> files;
+    for (int r = 0; r < 2; ++r) {
+      KinetoTrace t(r, world, 8);
+      for (int s = 0; s < 5; ++s) {
+        const double o = 10.0 * s;
+        t.step(s, o, o + 10);
+        t.data_wait(o, o + 0.1);
+        t.memcpy(device[r], o + 0.1, o + 0.2);
+        t.kernel(device[r], o + 0.2, o + compute[r]);
+        t.nccl(device[r], o + comm_begin[r], o + comm_end[r]);
+      }
+      files.push_back(t.write(path("rank" + std::to_string(r) + ".pt.trace.json")));
+    }
+    return files;
+  }
+
+  fs::path dir_;
+  Diagnosis last_;
+};
+
+TEST_F(TorchTrace, HealthyDdpOverlapsItsAllReduce) {
+  EXPECT_TRUE(ids(ddp(2, {9, 9}, {3, 3}, {8, 8})).empty());
+  EXPECT_TRUE(last_.healthy);
+  EXPECT_EQ(last_.summary["mode"], "ddp");
+  EXPECT_EQ(last_.summary["source"], "PyTorch profiler trace");
+  EXPECT_TRUE(last_.summary["throughput_samples_per_s"].is_null());
+  EXPECT_NEAR(last_.summary["overlap_ratio"].get<double>(), 1.0, 1e-9);
+  // A step is the ProfilerStep without its wait for data (0.1 ms), as dpbench measures.
+  EXPECT_NEAR(last_.summary["step_time_s"].get<double>(), 0.0099, 1e-9);
+  EXPECT_NEAR(last_.summary["data_wait_share"].get<double>(), 0.01, 1e-9);
+  EXPECT_NEAR(last_.summary["devices"][0]["busy_fraction"].get<double>(), 0.89, 1e-6);  // 0.1..9 of every 10 ms
+}
+
+TEST_F(TorchTrace, ExposedAllReduceIsCommunicationBound) {
+  EXPECT_EQ(ids(ddp(2, {6, 6}, {6, 6}, {10, 10})), std::vector<std::string>{"communication-bound"});
+  EXPECT_NEAR(last_.findings[0].evidence["exposed_share"].get<double>(), 4.0 / 9.9, 1e-6);  // of the 9.9 ms step
+  EXPECT_NEAR(last_.findings[0].evidence["overlap_ratio"].get<double>(), 0.0, 1e-9);
+}
+
+TEST_F(TorchTrace, AStragglerIsNamedNotTheNetwork) {
+  // Rank 1 computes 9 ms a step; rank 0 computes 3 ms and waits in its all-reduce.
+  EXPECT_EQ(ids(ddp(2, {3, 9}, {3, 9}, {10, 10})), std::vector<std::string>{"straggler-rank"});
+  EXPECT_EQ(last_.findings[0].evidence["slow_rank"], 1);
+}
+
+TEST_F(TorchTrace, RanksOnOneGpuShareIt) {
+  EXPECT_EQ(ids(ddp(2, {9, 9}, {3, 3}, {8, 8}, {0, 0})), std::vector<std::string>{"ranks-share-device"});
+  EXPECT_TRUE(last_.findings[0].evidence.contains("assumption"));
+  // 16 ranks cannot all be on the 8 GPUs a process sees: cuda:0 of two ranks may be two
+  // nodes' GPUs, and a trace does not say which host a rank ran on.
+  EXPECT_TRUE(ids(ddp(16, {9, 9}, {3, 3}, {8, 8}, {0, 0})).empty());
+}
+
+TEST_F(TorchTrace, WaitingForTheLoaderIsInputBound) {
+  KinetoTrace t(0, 0, 1);
+  for (int s = 0; s < 5; ++s) {
+    const double o = 10.0 * s;
+    t.step(s, o, o + 10);
+    t.data_wait(o, o + 6);
+    t.kernel(0, o + 6.5, o + 9.5);
+  }
+  EXPECT_EQ(ids({t.write(path("single.json"))}), std::vector<std::string>{"input-bound"});
+  EXPECT_EQ(last_.summary["mode"], "single");
+  EXPECT_NEAR(last_.findings[0].evidence["data_wait_share"].get<double>(), 0.6, 1e-6);
+}
+
+TEST_F(TorchTrace, DataParallelPrimaryWorkingAloneIsAHotSpot) {
+  // 4 GPUs; per step cuda:0 works alone for 4 ms (scatter, gather, loss, reduction,
+  // optimizer), then all four run their replicas for 5 ms.
+  KinetoTrace t(0, 0, 4);
+  for (int s = 0; s < 5; ++s) {
+    const double o = 10.0 * s;
+    t.step(s, o, o + 10);
+    t.dp_forward(o, o + 6);
+    t.kernel(0, o, o + 4);
+    for (int d = 0; d < 4; ++d) t.kernel(d, o + 4, o + 9);
+  }
+  EXPECT_EQ(ids({t.write(path("dp.json"))}), std::vector<std::string>{"primary-device-hotspot"});
+  EXPECT_EQ(last_.summary["mode"], "dp");
+  EXPECT_NEAR(last_.findings[0].evidence["primary_only_s_per_step"].get<double>(), 0.004, 1e-9);
+  // The same DataParallel without the primary's solo work: healthy.
+  KinetoTrace even(0, 0, 4);
+  for (int s = 0; s < 5; ++s) {
+    even.step(s, 10.0 * s, 10.0 * s + 10);
+    even.dp_forward(10.0 * s, 10.0 * s + 6);
+    for (int d = 0; d < 4; ++d) even.kernel(d, 10.0 * s + 0.5, 10.0 * s + 9.5);
+  }
+  EXPECT_TRUE(ids({even.write(path("dp_even.json"))}).empty());
+}
+
+TEST_F(TorchTrace, GpusTakingTurnsIsNaiveModelParallel) {
+  KinetoTrace naive(0, 0, 2), piped(0, 0, 2);
+  for (int s = 0; s < 5; ++s) {
+    const double o = 10.0 * s;
+    naive.step(s, o, o + 10);
+    naive.kernel(0, o + 0.5, o + 5);  // stage 0's forward, then stage 1's
+    naive.kernel(1, o + 5, o + 9.5);
+    piped.step(s, o, o + 10);
+    piped.kernel(0, o + 0.5, o + 8.5);  // micro-batches keep both busy
+    piped.kernel(1, o + 1.5, o + 9.5);
+  }
+  EXPECT_EQ(ids({naive.write(path("naive.json"))}), std::vector<std::string>{"naive-model-parallel"});
+  EXPECT_EQ(last_.summary["mode"], "mp");
+  EXPECT_TRUE(ids({piped.write(path("piped.json"))}).empty());
+}
+
+TEST_F(TorchTrace, ReadsGzipAndFoldersAndOrdersRanksByTheirInfo) {
+  // Written in the reverse of rank order, one of them gzipped: the folder is one job.
+  KinetoTrace r1(1, 2, 8), r0(0, 2, 8);
+  for (int s = 0; s < 3; ++s) {
+    r0.step(s, 10.0 * s, 10.0 * s + 10);
+    r0.kernel(0, 10.0 * s + 1, 10.0 * s + 4);
+    r1.step(s, 10.0 * s, 10.0 * s + 10);
+    r1.kernel(1, 10.0 * s + 1, 10.0 * s + 9);  // the straggler: rank 1
+  }
+  r1.write(path("a_host_1234.pt.trace.json.gz"), /*gzip=*/true);
+  r0.write(path("b_host_1235.pt.trace.json"));
+  std::ofstream(path("notes.txt")) << "not a trace";
+  const Evidence e = read_torch_traces({dir_.string()});
+  ASSERT_EQ(e.ranks.size(), 2u);
+  EXPECT_EQ(e.ranks[0].rank, 0);
+  EXPECT_EQ(e.ranks[1].device, "cuda:1");
+  EXPECT_NEAR(e.ranks[1].compute_s, 0.008, 1e-9);
+  EXPECT_FALSE(e.samples_known);
+  EXPECT_EQ(ids({dir_.string()}), std::vector<std::string>{"straggler-rank"});
+}
+
+TEST_F(TorchTrace, WithoutProfilerStepsTheGpuSpanIsTheStep) {
+  KinetoTrace t(0, 0, 1);
+  t.kernel(0, 0, 4);
+  t.kernel(0, 6, 10);
+  const Evidence e = read_torch_traces({t.write(path("nosteps.json"))});
+  EXPECT_EQ(e.steps, 1);
+  EXPECT_NEAR(e.step_s, 0.010, 1e-9);
+  ASSERT_EQ(e.device.size(), 1u);
+  EXPECT_NEAR(e.device[0].busy, 0.8, 1e-9);
+}
+
+// PyTorch built without Kineto writes the bare array of events, CPU only, with no cat.
+TEST_F(TorchTrace, ReadsTheArrayFormatOfPyTorchWithoutKineto) {
+  nlohmann::json events = nlohmann::json::array();
+  for (int s = 0; s < 4; ++s) {
+    const double o = 1e5 * s + 160;
+    events.push_back({{"name", "ProfilerStep#" + std::to_string(s + 1)}, {"ph", "X"}, {"ts", o}, {"dur", 1e5},
+                      {"tid", 1}, {"pid", "CPU functions"}, {"args", nlohmann::json::object()}});
+    events.push_back({{"name", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"}, {"ph", "X"},
+                      {"ts", o + 10}, {"dur", 7e4}, {"tid", 1}, {"pid", "CPU functions"}, {"args", nlohmann::json::object()}});
+    events.push_back({{"name", "aten::addmm"}, {"ph", "X"}, {"ts", o + 7e4 + 20}, {"dur", 2e4}, {"tid", 1},
+                      {"pid", "CPU functions"}, {"args", nlohmann::json::object()}});
+  }
+  std::ofstream(path("legacy.json")) << events.dump();
+  EXPECT_EQ(ids({path("legacy.json")}), std::vector<std::string>{"input-bound"});
+  EXPECT_NEAR(last_.findings[0].evidence["data_wait_share"].get<double>(), 0.7, 1e-6);
+}
+
+TEST_F(TorchTrace, BadInputIsAClearError) {
+  auto message = [](const std::vector<std::string>& paths) {
+    try {
+      read_torch_traces(paths);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({path("missing.json")}).find("does not exist"), std::string::npos);
+  std::ofstream(path("broken.json")) << "{\"traceEvents\": [";
+  EXPECT_NE(message({path("broken.json")}).find("is not JSON"), std::string::npos);
+  std::ofstream(path("report.json")) << "{\"schema\": \"dpbench.report/1\"}";
+  EXPECT_NE(message({path("report.json")}).find("not a PyTorch profiler trace"), std::string::npos);
+  KinetoTrace cpu_only(0, 0, 0);
+  EXPECT_NE(message({cpu_only.write(path("cpu_only.json"))}).find("neither GPU activity nor profiler steps"),
+            std::string::npos);
+  fs::create_directories(dir_ / "empty");
+  EXPECT_NE(message({(dir_ / "empty").string()}).find("no trace"), std::string::npos);
+  KinetoTrace a(0, 2, 8), b(0, 2, 8);
+  a.kernel(0, 0, 1);
+  b.kernel(1, 0, 1);
+  EXPECT_NE(message({a.write(path("x.json")), b.write(path("y.json"))}).find("are both rank 0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dpb::doctor
