@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
                "  dpdoctor REPORT.json         diagnose a dpbench report (dpbench --json=...)\n"
                "  dpdoctor -- <dpbench flags>  run a short dpbench probe with those flags and diagnose it\n"
                "  dpdoctor --torch-trace=PATH  diagnose PyTorch profiler traces (a file per rank, or their folder)\n"
-               "Exit code 0 without errors (healthy or warnings), 1 with an error finding, 2 for bad input."};
+               "Exit code 0 without errors (healthy or warnings), 1 with an error finding, 2 for bad input.",
+               "dpdoctor"};
   std::string report_path, json_path;
   bool json_stdout = false;
   app.add_option("REPORT", report_path, "dpbench report to diagnose");
