@@ -217,12 +217,6 @@ RankMeasure measure(const RankTrace& t) {
 
 std::string gpu(int d) { return fmt::format("cuda:{}", d); }
 
-void fill_common(Evidence& e, const RankMeasure& m) {
-  e.step_s = m.step_s;
-  e.steps = static_cast<int64_t>(m.steps.size());
-  e.data_wait_share = m.data_wait_share;
-}
-
 // Several ranks: DDP.
 Evidence ranks_evidence(std::vector<RankTrace>& traces) {
   Evidence e;
@@ -261,7 +255,9 @@ Evidence ranks_evidence(std::vector<RankTrace>& traces) {
 Evidence process_evidence(const RankTrace& t) {
   Evidence e;
   const RankMeasure m = measure(t);
-  fill_common(e, m);
+  e.step_s = m.step_s;
+  e.steps = static_cast<int64_t>(m.steps.size());
+  e.data_wait_share = m.data_wait_share;
   e.visible = t.visible;
   std::vector<int> used;
   for (const auto& [d, iv] : m.by_device)
