@@ -1,15 +1,18 @@
 #pragma once
 // What dpreport does with dpbench reports: a summary, a comparison that gates CI on
-// regressions, the github-action-benchmark export, and a self-contained HTML page.
+// regressions, the github-action-benchmark export (and the HTML page, render_html.h).
 //
 // A report's measured points: one per device count (a --gpus sweep has several), with
 // the median over --repeat repetitions. Comparisons match points by mode, model and
 // device count.
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "reports/model.h"
 
 namespace dpb::reports {
 
@@ -18,23 +21,20 @@ struct Point {
   std::string mode, model;
   int world = 1;
   int64_t global_batch = 0;
-  double throughput = 0;       // samples/s (median over repetitions)
-  double step_median_s = 0;    // (median over repetitions)
-  double step_p90_s = 0;
-  double efficiency = -1;      // scaling efficiency, -1: not measured
-  double overlap = -1;         // ddp overlap ratio
-  double data_wait_share = -1;
-  double mfu = -1;
-  double bubble = -1;          // mp measured bubble
+  double throughput = 0;  // samples/s (median over repetitions)
+  Num step_median_s, step_p90_s;  // medians over repetitions
+  Num efficiency;                 // scaling efficiency
+  Num overlap;                    // ddp overlap ratio
+  Num data_wait_share, mfu;
+  Num bubble;                     // mp measured bubble
   int repeats = 0;
 };
 
-// The report's points, in increasing device count. Throws dpb::Error for a document that
-// is not a dpbench report.
-std::vector<Point> report_points(const nlohmann::json& report);
+// The report's points, in increasing device count.
+std::vector<Point> report_points(const RunReport& report);
 
 // Human summary (`dpreport show`).
-void show_report(const nlohmann::json& report, std::ostream& out);
+void show_report(const RunReport& report, std::ostream& out);
 
 struct Change {
   std::string point, metric, unit;
@@ -52,16 +52,15 @@ struct Comparison {
 
 // `max_regress`: the largest allowed loss as a fraction (0.05 = 5%) of throughput, step
 // time (median) and scaling efficiency; other metrics are shown, not gated.
-Comparison compare_reports(const nlohmann::json& base, const nlohmann::json& now, double max_regress);
+Comparison compare_reports(const RunReport& base, const RunReport& now, double max_regress);
 void print_comparison(const Comparison& c, double max_regress, std::ostream& out);
 
 // [{name, unit, value}] for github-action-benchmark: "bigger" (customBiggerIsBetter:
 // throughput, scaling efficiency) or "smaller" (customSmallerIsBetter: step times).
-nlohmann::json github_benchmark(const nlohmann::json& report, bool bigger_is_better);
+nlohmann::json github_benchmark(const RunReport& report, bool bigger_is_better);
 
-// One self-contained HTML page (inline SVG, no scripts fetched): the scaling curve
-// against ideal, per-device busy bars, the step-time distribution, a timeline excerpt of
-// the last measured step, and the findings.
-std::string render_html(const nlohmann::json& report);
+// Shared by the summaries: "12.34 ms", "-" for a figure not measured.
+std::string human_seconds(const Num& s);
+std::string percent(const Num& v);
 
 }  // namespace dpb::reports

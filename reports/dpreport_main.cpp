@@ -5,25 +5,18 @@
 //   dpreport html REPORT -o FILE.html
 #include <CLI/CLI.hpp>
 
-#include <fstream>
 #include <iostream>
 
 #include "engine/core/error.h"
 #include "engine/core/file_io.h"
+#include "engine/core/text.h"
 #include "reports/analysis.h"
+#include "reports/render_html.h"
 #include "reports/report.h"
 
 namespace {
 
-nlohmann::json load(const std::string& path) {
-  std::ifstream in(path);
-  DPB_CHECK(in) << "cannot read '" << path << "'";
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    DPB_FAIL() << "'" << path << "' is not JSON: " << e.what();
-  }
-}
+dpb::reports::RunReport load(const std::string& path) { return dpb::reports::RunReport::read(path); }
 
 // "5%", "5" (percent) or "0.05".
 double parse_fraction(std::string text) {
@@ -35,7 +28,7 @@ double parse_fraction(std::string text) {
     v = std::stod(text, &used);
     DPB_CHECK(used == text.size()) << "";
   } catch (const std::exception&) {
-    DPB_FAIL() << "--max-regress='" << text << "': expected a percentage such as 5%";
+    DPB_FAIL() << "--max-regress='" << dpb::escape_untrusted(text) << "': expected a percentage such as 5%";
   }
   DPB_CHECK(v >= 0) << "--max-regress must not be negative";
   return percent || v >= 1 ? v / 100 : v;

@@ -1,5 +1,3 @@
-#include "reports/environment.h"
-
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unistd.h>
 
@@ -8,6 +6,7 @@
 #include <thread>
 
 #include "engine/backend/device_info.h"
+#include "reports/model.h"
 
 namespace dpb::reports {
 
@@ -29,25 +28,26 @@ std::string host_name() {
   if (::gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
   return buf;
 }
+
+std::optional<std::string> known(const std::string& s) {
+  return s.empty() ? std::nullopt : std::optional<std::string>(s);
+}
 }  // namespace
 
-nlohmann::json collect_environment() {
+Environment collect_environment() {
   const dnnl_version_t* v = dnnl_version();
-  nlohmann::json env;
-  env["host"] = host_name();
-  env["cpu"] = {{"model", cpu_model()}, {"threads", std::thread::hardware_concurrency()}};
-  env["onednn"] = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  Environment env;
+  env.host = host_name();
+  env.cpu_model = cpu_model();
+  env.cpu_threads = static_cast<int>(std::thread::hardware_concurrency());
+  env.onednn = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
   const CudaInfo cuda = cuda_info();
-  env["cuda_built"] = cuda.built;
-  env["cuda"] = cuda.runtime_version.empty() ? nlohmann::json(nullptr) : nlohmann::json(cuda.runtime_version);
-  env["driver"] = cuda.driver_version.empty() ? nlohmann::json(nullptr) : nlohmann::json(cuda.driver_version);
-  env["cudnn"] = cuda.cudnn_version.empty() ? nlohmann::json(nullptr) : nlohmann::json(cuda.cudnn_version);
-  env["nccl"] = cuda.nccl_version.empty() ? nlohmann::json(nullptr) : nlohmann::json(cuda.nccl_version);
-  env["gpus"] = nlohmann::json::array();
-  for (const auto& g : cuda.gpus)
-    env["gpus"].push_back({{"index", g.index}, {"name", g.name}, {"memory_bytes", g.memory_bytes},
-                           {"compute_capability", g.compute_capability},
-                           {"pci_bus_id", g.pci_bus_id}});
+  env.cuda_built = cuda.built;
+  env.cuda = known(cuda.runtime_version);
+  env.driver = known(cuda.driver_version);
+  env.cudnn = known(cuda.cudnn_version);
+  env.nccl = known(cuda.nccl_version);
+  for (const auto& g : cuda.gpus) env.gpus.push_back({g.index, g.name, g.memory_bytes, g.compute_capability, g.pci_bus_id});
   return env;
 }
 

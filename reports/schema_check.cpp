@@ -1,8 +1,20 @@
 #include "reports/schema_check.h"
 
+#include "engine/core/text.h"
+
 namespace dpb::reports {
 
 namespace {
+
+constexpr size_t kMaxViolations = 100;
+
+// A value as a message shows it: untrusted strings escaped and cut, containers by type.
+std::string shown(const nlohmann::json& v) {
+  if (v.is_string()) return "\"" + escape_untrusted(v.get_ref<const std::string&>(), 60) + "\"";
+  if (v.is_object()) return "an object";
+  if (v.is_array()) return "an array";
+  return v.dump();
+}
 
 bool has_type(const nlohmann::json& v, const std::string& type) {
   if (type == "object") return v.is_object();
@@ -16,6 +28,7 @@ bool has_type(const nlohmann::json& v, const std::string& type) {
 }
 
 void check(const nlohmann::json& s, const nlohmann::json& v, const std::string& at, std::vector<std::string>& out) {
+  if (out.size() >= kMaxViolations) return;
   const std::string where = at.empty() ? "/" : at;
   if (s.contains("type")) {
     const auto& t = s["type"];
@@ -33,8 +46,9 @@ void check(const nlohmann::json& s, const nlohmann::json& v, const std::string& 
   if (s.contains("enum")) {
     bool ok = false;
     for (const auto& e : s["enum"]) ok = ok || e == v;
-    if (!ok) out.push_back(where + ": " + v.dump() + " is not one of " + s["enum"].dump());
+    if (!ok) out.push_back(where + ": " + shown(v) + " is not one of " + s["enum"].dump());
   }
+  if (s.contains("const") && s["const"] != v) out.push_back(where + ": " + shown(v) + " is not " + s["const"].dump());
   if (v.is_number()) {
     if (s.contains("minimum") && v.get<double>() < s["minimum"].get<double>())
       out.push_back(where + ": " + v.dump() + " is below the minimum " + s["minimum"].dump());

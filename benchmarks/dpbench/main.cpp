@@ -1,3 +1,3 @@
-#include "benchmarks/dpbench/harness.h"
+#include "benchmarks/dpbench/cli.h"
 
 int main(int argc, char** argv) { return dpb::bench::main_cli(argc, argv); }

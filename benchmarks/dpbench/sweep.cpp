@@ -9,14 +9,12 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <map>
-#include <sstream>
 
+#include "diagnostics/dpdoctor/doctor.h"
 #include "engine/core/error.h"
 #include "engine/core/log.h"
-#include "diagnostics/dpdoctor/doctor.h"
+#include "reports/model.h"
 #include "reports/report.h"
 
 namespace dpb::bench {
@@ -86,68 +84,53 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-std::vector<int> parse_gpus(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    DPB_CHECK(!item.empty() && std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; }))
-        << "--gpus='" << text << "': expected a device count or a list such as 1,2,4";
-    const int n = std::stoi(item);
-    DPB_CHECK(n >= 1 && n <= 64) << "--gpus='" << text << "': " << n << " devices (each count must be 1..64)";
-    DPB_CHECK(out.empty() || n > out.back()) << "--gpus='" << text << "': list the counts in increasing order";
-    out.push_back(n);
-  }
-  DPB_CHECK(!out.empty()) << "--gpus='" << text << "': expected a device count or a list such as 1,2,4";
-  return out;
-}
-
-int run_sweep(const BenchOptions& o, const std::vector<int>& gpus, const std::vector<std::string>& args) {
+int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
   const std::string exe = self_exe(args.front());
-  const auto base = without(args, {"--gpus", "--json", "--trace", "--repeat", "--batch", "--mode", "--doctor"});
+  const auto base =
+      without(args, {"--gpus", "--json", "--trace", "--repeat", "--batch", "--mode", "--doctor", "--threads"});
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("dpbench-sweep-{}", ::getpid());
   std::filesystem::create_directories(dir);
-  const bool weak = o.mode == "dp" || o.mode == "mp";
+  const bool weak = o.mode == ParallelMode::dp || o.mode == ParallelMode::pipeline;
+  // The same thread budget per device at every point: at the largest count every device
+  // of this node gets its share of the cores, and the smaller points get no more.
+  const int largest = o.sweep.back();
+  const int threads = threads_per_device(o, largest);
   struct Point {
-    int gpus = 0;
-    int64_t batch = 0;
-    std::string mode;
+    BenchOptions options;
     std::vector<double> throughput;
   };
   std::vector<Point> points;
-  nlohmann::json merged, runs = nlohmann::json::array();
-  for (int n : gpus) {
-    Point pt;
-    pt.gpus = n;
-    pt.batch = weak ? o.batch * n : o.batch;
-    // mp needs two stages: its one-device point is single-device training.
-    pt.mode = (o.mode == "mp" && n == 1) ? "single" : o.mode;
+  std::optional<reports::RunReport> merged;
+  std::vector<reports::RunMetrics> runs;
+  for (int n : o.sweep) {
+    Point pt{sweep_point(o, n), {}};
+    const std::string mode = parallel_mode_name(pt.options.mode);
     for (int rep = 0; rep < o.repeat; ++rep) {
       const std::string json = (dir / fmt::format("gpus{}-r{}.json", n, rep)).string();
       std::vector<std::string> child = base;
-      child.push_back("--mode=" + pt.mode);
+      child.push_back("--mode=" + mode);
       child.push_back(fmt::format("--gpus={}", n));
-      child.push_back(fmt::format("--batch={}", pt.batch));
+      child.push_back(fmt::format("--batch={}", pt.options.train.batch));
+      child.push_back(fmt::format("--threads={}", threads));
       child.push_back("--json=" + json);
-      if (!o.trace_path.empty())
-        child.push_back("--trace=" + with_suffix(o.trace_path, fmt::format("-gpus{}{}", n,
-                                                                            o.repeat > 1 ? fmt::format("-r{}", rep) : "")));
-      log::info("sweep: --gpus={} ({}), repetition {} of {}", n, pt.mode, rep + 1, o.repeat);
+      if (!o.out.trace_path.empty())
+        child.push_back("--trace=" + with_suffix(o.out.trace_path, fmt::format("-gpus{}{}", n,
+                                                                                o.repeat > 1 ? fmt::format("-r{}", rep) : "")));
+      log::info("sweep: --gpus={} ({}), repetition {} of {}, {} thread(s) per device", n, mode, rep + 1, o.repeat,
+                threads);
       const int code = run_child(exe, child);
       if (code != 0) {
         std::cerr << fmt::format("dpbench: error: the run with --gpus={} exited with code {}\n", n, code);
         std::filesystem::remove_all(dir);
         return code;
       }
-      std::ifstream in(json);
-      const auto rep_json = nlohmann::json::parse(in);
-      if (merged.is_null()) merged = rep_json;
-      for (auto run : rep_json["runs"]) {
-        run["repeat"] = rep;
-        run["mode"] = pt.mode;
-        const auto& t = run["throughput_samples_per_s"];
-        if (t.is_number()) pt.throughput.push_back(t.get<double>());
-        runs.push_back(run);
+      reports::RunReport child_report = reports::RunReport::read(json);
+      if (!merged) merged = child_report;
+      for (auto& run : child_report.runs) {
+        run.repeat = rep;
+        run.mode = pt.options.mode;
+        if (run.throughput_samples_per_s) pt.throughput.push_back(*run.throughput_samples_per_s);
+        runs.push_back(std::move(run));
       }
     }
     points.push_back(std::move(pt));
@@ -156,59 +139,65 @@ int run_sweep(const BenchOptions& o, const std::vector<int>& gpus, const std::ve
 
   // E(N) against the smallest count (1 in a proper sweep), from median throughputs.
   const Point& first = points.front();
-  const double base_thr = first.throughput.empty() ? 0 : median(first.throughput) / first.gpus;
-  nlohmann::json sweep = nlohmann::json::array();
-  std::cout << fmt::format("\nscaling: {} mode{}, {} repetition(s) per point (median throughput), E(N) = {}\n",
-                           o.mode, weak ? ", weak scaling (batch x N)" : ", batch per rank", o.repeat,
-                           first.gpus == 1 ? "throughput(N) / (N x throughput(1))"
-                                           : fmt::format("throughput(N) x {} / (N x throughput({}))", first.gpus,
-                                                         first.gpus));
+  const int first_n = first.options.device.count;
+  const double base_thr = first.throughput.empty() ? 0 : median(first.throughput) / first_n;
+  std::cout << fmt::format("\nscaling: {} mode{}, {} repetition(s) per point (median throughput), {} thread(s) per "
+                           "device, E(N) = {}\n",
+                           parallel_mode_name(o.mode), weak ? ", weak scaling (batch x N)" : ", batch per rank",
+                           o.repeat, threads,
+                           first_n == 1 ? "throughput(N) / (N x throughput(1))"
+                                        : fmt::format("throughput(N) x {} / (N x throughput({}))", first_n, first_n));
   std::cout << fmt::format("{:>6} {:>8} {:>8} {:>14} {:>14} {:>10}\n", "gpus", "mode", "global", "samples/s",
                            "min..max", "E(N)");
-  std::map<int, double> efficiency;
+  std::vector<reports::SweepPoint> sweep;
   for (const auto& pt : points) {
+    const int n = pt.options.device.count;
     const double thr = pt.throughput.empty() ? 0 : median(pt.throughput);
-    const double e = base_thr > 0 ? thr / (pt.gpus * base_thr) : 0;
-    efficiency[pt.gpus] = e;
-    const auto [lo, hi] = pt.throughput.empty() ? std::pair<double, double>{0, 0}
-                                                : std::pair<double, double>{*std::min_element(pt.throughput.begin(), pt.throughput.end()),
-                                                                            *std::max_element(pt.throughput.begin(), pt.throughput.end())};
-    const int64_t global = o.mode == "ddp" ? pt.batch * pt.gpus * o.accum_steps : pt.batch;
-    std::cout << fmt::format("{:>6} {:>8} {:>8} {:>14.1f} {:>14} {:>10.3f}\n", pt.gpus, pt.mode, global, thr,
-                             fmt::format("{:.0f}..{:.0f}", lo, hi), e);
-    sweep.push_back({{"world_size", pt.gpus},
-                     {"mode", pt.mode},
-                     {"global_batch", global},
-                     {"batch_per_device", o.mode == "ddp" ? pt.batch : pt.batch / std::max(1, o.mode == "dp" ? pt.gpus : 1)},
-                     {"throughput_samples_per_s", reports::number(thr)},
-                     {"throughput_min", reports::number(lo)},
-                     {"throughput_max", reports::number(hi)},
-                     {"repeats", pt.throughput.size()},
-                     {"scaling_efficiency", reports::number(e)}});
+    const double e = base_thr > 0 ? thr / (n * base_thr) : 0;
+    const auto [lo, hi] = pt.throughput.empty()
+                              ? std::pair<double, double>{0, 0}
+                              : std::pair<double, double>{*std::min_element(pt.throughput.begin(), pt.throughput.end()),
+                                                          *std::max_element(pt.throughput.begin(), pt.throughput.end())};
+    const bool ddp = o.mode == ParallelMode::ddp;
+    const int64_t batch = pt.options.train.batch;
+    const int64_t global = ddp ? batch * n * o.train.accum_steps : batch;
+    std::cout << fmt::format("{:>6} {:>8} {:>8} {:>14.1f} {:>14} {:>10.3f}\n", n,
+                             parallel_mode_name(pt.options.mode), global, thr, fmt::format("{:.0f}..{:.0f}", lo, hi), e);
+    reports::SweepPoint sp;
+    sp.world_size = n;
+    sp.mode = pt.options.mode;
+    sp.global_batch = global;
+    sp.batch_per_device = ddp ? batch : batch / std::max(1, o.mode == ParallelMode::dp ? n : 1);
+    sp.throughput_samples_per_s = thr;
+    sp.throughput_min = lo;
+    sp.throughput_max = hi;
+    sp.repeats = static_cast<int>(pt.throughput.size());
+    sp.scaling_efficiency = e;
+    sweep.push_back(sp);
   }
-  for (auto& run : runs) {
-    const int n = run["world_size"].get<int>();
-    const auto& t = run["throughput_samples_per_s"];
-    run["scaling_efficiency"] =
-        t.is_number() && base_thr > 0 ? reports::number(t.get<double>() / (n * base_thr)) : nlohmann::json(nullptr);
-  }
-  merged["command"] = args;
-  merged["config"]["gpus"] = gpus;
-  merged["config"]["repeat"] = o.repeat;
-  merged["config"]["mode"] = o.mode;
-  merged["config"]["sweep_batch"] = weak ? "batch x N (weak scaling)" : "per rank";
-  merged["runs"] = runs;
-  merged["sweep"] = sweep;
-  merged["findings"] = nlohmann::json::array();
-  if (o.doctor) {
-    const auto d = doctor::diagnose(merged);  // the largest run
-    for (const auto& f : d.findings) merged["findings"].push_back(doctor::finding_json(f));
+  for (auto& run : runs)
+    run.scaling_efficiency =
+        run.throughput_samples_per_s && base_thr > 0
+            ? reports::Num(*run.throughput_samples_per_s / (run.world_size * base_thr))
+            : reports::Num();
+  reports::RunReport& report = *merged;
+  report.command = args;
+  report.config.gpus = o.sweep;
+  report.config.repeat = o.repeat;
+  report.config.mode = o.mode;
+  report.config.sweep_batch = weak ? "batch x N (weak scaling)" : "per rank";
+  report.runs = std::move(runs);
+  report.sweep = std::move(sweep);
+  report.findings.clear();
+  if (o.out.doctor) {
+    const auto d = doctor::diagnose(report);  // the largest run
+    report.findings = d.findings;
     std::cout << "\ndpdoctor (the largest run):\n";
     doctor::print_diagnosis(d, std::cout);
   }
-  if (!o.json_path.empty()) {
-    reports::write_report(o.json_path, merged);
-    log::info("report written to {}", o.json_path);
+  if (!o.out.json_path.empty()) {
+    reports::write_report(o.out.json_path, report.to_json());
+    log::info("report written to {}", o.out.json_path);
   }
   return 0;
 }

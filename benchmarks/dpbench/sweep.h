@@ -5,18 +5,16 @@
 //   E(N) = throughput(N) / (N * throughput(1))
 // from the median throughput of the repetitions (weak scaling: dp and mp hand N x --batch
 // to the wrapper at N devices, so every device keeps the same work; ddp keeps --batch per
-// rank; mp's 1-device point is single-device training).
+// rank; mp's 1-device point is single-device training). Every point gets the same thread
+// budget per device: --threads, else this node's cores over the largest count.
 #include <string>
 #include <vector>
 
-#include "benchmarks/dpbench/harness.h"
+#include "benchmarks/dpbench/options.h"
 
 namespace dpb::bench {
 
-// "4" or "1,2,4": device counts, each at least 1, increasing. A dpb::Error otherwise.
-std::vector<int> parse_gpus(const std::string& text);
-
 // Runs the sweep; returns the exit code. `args` is the original command line.
-int run_sweep(const BenchOptions& o, const std::vector<int>& gpus, const std::vector<std::string>& args);
+int run_sweep(const BenchOptions& o, const std::vector<std::string>& args);
 
 }  // namespace dpb::bench

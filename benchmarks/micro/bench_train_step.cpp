@@ -32,7 +32,7 @@ void train_step(benchmark::State& state, const std::string& name) {
   o.optim.lr = 0.01f;
   Trainer trainer(*model, data, o);  // the step dpbench times, on one fixed batch
   int64_t step = 0;
-  for (auto _ : state) benchmark::DoNotOptimize(trainer.step(b, step++).loss);
+  for (auto _ : state) benchmark::DoNotOptimize(trainer.step({b}, step++).loss);
   state.SetItemsProcessed(state.iterations() * batch);
   state.counters["threads"] = threads;
 }

@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <optional>
 
@@ -57,7 +56,7 @@ bool has_flag(const std::vector<std::string>& flags, const std::string& name) {
 // Runs dpbench with the flags (its output on our stderr, so that stdout holds only the
 // diagnosis) and returns its report: the one the flags asked for with --json, else a
 // temporary one, removed afterwards.
-nlohmann::json probe(std::vector<std::string> flags) {
+dpb::reports::RunReport probe(std::vector<std::string> flags) {
   std::string report_path;
   bool temporary = false;
   if (auto given = flag_value(flags, "--json")) {
@@ -91,15 +90,15 @@ nlohmann::json probe(std::vector<std::string> flags) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  std::string text;
-  if (std::filesystem::exists(report_path)) text = dpb::read_file(report_path);
+  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  std::optional<dpb::reports::RunReport> report;
+  if (ok) report = dpb::reports::RunReport::read(report_path);
   if (temporary) std::filesystem::remove(report_path);
-  DPB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << "the dpbench probe failed ("
-      << (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
-                            : "signal " + std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0))
-      << "); its output is above";
-  return nlohmann::json::parse(text);
+  DPB_CHECK(ok) << "the dpbench probe failed ("
+                << (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                                      : "signal " + std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0))
+                << "); its output is above";
+  return std::move(*report);
 }
 
 }  // namespace
@@ -146,21 +145,10 @@ int main(int argc, char** argv) {
                                                "--torch-trace=PATH"
                                              : "give one of: a report, -- and dpbench flags, --torch-trace=PATH");
     if (!json_path.empty() && json_path != "-") dpb::check_writable(json_path);  // before any work
-    nlohmann::json report;
-    if (after) {
-      report = probe(flags);
-    } else if (!report_path.empty()) {
-      std::ifstream in(report_path);
-      DPB_CHECK(in) << "cannot read '" << report_path << "'";
-      try {
-        report = nlohmann::json::parse(in);
-      } catch (const nlohmann::json::exception& e) {
-        DPB_FAIL() << "'" << report_path << "' is not JSON: " << e.what();
-      }
-    }
-    const auto d = torch_traces.empty() ? dpb::doctor::diagnose(report)
-                                        : dpb::doctor::diagnose(dpb::doctor::read_torch_traces(torch_traces));
-    const auto j = dpb::doctor::diagnosis_json(d);
+    const auto d = !torch_traces.empty() ? dpb::doctor::diagnose(dpb::doctor::read_torch_traces(torch_traces))
+                   : after             ? dpb::doctor::diagnose(probe(flags))
+                                       : dpb::doctor::diagnose(dpb::reports::RunReport::read(report_path));
+    const auto j = d.to_json();
     if (json_stdout) std::cout << j.dump(2) << "\n";
     else dpb::doctor::print_diagnosis(d, std::cout);
     if (!json_stdout && !json_path.empty()) dpb::write_file_atomic(json_path, j.dump(2) + "\n");

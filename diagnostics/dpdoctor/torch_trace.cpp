@@ -220,7 +220,7 @@ std::string gpu(int d) { return fmt::format("cuda:{}", d); }
 // Several ranks: DDP.
 Evidence ranks_evidence(std::vector<RankTrace>& traces) {
   Evidence e;
-  e.mode = "ddp";
+  e.mode = ParallelMode::ddp;
   e.world = static_cast<int>(traces.size());
   e.visible = INT32_MAX;
   for (size_t i = 0; i < traces.size(); ++i) {
@@ -265,8 +265,8 @@ Evidence process_evidence(const RankTrace& t) {
   e.world = std::max<int>(1, static_cast<int>(used.size()));
   e.requested = e.world;
   for (int d : used) e.device.push_back({gpu(d), m.busy.at(d), 0});
-  e.mode = t.dp_forwards > 0 ? "dp" : used.size() >= 2 ? "mp" : "single";
-  if (e.mode == "dp") {
+  e.mode = t.dp_forwards > 0 ? ParallelMode::dp : used.size() >= 2 ? ParallelMode::pipeline : ParallelMode::single;
+  if (e.mode == ParallelMode::dp) {
     e.has_dp = true;
     e.scatter_calls = t.dp_forwards;
     if (used.size() >= 2) {
@@ -280,7 +280,7 @@ Evidence process_evidence(const RankTrace& t) {
       e.primary_only_s = static_cast<double>(alone) * 1e-9 / steps;
       e.primary_replica_s = static_cast<double>(together) * 1e-9 / steps;
     }
-  } else if (e.mode == "mp") {
+  } else if (e.mode == ParallelMode::pipeline) {
     e.has_pipeline = true;
     std::vector<std::vector<std::pair<double, double>>> lanes;
     for (int d : used) {
@@ -307,7 +307,7 @@ Evidence read_torch_traces(const std::vector<std::string>& paths) {
   e.source = "PyTorch profiler trace";
   e.samples_known = false;
   e.hosts_known = false;
-  e.devices = "cuda";
+  e.gpu = true;
   return e;
 }
 

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "diagnostics/dpdoctor/doctor.h"
+#include "diagnostics/dpdoctor/evidence.h"
 
 namespace dpb::doctor {
 

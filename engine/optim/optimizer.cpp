@@ -1,5 +1,7 @@
 #include "engine/optim/optimizer.h"
 
+#include "engine/core/text.h"
+
 #include <algorithm>
 
 namespace dpb {
@@ -95,8 +97,27 @@ void Adam::load_state(const OptimizerState& s) {
   if (!other.defined()) other = Tensor::zeros(p.shape(), p.device());
 }
 
+const char* optimizer_name(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::sgd:
+      return "sgd";
+    case OptimizerKind::adam:
+      return "adam";
+    case OptimizerKind::adamw:
+      return "adamw";
+  }
+  return "?";
+}
+
+OptimizerKind parse_optimizer(std::string_view name) {
+  if (name == "sgd") return OptimizerKind::sgd;
+  if (name == "adam") return OptimizerKind::adam;
+  if (name == "adamw") return OptimizerKind::adamw;
+  DPB_FAIL() << "unknown optimizer '" << escape_untrusted(name) << "' (valid: sgd, adam, adamw)";
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, std::vector<Parameter*> params) {
-  if (o.name == "sgd") {
+  if (o.kind == OptimizerKind::sgd) {
     ops::SgdHyper h;
     h.lr = o.lr;
     h.momentum = o.momentum;
@@ -104,14 +125,11 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, std::vector
     h.nesterov = o.nesterov;
     return std::make_unique<SGD>(std::move(params), h);
   }
-  if (o.name == "adam" || o.name == "adamw") {
-    ops::AdamHyper h;
-    h.lr = o.lr;
-    h.weight_decay = o.weight_decay >= 0 ? o.weight_decay : (o.name == "adamw" ? 0.01f : 0.0f);
-    h.decoupled = o.name == "adamw";
-    return std::make_unique<Adam>(std::move(params), h);
-  }
-  DPB_FAIL() << "unknown optimizer '" << o.name << "' (valid: sgd, adam, adamw)";
+  ops::AdamHyper h;
+  h.lr = o.lr;
+  h.weight_decay = o.weight_decay >= 0 ? o.weight_decay : (o.kind == OptimizerKind::adamw ? 0.01f : 0.0f);
+  h.decoupled = o.kind == OptimizerKind::adamw;
+  return std::make_unique<Adam>(std::move(params), h);
 }
 
 }  // namespace dpb

@@ -5,6 +5,7 @@
 // parameters whose .grad is None.
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/backend/ops.h"
@@ -71,15 +72,19 @@ class Adam : public Optimizer {
   std::vector<int64_t> steps_;
 };
 
+enum class OptimizerKind { sgd, adam, adamw };
+const char* optimizer_name(OptimizerKind k);
+// "sgd", "adam", "adamw"; throws dpb::Error naming them otherwise.
+OptimizerKind parse_optimizer(std::string_view name);
+
 struct OptimizerOptions {
-  std::string name = "sgd";  // sgd | adam | adamw
+  OptimizerKind kind = OptimizerKind::sgd;
   float lr = 0.01f;
   float momentum = 0.9f;
   float weight_decay = -1.0f;  // < 0: the optimizer's default (0; AdamW 0.01 as in PyTorch)
   bool nesterov = false;
 };
 
-// Throws dpb::Error naming the valid optimizers for an unknown name.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, std::vector<Parameter*> params);
 
 }  // namespace dpb

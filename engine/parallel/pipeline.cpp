@@ -11,30 +11,13 @@
 
 #include "engine/backend/ops.h"
 #include "engine/core/clock.h"
+#include "engine/core/rng.h"
+#include "engine/core/text.h"
 #include "engine/parallel/data_parallel.h"
 #include "engine/trace/nvtx.h"
 #include "engine/trace/timeline.h"
 
 namespace dpb {
-
-PipelineSchedule parse_pipeline_schedule(const std::string& name) {
-  if (name == "naive") return PipelineSchedule::naive;
-  if (name == "gpipe") return PipelineSchedule::gpipe;
-  if (name == "1f1b") return PipelineSchedule::one_f_one_b;
-  DPB_FAIL() << "unknown pipeline schedule '" << name << "' (valid: naive, gpipe, 1f1b)";
-}
-
-std::string pipeline_schedule_name(PipelineSchedule s) {
-  switch (s) {
-    case PipelineSchedule::naive:
-      return "naive";
-    case PipelineSchedule::gpipe:
-      return "gpipe";
-    case PipelineSchedule::one_f_one_b:
-      return "1f1b";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -135,20 +118,22 @@ std::vector<double> measure_unit_costs(Model& model, const Tensor& sample, int r
   return cost;
 }
 
-std::vector<int> parse_split(const std::string& text, const std::vector<PipelineUnit>& units, int stages) {
+std::vector<int> resolve_split(const std::vector<std::string>& starts_given, const std::vector<PipelineUnit>& units,
+                               int stages) {
+  std::string text;
+  for (const auto& s : starts_given) text += (text.empty() ? "" : ",") + s;
   std::vector<int> starts;
-  std::stringstream in(text);
-  std::string item;
   const int n = static_cast<int>(units.size());
-  while (std::getline(in, item, ',')) {
+  for (const auto& item : starts_given) {
     DPB_CHECK(!item.empty()) << "--split='" << text << "': an empty entry (units: " << list_units(units) << ")";
     int index = -1;
-    if (std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    if (item.size() <= 6 && std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       index = std::stoi(item);
     } else {
       for (int u = 0; u < n; ++u)
         if (units[static_cast<size_t>(u)].name == item) index = u;
-      DPB_CHECK(index >= 0) << "--split: no unit named '" << item << "' (units: " << list_units(units) << ")";
+      DPB_CHECK(index >= 0) << "--split: no unit named '" << escape_untrusted(item) << "' (units: " << list_units(units)
+                            << ")";
     }
     DPB_CHECK(index >= 1 && index < n) << "--split: unit " << item << " cannot start a stage: the first stage "
                                        << "starts at unit 0, later ones at 1.." << n - 1 << " (units: "
@@ -158,9 +143,21 @@ std::vector<int> parse_split(const std::string& text, const std::vector<Pipeline
     starts.push_back(index);
   }
   DPB_CHECK(static_cast<int>(starts.size()) == stages - 1)
-      << "--split='" << text << "' gives " << starts.size() + 1 << " stages for " << stages
+      << "--split='" << escape_untrusted(text) << "' gives " << starts.size() + 1 << " stages for " << stages
       << " devices: name the first unit of each stage after the first (units: " << list_units(units) << ")";
   return starts;
+}
+
+MeasuredSplit split_by_measured_time(Model& model, int stages, int64_t micro_batch, Device device, uint64_t seed) {
+  std::vector<int64_t> dims{micro_batch};
+  for (auto d : model.spec().input.dims()) dims.push_back(d);
+  Generator g(seed);
+  std::vector<float> v(static_cast<size_t>(Shape(dims).numel()));
+  for (auto& e : v) e = static_cast<float>(g.normal());
+  MeasuredSplit out;
+  out.unit_costs = measure_unit_costs(model, Tensor::from_vector(Shape(dims), v, device));
+  out.split = balanced_split(out.unit_costs, stages);
+  return out;
 }
 
 // --- the pipeline ------------------------------------------------------------------------

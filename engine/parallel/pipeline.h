@@ -33,14 +33,9 @@
 #include "engine/models/model.h"
 #include "engine/nn/loss.h"
 #include "engine/parallel/device_worker.h"
+#include "engine/parallel/modes.h"
 
 namespace dpb {
-
-enum class PipelineSchedule { naive, gpipe, one_f_one_b };
-
-// "naive", "gpipe", "1f1b"; anything else is a dpb::Error listing them.
-PipelineSchedule parse_pipeline_schedule(const std::string& name);
-std::string pipeline_schedule_name(PipelineSchedule s);
 
 struct PipelineUnit {
   std::string name;           // module path, e.g. "layer2.1"
@@ -58,9 +53,20 @@ std::vector<int> balanced_split(const std::vector<double>& cost, int parts);
 // device), after one warm-up pass.
 std::vector<double> measure_unit_costs(Model& model, const Tensor& sample, int repeats = 3);
 
-// Parses --split: comma-separated unit indices or unit names, the first unit of each
-// stage after the first; a dpb::Error lists the units when something does not fit.
-std::vector<int> parse_split(const std::string& text, const std::vector<PipelineUnit>& units, int stages);
+// The split a user gave (--split=layer3.0 or =6): unit indices or unit names, the first
+// unit of each stage after the first; a dpb::Error lists the units when something does
+// not fit.
+std::vector<int> resolve_split(const std::vector<std::string>& starts, const std::vector<PipelineUnit>& units,
+                               int stages);
+
+// The automatic split: each unit's forward + backward measured on a micro-batch of
+// random inputs on `device` (measure_unit_costs), then cut for the smallest slowest
+// stage (balanced_split).
+struct MeasuredSplit {
+  std::vector<int> split;
+  std::vector<double> unit_costs;  // seconds per unit
+};
+MeasuredSplit split_by_measured_time(Model& model, int stages, int64_t micro_batch, Device device, uint64_t seed);
 
 struct PipelineOptions {
   std::vector<Device> devices;  // one stage per device

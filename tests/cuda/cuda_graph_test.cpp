@@ -29,9 +29,9 @@ Result train(const std::string& model_name, const std::string& optimizer, bool g
   o.steps = 8;
   o.warmup = 0;
   o.seed = 11;
-  o.optim.name = optimizer;
+  o.optim.kind = parse_optimizer(optimizer);
   o.optim.lr = optimizer == "sgd" ? 0.05f : 1e-3f;
-  o.schedule = "cosine";
+  o.schedule = LrScheduleKind::cosine;
   o.device = Device::cuda(0);
   o.cuda_graph = graph;
   Trainer t(*model, data, o);

@@ -70,7 +70,10 @@ TEST_P(CudaDataParallel, OnLogicalGpusMatchesCpuSingleDevice) {
   const TrainedRun cpu_run = test::train_steps(name, Device::cpu(), batch, steps);
   LogicalGpus placed(n);
   test::PrecisionScope fp32(Precision::fp32);
-  const TrainedRun dp = test::train_steps(name, batch, steps, [&](TrainOptions& o) { o.dp_devices = cudas(n); });
+  const TrainedRun dp = test::train_steps(name, batch, steps, [&](TrainOptions& o) {
+    o.mode = ParallelMode::dp;
+    o.devices = cudas(n);
+  });
   expect_same_training(dp, cpu_run, name + " dp over " + std::to_string(n) + " logical GPUs");
 }
 
@@ -91,9 +94,10 @@ TEST_P(CudaPipeline, OnLogicalGpusMatchesCpuSingleDevice) {
   LogicalGpus placed(2);
   test::PrecisionScope fp32(Precision::fp32);
   const TrainedRun mp = test::train_steps(name, batch, steps, [&](TrainOptions& o) {
-    o.mp_devices = cudas(2);
-    o.mp_schedule = schedule;
-    o.micro_batches = schedule == PipelineSchedule::naive ? 1 : 4;
+    o.mode = ParallelMode::pipeline;
+    o.devices = cudas(2);
+    o.pipeline.schedule = schedule;
+    o.pipeline.micro_batches = schedule == PipelineSchedule::naive ? 1 : 4;
   });
   expect_same_training(mp, cpu_run, name + " " + pipeline_schedule_name(schedule) + " on 2 logical GPUs");
 }
@@ -131,8 +135,8 @@ TEST(CudaDdp, GlooRanksSharingOneGpuMatchCpuSingleDevice) {
         test::PrecisionScope fp32(Precision::fp32);
         runs[static_cast<size_t>(r)] = test::train_steps(name, per_rank, steps, [&](TrainOptions& o) {
           o.device = Device::cuda(r);
-          o.group = pg.get();
-          o.global_batch = per_rank * world;
+          o.mode = ParallelMode::ddp;
+          o.ddp.group = pg.get();
           o.workers = 0;
         });
       } catch (const std::exception& e) {

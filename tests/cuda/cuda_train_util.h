@@ -41,7 +41,8 @@ inline TrainedRun train_steps(const std::string& name, int64_t batch, int64_t st
   setup(o);
   // Sized by the global batch, so that DDP's ranks and one device on their global batch
   // draw the same permutation of the same samples.
-  SyntheticDataset data(spec.input, spec.loss, spec.outputs, 4 * std::max(o.batch, o.global_batch), 7);
+  const int64_t global = o.batch * (o.ddp.group ? o.ddp.group->size() : 1);
+  SyntheticDataset data(spec.input, spec.loss, spec.outputs, 4 * global, 7);
   Trainer t(*model, data, o);
   TrainedRun r;
   for (auto& [n, p] : model->named_parameters()) r.initial.emplace_back(n, p->data().to_vector());

@@ -43,11 +43,12 @@ TEST(Optimizer, GradReadyHooksFire) {
 TEST(Optimizer, NamesAndDefaults) {
   Parameter p(Tensor::full({1}, 1.0f));
   OptimizerOptions o;
-  o.name = "adamw";
+  o.kind = OptimizerKind::adamw;
   EXPECT_EQ(make_optimizer(o, {&p})->name(), "adamw");
-  o.name = "rmsprop";
+  for (auto k : {OptimizerKind::sgd, OptimizerKind::adam, OptimizerKind::adamw})
+    EXPECT_EQ(parse_optimizer(optimizer_name(k)), k);
   try {
-    make_optimizer(o, {&p});
+    parse_optimizer("rmsprop");
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("valid: sgd, adam, adamw"), std::string::npos);

@@ -149,12 +149,14 @@ TEST(PipelineSplit, BalancedSplitMinimisesTheSlowestStage) {
 TEST(PipelineSplit, ParsesIndicesAndNamesAndListsTheUnitsOnMistakes) {
   auto m = make("resnet18", false);
   const auto units = pipeline_units(*m);
-  EXPECT_EQ(parse_split("6", units, 2), (std::vector<int>{6}));
-  EXPECT_EQ(parse_split("layer2.0,layer4.0", units, 3), (std::vector<int>{5, 9}));
-  for (const std::string bad : {"0", "13", "layer9", "6,5", "6,6", "6", ""}) {
+  using Starts = std::vector<std::string>;
+  EXPECT_EQ(resolve_split({"6"}, units, 2), (std::vector<int>{6}));
+  EXPECT_EQ(resolve_split({"layer2.0", "layer4.0"}, units, 3), (std::vector<int>{5, 9}));
+  for (const Starts& bad : {Starts{"0", "6"}, Starts{"13", "6"}, Starts{"layer9", "6"}, Starts{"6", "5"},
+                            Starts{"6", "6"}, Starts{"6"}, Starts{}, Starts{"6", ""}}) {
     try {
-      parse_split(bad, units, 3);
-      ADD_FAILURE() << "--split=" << bad << " accepted";
+      resolve_split(bad, units, 3);
+      ADD_FAILURE() << "--split with " << bad.size() << " entries accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("5 layer2.0"), std::string::npos) << e.what();
     }

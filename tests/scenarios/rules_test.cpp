@@ -2,60 +2,60 @@
 // one problem must not be blamed on another.
 #include <gtest/gtest.h>
 
-#include <fstream>
+#include <sstream>
 
 #include "diagnostics/dpdoctor/doctor.h"
+#include "engine/core/error.h"
 #include "reports/schema_check.h"
+#include "reports/schemas.h"
 
 namespace dpb::doctor {
 namespace {
 
 // A minimal healthy dp report on two devices.
-nlohmann::json base_report() {
-  return {{"schema", "dpbench.report/1"},
-          {"config",
-           {{"mode", "dp"},
-            {"model", "mlp"},
-            {"devices", "cpu"},
-            {"gpus_requested", 2},
-            {"visible_devices", 64},
-            {"batch_per_device", 32},
-            {"global_batch", 64},
-            {"base_batch", 256},
-            {"batchnorm", false},
-            {"sync_bn", false},
-            {"lr_scale", "none"},
-            {"lr_effective", 0.01},
-            {"optimizer", {{"lr", 0.01}}}}},
-          {"runs",
-           {{{"world_size", 2},
-             {"batch_per_device", 32},
-             {"global_batch", 64},
-             {"steps", 10},
-             {"step_time_s", {{"median", 0.01}}},
-             {"throughput_samples_per_s", 6400.0},
-             {"data_wait_share", 0.05},
-             {"devices",
-              {{{"id", "cpu:0"}, {"busy_fraction", 0.8}, {"samples", 320}},
-               {{"id", "cpu:1"}, {"busy_fraction", 0.75}, {"samples", 320}}}},
-             {"dp",
-              {{"forward", "scatter"},
-               {"input", "tensor"},
-               {"scatter_calls", 10},
-               {"last_chunks", {32, 32}},
-               {"primary_only_s", 0.001},
-               {"primary_replica_s", 0.007}}}}}},
-          {"findings", nlohmann::json::array()}};
+reports::RunReport base_report() {
+  reports::RunReport r;
+  auto& c = r.config;
+  c.mode = ParallelMode::dp;
+  c.model = "mlp";
+  c.dataset = "synthetic";
+  c.devices = DeviceKind::cpu;
+  c.gpus = {2};
+  c.gpus_requested = 2;
+  c.visible_devices = 64;
+  c.batch_per_device = 32;
+  c.global_batch = 64;
+  c.device_list = {"cpu:0", "cpu:1"};
+  c.optimizer.lr = 0.01;
+  c.lr_effective = 0.01;
+  reports::RunMetrics run;
+  run.world_size = 2;
+  run.batch_per_device = 32;
+  run.global_batch = 64;
+  run.steps = 10;
+  run.step_time_s.median = 0.01;
+  run.throughput_samples_per_s = 6400.0;
+  run.data_wait_share = 0.05;
+  run.devices = {{"cpu:0", 320, 0.8, 0}, {"cpu:1", 320, 0.75, 0}};
+  reports::DpStats dp;
+  dp.scatter_calls = 10;
+  dp.last_chunks = {32, 32};
+  dp.primary_only_s = 0.001;
+  dp.primary_replica_s = 0.007;
+  run.dp = dp;
+  r.runs.push_back(run);
+  return r;
 }
 
-// Every diagnosis the tests make is also checked against dpdoctor.findings/1.
-std::vector<std::string> ids(const nlohmann::json& report) {
-  static const nlohmann::json schema = [] {
-    std::ifstream in(DPB_FINDINGS_SCHEMA);
-    return nlohmann::json::parse(in);
-  }();
-  const auto d = diagnose(report);
-  for (const auto& v : reports::schema_violations(schema, diagnosis_json(d))) ADD_FAILURE() << "schema: " << v;
+reports::RunMetrics& run0(reports::RunReport& r) { return r.runs[0]; }
+
+// Every diagnosis the tests make is also checked against dpdoctor.findings/1, and every
+// report they diagnose survives its own JSON (what dpdoctor REPORT reads).
+std::vector<std::string> ids(const reports::RunReport& report) {
+  const auto again = reports::RunReport::from_json(report.to_json(), "test report");
+  const auto d = diagnose(again);
+  for (const auto& v : reports::schema_violations(reports::findings_schema(), d.to_json()))
+    ADD_FAILURE() << "schema: " << v;
   std::vector<std::string> out;
   for (const auto& f : d.findings) out.push_back(f.id);
   return out;
@@ -65,7 +65,7 @@ TEST(DoctorRules, HealthyReportIsHealthyAndSaysWhy) {
   const auto d = diagnose(base_report());
   EXPECT_TRUE(d.healthy);
   EXPECT_TRUE(d.findings.empty());
-  EXPECT_EQ(diagnosis_json(d)["verdict"], "healthy");
+  EXPECT_EQ(d.to_json()["verdict"], "healthy");
   std::ostringstream text;
   print_diagnosis(d, text);
   EXPECT_NE(text.str().find("healthy: dp mlp on 2 device(s)"), std::string::npos) << text.str();
@@ -74,43 +74,52 @@ TEST(DoctorRules, HealthyReportIsHealthyAndSaysWhy) {
 
 TEST(DoctorRules, UnevenScatterNeedsAnUnevenSplit) {
   auto r = base_report();
-  r["runs"][0]["dp"]["last_chunks"] = {30, 26};  // 26 >= 0.8 x 30: even enough
+  run0(r).dp->last_chunks = {30, 26};  // 26 >= 0.8 x 30: even enough
   EXPECT_TRUE(ids(r).empty());
-  r["runs"][0]["dp"]["last_chunks"] = {30, 20};
+  run0(r).dp->last_chunks = {30, 20};
   EXPECT_EQ(ids(r), std::vector<std::string>{"uneven-scatter"});
 }
 
 TEST(DoctorRules, BypassNeedsIdleReplicasNotJustZeroScatterCalls) {
   auto r = base_report();
-  r["runs"][0]["dp"]["scatter_calls"] = 0;  // the replicated-input path: replicas did work
-  r["runs"][0]["devices"][1]["samples"] = 640;
-  r["runs"][0]["devices"][0]["samples"] = 640;
+  run0(r).dp->scatter_calls = 0;  // the replicated-input path: replicas did work
+  run0(r).devices[1].samples = 640;
+  run0(r).devices[0].samples = 640;
   EXPECT_EQ(ids(r), std::vector<std::string>{"non-tensor-input-replicated"});
-  r["runs"][0]["devices"][1]["samples"] = 0;
-  r["runs"][0]["devices"][0]["samples"] = 640;
-  r["runs"][0]["devices"][1]["busy_fraction"] = 0.0;
+  run0(r).devices[1].samples = 0;
+  run0(r).devices[0].samples = 640;
+  run0(r).devices[1].busy_fraction = 0.0;
   EXPECT_EQ(ids(r), std::vector<std::string>{"forward-bypasses-scatter"});
 }
 
 TEST(DoctorRules, InputBoundThreshold) {
   auto r = base_report();
-  r["runs"][0]["data_wait_share"] = 0.25;
+  run0(r).data_wait_share = 0.25;
   EXPECT_TRUE(ids(r).empty());
-  r["runs"][0]["data_wait_share"] = 0.45;
+  run0(r).data_wait_share = 0.45;
   EXPECT_EQ(ids(r), std::vector<std::string>{"input-bound"});
 }
 
-nlohmann::json ddp_report(double compute0, double compute1, double exposed) {
+reports::RankStats rank_stats(int rank, const std::string& core, double compute) {
+  reports::RankStats s;
+  s.rank = rank;
+  s.host = "n1";
+  s.device = "cpu:" + std::to_string(rank) + " (cores " + core + ")";
+  s.hardware = {"core " + core};
+  s.compute_s = compute;
+  s.comm_s = 0.002;
+  s.step_time_median_s = 0.01;
+  return s;
+}
+
+reports::RunReport ddp_report(double compute0, double compute1, double exposed) {
   auto r = base_report();
-  r["config"]["mode"] = "ddp";
-  auto& run = r["runs"][0];
-  run.erase("dp");
-  run["ranks"] = {{{"rank", 0}, {"host", "n1"}, {"device", "cpu:0 (cores 0)"}, {"hardware", {"core 0"}},
-                   {"compute_s", compute0}, {"comm_s", 0.002}, {"step_time_median_s", 0.01}},
-                  {{"rank", 1}, {"host", "n1"}, {"device", "cpu:1 (cores 1)"}, {"hardware", {"core 1"}},
-                   {"compute_s", compute1}, {"comm_s", 0.002}, {"step_time_median_s", 0.01}}};
-  run["overlap"] = {{"ratio", 0.5}, {"exposed_comm_s", 0.001}, {"exposed_share", exposed}};
-  run["data"] = {{"compared_steps", 8}, {"identical_steps", 0}};
+  r.config.mode = ParallelMode::ddp;
+  auto& run = run0(r);
+  run.dp.reset();
+  run.ranks = std::vector<reports::RankStats>{rank_stats(0, "0", compute0), rank_stats(1, "1", compute1)};
+  run.overlap = reports::OverlapStats{0.5, 0.001, exposed, std::nullopt};
+  run.data = reports::SameData{8, 0};
   return r;
 }
 
@@ -123,68 +132,69 @@ TEST(DoctorRules, AStragglerIsNotBlamedOnTheNetwork) {
 
 TEST(DoctorRules, SharedDevicesAndSharedData) {
   auto r = ddp_report(0.006, 0.006, 0.1);
-  r["runs"][0]["ranks"][1]["hardware"] = {"core 0"};
+  auto& ranks = *run0(r).ranks;
+  ranks[1].hardware = {"core 0"};
   EXPECT_EQ(ids(r), std::vector<std::string>{"ranks-share-device"});
-  r["runs"][0]["ranks"][1]["host"] = "n2";  // the same GPU index or core on another node is another device
+  ranks[1].host = "n2";  // the same GPU index or core on another node is another device
   EXPECT_TRUE(ids(r).empty());
-  r["runs"][0]["ranks"][1]["host"] = "n1";
-  r["runs"][0]["ranks"][1]["hardware"] = {"core 1", "core 2"};  // overlapping core sets share a core
-  r["runs"][0]["ranks"][0]["hardware"] = {"core 0", "core 1"};
+  ranks[1].host = "n1";
+  ranks[1].hardware = {"core 1", "core 2"};  // overlapping core sets share a core
+  ranks[0].hardware = {"core 0", "core 1"};
   EXPECT_EQ(ids(r), std::vector<std::string>{"ranks-share-device"});
   r = ddp_report(0.006, 0.006, 0.1);
-  r["runs"][0]["data"]["identical_steps"] = 8;
+  run0(r).data->identical_steps = 8;
   EXPECT_EQ(ids(r), std::vector<std::string>{"missing-distributed-sampler"});
-  r["runs"][0]["data"]["identical_steps"] = 3;  // a coincidence or two is not a missing sampler
+  run0(r).data->identical_steps = 3;  // a coincidence or two is not a missing sampler
   EXPECT_TRUE(ids(r).empty());
 }
 
 TEST(DoctorRules, LearningRateAdvisoryOnlyWhenNotScaled) {
   auto r = ddp_report(0.006, 0.006, 0.1);
-  r["runs"][0]["global_batch"] = 1024;
+  run0(r).global_batch = 1024;
   auto d = diagnose(r);
   ASSERT_EQ(d.findings.size(), 1u);
   EXPECT_EQ(d.findings[0].id, "lr-not-scaled");
   EXPECT_EQ(d.findings[0].severity, Severity::info);
   EXPECT_TRUE(d.healthy);  // advisory
-  r["config"]["lr_effective"] = 0.04;
+  r.config.lr_effective = 0.04;
   EXPECT_TRUE(ids(r).empty());
 }
 
 TEST(DoctorRules, SmallBatchBatchNormCountsWhatOneBatchNormSees) {
   auto r = ddp_report(0.006, 0.006, 0.1);
-  r["config"]["batchnorm"] = true;
-  r["runs"][0]["batch_per_device"] = 4;
+  r.config.batchnorm = true;
+  run0(r).batch_per_device = 4;
   EXPECT_EQ(ids(r), std::vector<std::string>{"small-batch-batchnorm"});
-  r["config"]["sync_bn"] = true;  // 2 ranks x 4 = 8: still small
+  r.config.sync_bn = true;  // 2 ranks x 4 = 8: still small
   EXPECT_EQ(ids(r), std::vector<std::string>{"small-batch-batchnorm"});
-  r["runs"][0]["batch_per_device"] = 8;  // 16 across ranks
+  run0(r).batch_per_device = 8;  // 16 across ranks
   EXPECT_TRUE(ids(r).empty());
 }
 
-nlohmann::json mp_report(std::vector<double> idle, std::string split_by, std::vector<int64_t> micro) {
+reports::RunReport mp_report(std::vector<double> idle, std::string split_by, std::vector<int64_t> micro) {
   auto r = base_report();
-  r["config"]["mode"] = "mp";
-  auto& run = r["runs"][0];
-  run.erase("dp");
-  run["stages"] = nlohmann::json::array();
+  r.config.mode = ParallelMode::pipeline;
+  auto& run = run0(r);
+  run.dp.reset();
+  run.stages.emplace();
   for (size_t s = 0; s < idle.size(); ++s)
-    run["stages"].push_back({{"stage", s}, {"units", {"fc" + std::to_string(s)}}, {"idle_share", idle[s]}});
-  nlohmann::json costs = split_by == "measured time"
-                             ? nlohmann::json{{{"unit", "fc0"}, {"seconds", 0.009}}, {{"unit", "fc1"}, {"seconds", 0.001}}}
-                             : nlohmann::json(nullptr);
+    run.stages->push_back({static_cast<int>(s), "cpu:" + std::to_string(s), {"fc" + std::to_string(s)}, 0,
+                           1.0 - idle[s], idle[s]});
+  reports::PipelineStats p;
+  if (split_by == "measured time")
+    p.unit_costs = std::vector<reports::UnitCost>{{"fc0", 0.009}, {"fc1", 0.001}};
   // Two stages, back to back (naive) or overlapping (pipelined).
-  nlohmann::json events = micro.size() == 1
-                              ? nlohmann::json{{{"stage", 0}, {"begin_s", 0.0}, {"end_s", 0.004}},
-                                               {{"stage", 1}, {"begin_s", 0.004}, {"end_s", 0.008}}}
-                              : nlohmann::json{{{"stage", 0}, {"begin_s", 0.0}, {"end_s", 0.006}},
-                                               {{"stage", 1}, {"begin_s", 0.002}, {"end_s", 0.008}}};
-  run["pipeline"] = {{"schedule", micro.size() == 1 ? "naive" : "gpipe"},
-                     {"micro_batches", micro.size()},
-                     {"micro_batch_sizes", micro},
-                     {"split_by", split_by},
-                     {"unit_costs", costs},
-                     {"bubble", {{"measured", 0.3}, {"theory", 0.2}}},
-                     {"last_step_events", events}};
+  p.last_step_events = micro.size() == 1 ? std::vector<reports::PipelineEventStats>{{0, 0, 'F', 0.0, 0.004},
+                                                                                   {1, 0, 'F', 0.004, 0.008}}
+                                         : std::vector<reports::PipelineEventStats>{{0, 0, 'F', 0.0, 0.006},
+                                                                                   {1, 0, 'F', 0.002, 0.008}};
+  p.schedule = micro.size() == 1 ? PipelineSchedule::naive : PipelineSchedule::gpipe;
+  p.micro_batches = static_cast<int>(micro.size());
+  p.micro_batch_sizes = micro;
+  p.split_by = split_by;
+  p.bubble_measured = 0.3;
+  p.bubble_theory = 0.2;
+  run.pipeline = p;
   return r;
 }
 
@@ -201,12 +211,14 @@ TEST(DoctorRules, PipelineRules) {
 
 TEST(DoctorRules, FewerDevicesThanRequested) {
   auto r = base_report();
-  r["config"]["gpus_requested"] = 4;
-  r["config"]["visible_devices"] = 2;
+  r.config.gpus_requested = 4;
+  r.config.visible_devices = 2;
   EXPECT_EQ(ids(r), std::vector<std::string>{"fewer-devices-than-requested"});
 }
 
-TEST(DoctorRules, NotAReportIsAnError) { EXPECT_THROW(diagnose(nlohmann::json{{"schema", "other"}}), std::exception); }
+TEST(DoctorRules, NotAReportIsAnError) {
+  EXPECT_THROW(reports::RunReport::from_json(nlohmann::json{{"schema", "other"}}, "x"), Error);
+}
 
 }  // namespace
 }  // namespace dpb::doctor

@@ -30,7 +30,7 @@ TrainedRun train(const std::string& name, int64_t batch, int64_t steps, float lr
   o.steps = steps;
   o.warmup = 0;
   o.seed = seed;
-  o.optim.name = optimizer;
+  o.optim.kind = parse_optimizer(optimizer);
   o.optim.lr = lr;
   Trainer t(*model, data, o);
   TrainedRun r;
@@ -134,7 +134,7 @@ TEST(Trainer, ResumeContinuesExactlyWhereItStopped) {
         o.steps = steps;
         o.warmup = 0;
         o.seed = 3;
-        o.optim.name = optimizer;
+        o.optim.kind = parse_optimizer(optimizer);
         o.optim.lr = 0.01f;
         o.save_path = save;
         o.resume_path = resume;
@@ -211,11 +211,11 @@ TEST(Trainer, LinearScalingRuleScalesAndWarmsUp) {
   SyntheticDataset data(model->spec().input, LossKind::mse, 1, 64, 1);
   TrainOptions o;
   o.batch = 64;
-  o.global_batch = 512;
+  o.accum_steps = 8;  // 512 samples per optimizer step
   o.steps = 10;
   o.warmup = 0;
   o.optim.lr = 0.1f;
-  o.lr_scale = "linear";
+  o.lr_scale = LrScaling::linear;
   o.base_batch = 256;
   Trainer t(*model, data, o);
   EXPECT_FLOAT_EQ(t.base_lr(), 0.2f);

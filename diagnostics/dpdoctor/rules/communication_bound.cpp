@@ -8,7 +8,7 @@
 namespace dpb::doctor::check {
 
 std::optional<Finding> communication_bound(const Evidence& e) {
-  if (e.mode != "ddp" || e.world < 2) return std::nullopt;
+  if (e.mode != ParallelMode::ddp || e.world < 2) return std::nullopt;
   // Both measures must agree (the merged intervals, and the A/B against no_sync where it
   // ran): either alone is noisy when two ranks share a small machine.
   const double share = e.exposed_share_ab >= 0 ? std::min(e.exposed_share_ab, e.exposed_share) : e.exposed_share;

@@ -1,0 +1,285 @@
+#include "benchmarks/dpbench/benchmark.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ostream>
+
+#include "benchmarks/dpbench/gather.h"
+#include "benchmarks/dpbench/metrics.h"
+#include "benchmarks/dpbench/summary.h"
+#include "benchmarks/dpbench/trace_export.h"
+#include "diagnostics/dpdoctor/doctor.h"
+#include "engine/backend/cpu/cpu_context.h"
+#include "engine/backend/op_profile.h"
+#include "engine/core/file_io.h"
+#include "engine/core/log.h"
+#include "engine/core/stats.h"
+#include "engine/trace/nvtx.h"
+#include "engine/trace/timeline.h"
+#include "engine/train/trainer.h"
+#include "reports/report.h"
+
+namespace dpb::bench {
+
+namespace {
+
+reports::RunConfig run_config(const BenchOptions& o, Model& model, const Trainer& trainer, const RunSetup& setup,
+                              const std::vector<std::string>& ids, int world, int threads, int64_t per_device,
+                              const RankContext* rank) {
+  const ModelSpec& spec = model.spec();
+  reports::RunConfig c;
+  c.mode = o.mode;
+  c.model = spec.name;
+  c.dataset = o.data.dataset;
+  if (!setup.data.dir.empty()) c.data_dir = setup.data.dir;
+  c.devices = o.device.kind;
+  c.gpus = {o.device.count};
+  c.gpus_requested = o.device.requested > 0 ? o.device.requested : o.device.count;
+  c.visible_devices = visible_devices(o);
+  c.logical_gpus = o.device.logical_gpus;
+  c.batchnorm = spec.has_batchnorm;
+  c.base_batch = o.train.base_batch;
+  c.device_list = ids;
+  if (o.mode == ParallelMode::dp) c.dp_forward = o.dp.bypass ? "bypass" : "scatter";
+  if (o.mode == ParallelMode::pipeline) {
+    c.pipeline_schedule = o.pipeline.schedule;
+    c.micro_batches = micro_batches(o);
+  }
+  c.batch_per_device = per_device;
+  c.global_batch = trainer.global_batch();
+  c.world_size = world;
+  c.accum_steps = o.train.accum_steps;
+  c.precision = o.device.precision;
+  c.cuda_graph = o.device.cuda_graph;
+  c.deterministic = o.device.deterministic;
+  if (rank) {
+    c.backend = rank->group->backend();
+    c.bucket_mb = o.ddp.bucket_mb;
+    c.sampler = o.ddp.distributed_sampler ? "distributed" : "none";
+  }
+  c.sync_bn = o.ddp.sync_bn;
+  c.threads_per_device = threads;
+  if (o.train.epochs > 0) c.epochs = o.train.epochs;
+  else c.steps = o.train.steps;
+  c.warmup = o.train.warmup;
+  c.seed = o.train.seed;
+  c.workers = loader_workers(o);
+  c.optimizer = {optimizer_name(o.train.optimizer), o.train.lr, o.train.momentum};
+  c.lr_scale = lr_scaling_name(o.train.lr_scale);
+  c.lr_effective = trainer.base_lr();
+  c.lr_schedule = lr_schedule_name(o.train.lr_schedule);
+  c.parameters = model.parameter_count();
+  if (!o.train.resume_path.empty()) c.resumed_from = o.train.resume_path;
+  return c;
+}
+
+// DDP: every rank's metrics, where it ran and what it read; rank 0 reports them.
+struct RankView {
+  std::vector<RankMetrics> metrics;
+  std::vector<RankRecord> records;
+};
+
+std::vector<reports::RankStats> rank_stats(const RankView& v) {
+  std::vector<reports::RankStats> out;
+  for (size_t r = 0; r < v.metrics.size(); ++r) {
+    const RankMetrics& m = v.metrics[r];
+    const RankPlacement& p = v.records[r].placement;
+    out.push_back({static_cast<int>(r), m.step_median_s, m.step_p90_s, m.data_wait_share, m.busy_fraction, m.comm_s,
+                   m.overlap_ratio, m.exposed_comm_s, m.compute_s, p.host, p.device, p.hardware,
+                   static_cast<int64_t>(m.samples)});
+  }
+  return out;
+}
+
+reports::OverlapStats overlap_stats(const RankMetrics& m0) {
+  reports::OverlapStats o{m0.overlap_ratio, m0.exposed_comm_s, m0.exposed_share, std::nullopt};
+  if (m0.step_no_comm_s > 0) {
+    // Exposed communication by A/B: the step against the same passes without the
+    // all-reduce plus the optimizer (rank 0's medians).
+    const double exposed = std::max(0.0, m0.step_median_s - m0.step_no_comm_s - m0.optimizer_s);
+    o.ab = reports::OverlapAB{m0.step_median_s, m0.step_no_comm_s, m0.optimizer_s, exposed,
+                              exposed / m0.step_median_s};
+  }
+  return o;
+}
+
+}  // namespace
+
+std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std::vector<std::string>& argv,
+                                                std::ostream& out, const RankContext* rank) {
+  const int world = rank ? rank->group->size() : o.device.count;
+  const bool lead = !rank || rank->group->rank() == 0;
+  for (const auto* path : {&o.out.json_path, &o.out.trace_path, &o.train.save_path})
+    if (!path->empty()) check_writable(*path);
+  trace::timeline().clear();
+  const int threads = apply_process_settings(o, rank ? 1 : o.device.count);
+  cpu::CpuDeviceScope scope(0);
+
+  RunSetup setup = prepare_run(o, true, rank);
+  Model& model = *setup.model;
+  const ModelSpec& spec = model.spec();
+  DatasetSplits& data = setup.data;
+  const bool eval = o.data.eval == EvalMode::on || (o.data.eval == EvalMode::automatic && o.data.dataset != "synthetic");
+  const std::vector<std::string> ids = device_ids(o, rank);
+  setup.train.save_path = o.train.save_path;
+  setup.train.resume_path = o.train.resume_path;
+  setup.train.progress = lead ? o.train.progress : ProgressMode::none;
+  Trainer trainer(model, *data.train, setup.train, eval ? data.test.get() : nullptr, data.augment.get());
+
+  log::info("training {} ({} parameters) on {} ({} training samples{}) in mode {} on {} device(s) with {} thread(s) "
+            "each, batch {}, {}",
+            spec.name, model.parameter_count(), o.data.dataset, data.train->size(),
+            data.dir.empty() ? "" : ", " + data.dir, parallel_mode_name(o.mode), o.device.count, threads, o.train.batch,
+            o.train.epochs > 0 ? fmt::format("{} epoch(s) = {} steps", o.train.epochs, trainer.planned_steps())
+                               : fmt::format("{} steps + {} warm-up", o.train.steps, o.train.warmup));
+  for (const auto& d : trainer.devices()) reset_peak_memory(d);
+  ops::set_op_profiling(o.out.op_profile);
+  trace::set_nvtx(o.out.nvtx);
+  // Profilers attached with a capture range (nsys --capture-range=cudaProfilerApi,
+  // ncu --profile-from-start off) see the measured steps only.
+  const bool gpu = o.device.kind == DeviceKind::cuda;
+  if (gpu && o.train.warmup == 0) trace::capture_begin();
+  TrainResult result = trainer.run([&](const StepRecord& r) {
+    if (r.warmup && r.step + 1 == o.train.warmup) {
+      if (o.out.op_profile) ops::reset_op_profile();
+      if (gpu) trace::capture_begin();
+    }
+  });
+  if (gpu) trace::capture_end();
+  ops::set_op_profiling(false);
+  DPB_CHECK(!result.steps.empty()) << "no training step ran (the checkpoint is already at the end of --epochs)";
+
+  auto measured = result.measured();
+  if (measured.empty()) measured = result.steps;  // a run shorter than its warm-up
+  const Window window = measured_window(measured);
+  const trace::TimelineSource source = trace::TimelineSource::host;
+  std::vector<double> times;
+  double data_s = 0, step_s = 0;
+  for (const auto& r : measured) {
+    times.push_back(r.seconds());
+    step_s += r.seconds();
+    data_s += static_cast<double>(r.data_ns) * 1e-9;
+  }
+  Summary st = summarize(times);
+
+  // DDP: every rank's metrics (a collective); rank 0 reports. A step takes as long as
+  // its slowest rank.
+  RankView ranks;
+  std::optional<reports::TimelineExcerpt> excerpt;
+  if (rank) {
+    RankMetrics mine = rank_metrics(measured, result.steps, rank->device.index);
+    if (world > 1) {
+      // A/B: the same passes without the all-reduce (every rank runs them).
+      const auto no_comm = trainer.time_without_communication(static_cast<int>(std::clamp<int64_t>(o.train.steps, 1, 5)));
+      mine.step_no_comm_s = summarize(no_comm).median;
+    }
+    ranks.metrics = gather_metrics(*rank->group, mine, rank->device);
+    ranks.records = gather_rank_records(*rank->group, measured, rank->device);
+    if (!o.out.trace_path.empty()) write_trace(o, result, ids, rank);
+    excerpt = timeline_excerpt(measured.back(), source, rank);
+    if (!lead) return std::nullopt;
+    for (const auto& m : ranks.metrics) {
+      st.median = std::max(st.median, m.step_median_s);
+      st.p90 = std::max(st.p90, m.step_p90_s);
+    }
+  } else {
+    excerpt = timeline_excerpt(measured.back(), source, nullptr);
+  }
+
+  // mp: every stage handles the whole batch (its own layers of it).
+  const int64_t per_device = rank || o.mode == ParallelMode::pipeline ? o.train.batch : o.train.batch / o.device.count;
+  reports::RunReport report;
+  report.tool = reports::this_tool();
+  report.command = argv;
+  report.env = reports::collect_environment();
+  report.config = run_config(o, model, trainer, setup, ids, world, threads, per_device, rank);
+
+  reports::RunMetrics run;
+  run.world_size = world;
+  run.batch_per_device = per_device;
+  run.global_batch = trainer.global_batch();
+  run.steps = static_cast<int64_t>(result.steps.size());
+  const double throughput = static_cast<double>(run.global_batch) / st.median;
+  run.throughput_samples_per_s = throughput;
+  run.step_time_s = reports::StepTimeStats::of(st);
+  run.data_wait_share = data_s / (data_s + step_s);
+  run.wall_time_s = result.wall_seconds;
+  run.loss_first = result.steps.front().loss;
+  run.loss_last = result.steps.back().loss;
+  const double flops_per_sample = 3.0 * static_cast<double>(model.flops_per_sample());
+  const double peak = device_peak_flops(o);
+  run.flops_per_sample = flops_per_sample;
+  run.achieved_flops_per_s = flops_per_sample * throughput;
+  if (peak > 0) {
+    run.mfu = flops_per_sample * throughput / peak;
+    run.peak_flops_per_s = peak;
+  }
+  if (result.test) run.accuracy = reports::Accuracy{result.test->accuracy, result.test->loss};
+  // Per device: samples over the whole run; busy fraction over the measured window.
+  std::vector<int64_t> samples(static_cast<size_t>(world), 0);
+  std::vector<double> busy(static_cast<size_t>(world), 0.0);
+  if (rank) {
+    for (int r = 0; r < world; ++r) {
+      samples[static_cast<size_t>(r)] = static_cast<int64_t>(ranks.metrics[static_cast<size_t>(r)].samples);
+      busy[static_cast<size_t>(r)] = ranks.metrics[static_cast<size_t>(r)].busy_fraction;
+    }
+  } else {
+    for (const auto& r : result.steps)
+      for (size_t d = 0; d < r.device_samples.size() && d < samples.size(); ++d) samples[d] += r.device_samples[d];
+    for (int d = 0; d < world; ++d) busy[static_cast<size_t>(d)] = busy_fraction(bench_device(o, d).index, window);
+  }
+  for (int d = 0; d < world; ++d)
+    run.devices.push_back({ids[static_cast<size_t>(d)], samples[static_cast<size_t>(d)], busy[static_cast<size_t>(d)],
+                           memory_stats(rank ? rank->device : bench_device(o, d)).peak_bytes});
+  if (rank) {
+    run.ranks = rank_stats(ranks);
+    run.data = same_data(ranks.records);
+    run.buckets = bucket_stats(measured.back());
+    run.overlap = overlap_stats(ranks.metrics.front());
+  }
+  if (PipelineParallel* pp = trainer.pipeline()) {
+    PipelineMetrics pm = pipeline_metrics(*pp, measured, trainer.unit_costs(), !o.pipeline.split.empty(), ids, busy);
+    run.pipeline = std::move(pm.pipeline);
+    run.stages = std::move(pm.stages);
+  }
+  if (const DataParallel* dp = trainer.data_parallel())
+    run.dp = dp_stats(*dp, o.dp.bypass, o.dp.replicate_input, bench_device(o, 0).index, window, measured.size());
+  for (const auto& r : result.steps) run.loss_per_step.push_back(r.loss);
+  for (double t : times) run.step_times_s.push_back(t);
+  run.timeline = std::move(excerpt);
+  for (const auto& e : result.epochs)
+    run.epochs.push_back({e.epoch, e.train_loss, e.test ? reports::Num(e.test->accuracy) : reports::Num(), e.seconds});
+  if (o.out.op_profile) {
+    run.op_profile.emplace();
+    const double steps = static_cast<double>(measured.size());
+    for (const auto& t : ops::op_profile())
+      run.op_profile->push_back({t.op, static_cast<double>(t.calls) / steps, t.seconds / steps});
+  }
+  report.runs.push_back(std::move(run));
+
+  SummaryExtras extras;
+  extras.batch = o.train.batch;
+  extras.device_text = rank ? fmt::format("{} rank(s) on {}", world, device_kind_name(o.device.kind))
+                       : world == 1 ? ids[0]
+                                    : fmt::format("{}:0..{}", device_kind_name(o.device.kind), world - 1);
+  if (result.test) extras.test_samples = result.test->samples;
+  extras.epochs_trained = static_cast<double>(result.end.global_step) /
+                          static_cast<double>(std::max<int64_t>(1, trainer.loader().batches_per_epoch()));
+  print_summary(report, extras, out);
+  if (o.out.doctor) {
+    // dpdoctor's rules on what this run measured: into the report and onto the console.
+    const auto d = doctor::diagnose(report);
+    report.findings = d.findings;
+    out << "\ndpdoctor:\n";
+    doctor::print_diagnosis(d, out);
+  }
+  if (!o.out.trace_path.empty() && !rank) write_trace(o, result, ids, nullptr);
+  if (!o.out.json_path.empty()) {
+    reports::write_report(o.out.json_path, report.to_json());
+    log::info("report written to {}", o.out.json_path);
+  }
+  return report;
+}
+
+}  // namespace dpb::bench

@@ -1,0 +1,324 @@
+#include "benchmarks/dpbench/cli.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <iostream>
+#include <sstream>
+
+#include "benchmarks/dpbench/launch.h"
+#include "engine/core/error.h"
+#include "engine/core/text.h"
+#include "engine/data/registry.h"
+#include "engine/models/model.h"
+
+namespace dpb::bench {
+
+namespace {
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  if (text.back() == ',') out.emplace_back();
+  return out;
+}
+
+// The flags as CLI11 reads them; turned into BenchOptions once parsed.
+struct Flags {
+  std::string bench = "train", mode = "single", gpus = "1", devices = "cpu", precision = "fp32";
+  std::string device_timing = "auto", dp_forward = "scatter", dp_input = "tensor", split, schedule = "gpipe";
+  std::string eval = "auto", progress = "auto", optimizer = "sgd", lr_schedule = "constant", lr_scale = "none";
+  std::string backend, sampler = "distributed", device_map = "spread", straggler;
+  std::string ops = "allreduce,allgather,reduce_scatter,broadcast", min_bytes = "8", max_bytes = "256M", kill;
+};
+
+template <typename E>
+E pick(const std::string& value, std::initializer_list<std::pair<const char*, E>> names) {
+  for (const auto& [name, e] : names)
+    if (value == name) return e;
+  DPB_FAIL() << "unexpected value '" << escape_untrusted(value) << "'";
+}
+
+void convert(const Flags& f, BenchOptions& o) {
+  o.bench = pick<BenchKind>(f.bench, {{"train", BenchKind::train}, {"collectives", BenchKind::collectives}});
+  o.mode = parse_parallel_mode(f.mode);
+  o.device.kind = pick<DeviceKind>(f.devices, {{"cpu", DeviceKind::cpu}, {"cuda", DeviceKind::cuda}});
+  o.device.precision = parse_precision(f.precision);
+  o.device.timing = pick<DeviceTiming>(f.device_timing, {{"auto", DeviceTiming::automatic},
+                                                         {"cupti", DeviceTiming::cupti},
+                                                         {"events", DeviceTiming::events},
+                                                         {"off", DeviceTiming::off}});
+  o.dp.bypass = f.dp_forward == "bypass";
+  o.dp.replicate_input = f.dp_input == "list";
+  o.pipeline.split = split_commas(f.split);
+  o.pipeline.schedule = parse_pipeline_schedule(f.schedule);
+  o.data.eval = pick<EvalMode>(f.eval, {{"auto", EvalMode::automatic}, {"on", EvalMode::on}, {"off", EvalMode::off}});
+  o.train.progress = parse_progress_mode(f.progress);
+  o.train.optimizer = parse_optimizer(f.optimizer);
+  o.train.lr_schedule = parse_lr_schedule(f.lr_schedule);
+  o.train.lr_scale = parse_lr_scaling(f.lr_scale);
+  o.ranks.backend = f.backend.empty() ? Backend::automatic
+                                      : pick<Backend>(f.backend, {{"gloo", Backend::gloo}, {"nccl", Backend::nccl}});
+  o.ddp.distributed_sampler = f.sampler == "distributed";
+  o.ddp.device_map = f.device_map == "same" ? DeviceMap::same : DeviceMap::spread;
+  if (!f.straggler.empty())
+    std::tie(o.ddp.straggler_rank, o.ddp.straggler_ms) =
+        parse_rank_and_count(f.straggler, "--straggler", "RANK:MS", "1:30");
+  const std::vector<int> gpus = parse_gpus(f.gpus);
+  o.device.count = gpus.front();
+  if (gpus.size() > 1 || o.repeat > 1) o.sweep = gpus;
+  o.collectives.ops = split_commas(f.ops);
+  for (const auto& op : o.collectives.ops) (void)collective_spec(op);
+  o.collectives.min_bytes = parse_bytes(f.min_bytes);
+  o.collectives.max_bytes = parse_bytes(f.max_bytes);
+  o.collectives.warmup = static_cast<int>(o.train.warmup);
+  if (!f.kill.empty())
+    std::tie(o.collectives.kill_rank, o.collectives.kill_after) =
+        parse_rank_and_count(f.kill, "--kill-rank", "RANK:N", "1:50");
+}
+
+void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
+  app.add_option("--bench", f.bench,
+                 "What to measure: train (a training setup) or collectives (all-reduce, all-gather, reduce-scatter, "
+                 "broadcast over --gpus ranks, as nccl-tests)")
+      ->check(CLI::IsMember({"train", "collectives"}));
+  app.add_option("--mode", f.mode,
+                 "Parallel mode: single (one device), dp (one process, --gpus devices, as torch.nn.DataParallel), ddp "
+                 "(one process per rank, as DistributedDataParallel; --gpus ranks on this node), mp (one process, "
+                 "the model cut into --gpus pipeline stages)")
+      ->check(CLI::IsMember({"single", "dp", "ddp", "mp"}));
+  app.add_option("--gpus", f.gpus,
+                 "Devices (or ranks) to use, or a sweep such as 1,2,4 (one run each, with the scaling efficiency "
+                 "E(N) = throughput(N) / (N x throughput(1)); dp and mp multiply --batch by N). With --devices=cpu "
+                 "these are logical CPU devices cpu:0..N-1 (ddp: N ranks), each with --threads threads");
+  app.add_option("--visible-devices", o.device.visible,
+                 "Devices that exist, as CUDA_VISIBLE_DEVICES leaves them (0: all): dp and mp asked for more run on "
+                 "fewer; ddp ranks beyond them share devices")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--logical-gpus", o.device.logical_gpus,
+               "dp and mp with --devices=cuda: run --gpus devices even where fewer GPUs exist, as logical devices "
+               "placed round-robin on them (cuda:k on GPU k mod count), each with its own streams and memory pool");
+  app.add_option("--repeat", o.repeat, "Run everything R times; the sweep and dashboards use the median throughput")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--dp-forward", f.dp_forward,
+                 "dp: scatter (through the wrapper) or bypass (call the wrapped module directly: the classic mistake)")
+      ->check(CLI::IsMember({"scatter", "bypass"}));
+  app.add_option("--dp-input", f.dp_input,
+                 "dp: tensor (scattered) or list (a list of samples: replicated whole to every device, the mistake)")
+      ->check(CLI::IsMember({"tensor", "list"}));
+  auto* mp = app.add_option_group("Model parallel (--mode=mp)");
+  mp->add_option("--split", f.split,
+                 "First layer of each stage after the first, by index or name (e.g. layer3.0; a wrong one lists "
+                 "them); default: balanced by each layer's measured forward + backward time");
+  mp->add_option("--schedule", f.schedule,
+                 "naive (whole batch, one stage at a time), gpipe (all micro-batch forwards, then the backwards), "
+                 "1f1b (one forward, one backward)")
+      ->check(CLI::IsMember({"naive", "gpipe", "1f1b"}));
+  mp->add_option("--micro-batches", o.pipeline.micro_batches, "Micro-batches per step (default: 1 for naive, else 4)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--model", o.data.model, "Model: " + join(model_names()))->check(CLI::IsMember(model_names()));
+  app.add_option("--dataset", o.data.dataset, "Dataset (synthetic: generated, learnable, no I/O)")
+      ->check(CLI::IsMember(dataset_names()));
+  app.add_option("--data-dir", o.data.dir,
+                 "Dataset folder (default: fashion-mnist " + default_data_dir("fashion-mnist") + ", mnist " +
+                     default_data_dir("mnist") + ", cifar10 " + default_data_dir("cifar10") + ")");
+  app.add_option("--epochs", o.train.epochs, "Train whole epochs (overrides --steps)")->check(CLI::NonNegativeNumber);
+  app.add_option("--workers", o.data.workers,
+                 "DataLoader worker threads (0: load in the training thread; default: 0 on the CPU, up to 8 for GPUs)")
+      ->check(CLI::Range(-1, 256));
+  app.add_option("--prefetch", o.data.prefetch, "Batches in flight per worker")->check(CLI::Range(1, 1024));
+  app.add_option("--loader-delay-ms", o.data.loader_delay_ms, "Inject a delay per batch into the loader (slow input)")
+      ->check(CLI::Range(int64_t{0}, int64_t{3600000}));
+  app.add_option("--eval", f.eval, "Evaluate on the test split (auto: for real datasets)")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_option("--augment", o.data.augment, "Random crop + flip for cifar10");
+  app.add_option("--save", o.train.save_path, "Write a safetensors checkpoint at the end");
+  app.add_option("--resume", o.train.resume_path, "Continue from a checkpoint written by --save");
+  app.add_option("--progress", f.progress, "Progress on stderr (auto: a bar on a terminal, lines otherwise)")
+      ->check(CLI::IsMember({"auto", "bar", "plain", "none"}));
+  app.add_option("--devices", f.devices, "Device kind: cpu (logical CPU devices) or cuda (GPUs)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--precision", f.precision,
+                 "Math precision: fp32 (strict), tf32 (TF32 tensor cores), bf16 (bf16 activations, fp32 master "
+                 "weights, as torch.autocast); tf32 and bf16 need --devices=cuda")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
+  app.add_option("--device-timing", f.device_timing,
+                 "Where GPU times come from: auto (CUPTI activity records, else CUDA timing events when CUPTI cannot "
+                 "subscribe), cupti, events, off (host spans: launch times). Logical CPU devices always use the host "
+                 "clock, which is their device time")
+      ->check(CLI::IsMember({"auto", "cupti", "events", "off"}));
+  app.add_option("--batch", o.train.batch,
+                 "Batch size, as DataLoader(batch_size=...) in the PyTorch equivalent: per rank in ddp (global = ranks "
+                 "x batch), the whole batch handed to the model or wrapper in single, dp and mp")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  app.add_option("--steps", o.train.steps, "Measured optimizer steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option("--warmup", o.train.warmup, "Warm-up steps, excluded from measurements")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  app.add_option("--threads", o.device.threads,
+                 "Threads per device (0: this node's cores shared out over its devices; in a --gpus sweep over the "
+                 "largest count, so every point has the same budget per device)")
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--seed", o.train.seed, "Seed for weights and data order");
+  app.add_option("--optimizer", f.optimizer, "Optimizer")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  app.add_option("--lr", o.train.lr, "Learning rate")->check(CLI::Range(0.0f, 1e6f));
+  app.add_option("--momentum", o.train.momentum, "SGD momentum")->check(CLI::Range(0.0f, 1e6f));
+  app.add_option("--weight-decay", o.train.weight_decay, "Weight decay (default: 0; AdamW 0.01)");
+  app.add_option("--lr-schedule", f.lr_schedule, "Learning-rate schedule")
+      ->check(CLI::IsMember({"constant", "step", "cosine"}));
+  app.add_option("--lr-warmup", o.train.lr_warmup, "Linear learning-rate warm-up steps")->check(CLI::NonNegativeNumber);
+  app.add_option("--lr-scale", f.lr_scale,
+                 "none, or linear: lr x global batch / --base-batch, with warm-up (10% of the run unless --lr-warmup)")
+      ->check(CLI::IsMember({"none", "linear"}));
+  app.add_option("--base-batch", o.train.base_batch, "Batch the learning rate was tuned for (--lr-scale=linear)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_flag("--doctor", o.out.doctor,
+               "Diagnose the run with dpdoctor's rules: findings in the report and after the summary");
+  app.add_option("--trace", o.out.trace_path,
+                 "Write the run's timeline as Chrome/Perfetto JSON (open in ui.perfetto.dev): a process per device or "
+                 "rank, a lane per thread or stream, categories compute, comm, copy, data, optim");
+  app.add_option("--json", o.out.json_path,
+                 "Write the JSON report to this path (dpbench.report/1; dpbench.collectives/1 for --bench=collectives)");
+  auto* ranks = app.add_option_group("Ranks", "Runs of several processes (--mode=ddp, --bench=collectives)");
+  ranks->add_option("--backend", f.backend, "Communication backend (default: nccl on GPUs, gloo on the CPU)")
+      ->check(CLI::IsMember({"gloo", "nccl"}));
+  ranks->add_option("--timeout", o.ranks.timeout_s, "Seconds any collective or rendezvous may wait before failing")
+      ->check(CLI::Range(0.001, 86400.0 * 7));
+  ranks->add_flag("--debug-collectives", o.ranks.debug_collectives,
+                  "Check before every collective that all ranks call the same op with the same sizes (like "
+                  "TORCH_DISTRIBUTED_DEBUG=DETAIL; Gloo)");
+  ranks->add_option("--nnodes", o.ranks.nnodes, "Nodes in the run (each runs dpbench with its --node-rank)")
+      ->check(CLI::Range(1, 1 << 16));
+  ranks->add_option("--node-rank", o.ranks.node_rank, "This node's index")->check(CLI::Range(0, 1 << 16));
+  ranks->add_option("--master-addr", o.ranks.master_addr, "Address of node 0, where rank 0 hosts the store");
+  ranks->add_option("--master-port", o.ranks.master_port, "Port of the store on node 0")->check(CLI::Range(1, 65535));
+  ranks->add_option("--bucket-mb", o.ddp.bucket_mb, "DDP: gradient bucket size in MiB (the first bucket is 1 MiB)");
+  ranks->add_option("--accum-steps", o.train.accum_steps,
+                    "Batches per optimizer step (gradient accumulation; DDP skips the all-reduce on all but the last)")
+      ->check(CLI::Range(1, 1 << 16));
+  ranks->add_option("--sampler", f.sampler,
+                    "DDP: distributed (each rank its shard) or none (every rank reads the whole dataset: the mistake)")
+      ->check(CLI::IsMember({"distributed", "none"}));
+  ranks->add_option("--device-map", f.device_map,
+                    "ddp: spread (rank r on device r mod visible; on the CPU its own --threads cores) or same (every "
+                    "rank on device 0: the mistake)")
+      ->check(CLI::IsMember({"spread", "same"}));
+  ranks->add_option("--straggler", f.straggler,
+                    "Fault injection, RANK:MS: that rank computes MS milliseconds slower every step");
+  ranks->add_flag("--sync-bn", o.ddp.sync_bn,
+                  "DDP: SyncBatchNorm, BatchNorm statistics over the global batch (torch.nn.SyncBatchNorm)");
+  ranks->add_option("--rank", o.ranks.rank, "This process's rank (else from torchrun/Slurm/Open MPI variables)")
+      ->check(CLI::Range(0, 1 << 20));
+  ranks->add_option("--world-size", o.ranks.world_size, "Ranks in the run (with --rank)")->check(CLI::Range(1, 1 << 20));
+  ranks->add_option("--local-rank", o.ranks.local_rank, "This process's rank on its node (with --rank)")
+      ->check(CLI::Range(0, 1 << 20));
+  auto* coll = app.add_option_group("Collectives", "--bench=collectives (nccl-tests' -b/-e/-f/-n/-w)");
+  coll->add_option("--ops", f.ops, "Collectives, comma-separated: allreduce, allgather, reduce_scatter, broadcast");
+  coll->add_option("--min-bytes,-b", f.min_bytes, "Smallest size (bytes; K, M, G suffixes)");
+  coll->add_option("--max-bytes,-e", f.max_bytes, "Largest size");
+  coll->add_option("--step-factor,-f", o.collectives.factor, "Size multiplier between steps")->check(CLI::Range(2, 1024));
+  coll->add_option("--iters,-n", o.collectives.iters, "Timed iterations per size")->check(CLI::Range(1, 1 << 20));
+  coll->add_option("--kill-rank", f.kill,
+                   "Fault injection, RANK:N: that rank kills itself after N collectives (to see what the others "
+                   "report)");
+  app.add_flag("--cuda-graph", o.device.cuda_graph,
+               "CUDA: after two eager steps, capture forward, loss and backward as a CUDA graph and replay it each "
+               "step (the optimizer runs outside it)");
+  app.add_flag("--deterministic", o.device.deterministic,
+               "Deterministic algorithms only (like torch.backends.cudnn.deterministic): runs repeat bit for bit");
+  app.add_flag("--nvtx", o.out.nvtx,
+               "NVTX ranges (step, forward, backward, each layer, optimizer, data.h2d) for Nsight Systems: nsys "
+               "profile --capture-range=cudaProfilerApi dpbench ... records the measured steps");
+  app.add_flag("--op-profile", o.out.op_profile,
+               "Time every op of the measured steps (waits for the device around each op) and print where the "
+               "step's time goes");
+  app.add_flag("--verify", o.verify.enabled,
+               "Instead of benchmarking: train --verify-steps in --mode and in single mode from the same start, print "
+               "each parameter's difference relative to how far training moved it, exit 1 above --verify-tolerance");
+  app.add_option("--verify-steps", o.verify.steps, "Steps for --verify")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--verify-tolerance", o.verify.tolerance,
+                 "Largest allowed difference of a parameter from single-device training for --verify, relative to how "
+                 "far single-device training moved it (default 1e-3; 2e-2 with --sync-bn)")
+      ->check(CLI::PositiveNumber);
+}
+
+}  // namespace
+
+std::pair<int, int64_t> parse_rank_and_count(const std::string& text, const char* flag, const char* form,
+                                             const char* example) {
+  const auto colon = text.find(':');
+  const char* end = text.data() + text.size();
+  int rank = -1;
+  int64_t count = 0;
+  const auto r = std::from_chars(text.data(), text.data() + std::min(colon, text.size()), rank);
+  const auto c = colon == std::string::npos ? std::from_chars_result{end, std::errc::invalid_argument}
+                                            : std::from_chars(text.data() + colon + 1, end, count);
+  DPB_CHECK(colon != std::string::npos && r.ec == std::errc() && r.ptr == text.data() + colon && c.ec == std::errc() &&
+            c.ptr == end && rank >= 0 && count > 0)
+      << flag << "='" << escape_untrusted(text) << "': expected " << form << ", e.g. " << flag << "=" << example;
+  return {rank, count};
+}
+
+std::vector<int> parse_gpus(const std::string& text) {
+  std::vector<int> out;
+  const std::string shown = escape_untrusted(text);
+  for (const auto& item : split_commas(text)) {
+    DPB_CHECK(!item.empty() && item.size() <= 3 &&
+              std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        << "--gpus='" << shown << "': expected a device count or a list such as 1,2,4";
+    const int n = std::stoi(item);
+    DPB_CHECK(n >= 1 && n <= 64) << "--gpus='" << shown << "': " << n << " devices (each count must be 1..64)";
+    DPB_CHECK(out.empty() || n > out.back()) << "--gpus='" << shown << "': list the counts in increasing order";
+    out.push_back(n);
+  }
+  DPB_CHECK(!out.empty()) << "--gpus='" << shown << "': expected a device count or a list such as 1,2,4";
+  return out;
+}
+
+int64_t parse_bytes(const std::string& text) {
+  const std::string shown = escape_untrusted(text);
+  DPB_CHECK(!text.empty()) << "empty size";
+  int64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  DPB_CHECK(ec == std::errc() && ptr != text.data()) << "size '" << shown << "' is not a number of bytes (e.g. 8, 64K, 256M, 1G)";
+  const std::string suffix(ptr, text.data() + text.size());
+  int64_t scale = 1;
+  if (suffix == "K" || suffix == "k") scale = int64_t{1} << 10;
+  else if (suffix == "M" || suffix == "m") scale = int64_t{1} << 20;
+  else if (suffix == "G" || suffix == "g") scale = int64_t{1} << 30;
+  else DPB_CHECK(suffix.empty()) << "size '" << shown << "': unknown suffix '" << escape_untrusted(suffix) << "' (valid: K, M, G)";
+  DPB_CHECK(v >= 1 && v <= (int64_t{1} << 40) / scale) << "size '" << shown << "' must be between 1 byte and 1 TiB";
+  return v * scale;
+}
+
+int main_cli(int argc, char** argv) {
+  BenchOptions o;
+  Flags f;
+  CLI::App app{"dpbench: measure how fast a training setup runs, how well it scales, and why not.\n"
+               "On the CPU, devices are logical CPU devices (cpu:0, cpu:1, ...), each with its own thread budget."};
+  app.option_defaults()->always_capture_default();
+  add_flags(app, f, o);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  const std::vector<std::string> args(argv, argv + argc);
+  try {
+    convert(f, o);
+    return run(o, args);
+  } catch (const std::exception& e) {
+    std::cerr << "dpbench: error: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace dpb::bench

@@ -1,0 +1,73 @@
+#include "benchmarks/dpbench/launch.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "benchmarks/dpbench/benchmark.h"
+#include "benchmarks/dpbench/rank.h"
+#include "benchmarks/dpbench/sweep.h"
+#include "benchmarks/dpbench/verify.h"
+#include "engine/comm/launcher.h"
+#include "engine/core/file_io.h"
+#include "engine/core/log.h"
+
+namespace dpb::bench {
+
+bool should_launch(const BenchOptions& o, const RankEnv& env) {
+  if (env.source != "none") return false;
+  const char* launched = std::getenv("DPB_LAUNCHED");
+  if (launched && *launched) return false;
+  return o.device.count > 1 || o.ranks.nnodes > 1;
+}
+
+int launch_ranks(const BenchOptions& o, const std::vector<std::string>& argv) {
+  comm::LaunchOptions lo;
+  lo.nproc_per_node = o.device.count;
+  lo.nnodes = o.ranks.nnodes;
+  lo.node_rank = o.ranks.node_rank;
+  lo.master_addr = o.ranks.master_addr;
+  lo.master_port = o.ranks.master_port;
+  lo.argv = argv;
+  if (o.ranks.nnodes == 1)
+    lo.run_dir = (std::filesystem::temp_directory_path() / ("dpbench-run-" + std::to_string(::getpid()))).string();
+  log::info("launching {} rank(s) on this node (node {} of {}){}", o.device.count, o.ranks.node_rank, o.ranks.nnodes,
+            o.ranks.nnodes > 1 ? fmt::format(", store at {}:{}", o.ranks.master_addr, o.ranks.master_port) : "");
+  const comm::LaunchResult r = comm::launch(lo, std::cerr);
+  if (r.exit_code != 0) std::cerr << "dpbench: error: " << r.failure << "\n";
+  return r.exit_code;
+}
+
+int run(BenchOptions o, const std::vector<std::string>& argv) {
+  if (!o.sweep.empty()) {
+    DPB_CHECK(o.bench == BenchKind::train && !o.verify.enabled) << "--gpus lists and --repeat are for training benchmarks";
+    DPB_CHECK(o.mode != ParallelMode::single || o.sweep.size() == 1)
+        << "--mode=single runs on one device; sweep --gpus with --mode=dp, ddp or mp";
+    // Every point checked before any runs.
+    for (int n : o.sweep) validate(sweep_point(o, n));
+    if (!o.out.json_path.empty()) check_writable(o.out.json_path);
+    return run_sweep(o, argv);
+  }
+  apply_visible_devices(o);
+  if (o.bench == BenchKind::collectives) {
+    validate_collectives(o);
+    if (!o.out.json_path.empty()) check_writable(o.out.json_path);
+    if (should_launch(o, rank_env(o))) return launch_ranks(o, argv);
+    return run_collectives_rank(o, argv);
+  }
+  validate(o);
+  for (const auto* path : {&o.out.json_path, &o.out.trace_path, &o.train.save_path})
+    if (!path->empty()) check_writable(*path);
+  if (o.mode == ParallelMode::ddp) {
+    if (should_launch(o, rank_env(o))) return launch_ranks(o, argv);
+    return run_ddp_rank(o, argv);
+  }
+  if (o.verify.enabled) return run_verify(o, std::cout).passed ? 0 : 1;
+  run_benchmark(o, argv, std::cout);
+  return 0;
+}
+
+}  // namespace dpb::bench

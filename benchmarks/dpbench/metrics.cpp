@@ -1,0 +1,172 @@
+#include "benchmarks/dpbench/metrics.h"
+
+#include <algorithm>
+
+#include "engine/core/stats.h"
+#include "engine/trace/timeline.h"
+
+namespace dpb::bench {
+
+namespace {
+
+// Total length of the union of intervals, and of its intersection with [lo, hi).
+void merged(std::vector<std::pair<int64_t, int64_t>> iv, int64_t lo, int64_t hi, int64_t* total, int64_t* inside) {
+  std::sort(iv.begin(), iv.end());
+  int64_t cur_a = -1, cur_b = -1;
+  auto flush = [&] {
+    if (cur_b <= cur_a) return;
+    *total += cur_b - cur_a;
+    *inside += std::max<int64_t>(0, std::min(cur_b, hi) - std::max(cur_a, lo));
+  };
+  for (const auto& [a, b] : iv) {
+    if (a > cur_b) {
+      flush();
+      cur_a = a;
+      cur_b = b;
+    } else {
+      cur_b = std::max(cur_b, b);
+    }
+  }
+  flush();
+}
+
+double seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
+
+}  // namespace
+
+Window measured_window(const std::vector<StepRecord>& measured) {
+  if (measured.empty()) return {};
+  return {measured.front().begin_ns - measured.front().data_ns, measured.back().end_ns};
+}
+
+double busy_fraction(int device, const Window& w) {
+  return w.hi > w.lo ? seconds(trace::timeline().busy_ns(device, w.lo, w.hi)) / w.seconds() : 0.0;
+}
+
+RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vector<StepRecord>& all, int device) {
+  RankMetrics m;
+  std::vector<double> times;
+  double step_s = 0, data_s = 0;
+  int64_t comm = 0, overlap = 0;
+  for (const auto& r : measured) {
+    times.push_back(r.seconds());
+    step_s += r.seconds();
+    data_s += seconds(r.data_ns);
+    std::vector<std::pair<int64_t, int64_t>> iv;
+    for (const auto& b : r.buckets)
+      if (b.comm_start_ns > 0 && b.comm_end_ns >= b.comm_start_ns) iv.emplace_back(b.comm_start_ns, b.comm_end_ns);
+    merged(iv, r.backward_begin_ns, r.backward_end_ns, &comm, &overlap);
+  }
+  const Summary st = summarize(times);
+  m.step_median_s = st.median;
+  m.step_p90_s = st.p90;
+  m.data_wait_share = data_s + step_s > 0 ? data_s / (data_s + step_s) : 0;
+  const Window w = measured_window(measured);
+  if (!measured.empty() && w.hi > w.lo) {
+    m.busy_fraction = busy_fraction(device, w);
+    std::vector<double> optim;
+    std::vector<std::pair<int64_t, int64_t>> compute;
+    for (const auto& i : trace::timeline().intervals()) {
+      if (i.device != device || i.begin_ns < w.lo || i.end_ns > w.hi) continue;
+      if (i.cat == trace::Category::optim) optim.push_back(seconds(i.end_ns - i.begin_ns));
+      if (i.cat == trace::Category::compute) compute.emplace_back(i.begin_ns, i.end_ns);
+    }
+    if (!optim.empty()) m.optimizer_s = summarize(optim).median;
+    // Compute per step, the median over the measured steps: one step that the machine
+    // interrupted does not make a rank look slow.
+    std::vector<double> per_step;
+    for (const auto& r : measured) per_step.push_back(seconds(trace::union_ns(compute, r.begin_ns, r.end_ns)));
+    m.compute_s = summarize(per_step).median;
+  }
+  // Per step: communication time, and the part of it outside backward.
+  const double nsteps = std::max<double>(1.0, static_cast<double>(measured.size()));
+  m.comm_s = seconds(comm) / nsteps;
+  m.overlap_ratio = comm > 0 ? static_cast<double>(overlap) / static_cast<double>(comm) : 0;
+  m.exposed_comm_s = seconds(comm - overlap) / nsteps;
+  m.exposed_share = step_s > 0 ? m.exposed_comm_s * nsteps / step_s : 0;
+  for (const auto& r : all) m.samples += static_cast<double>(r.samples);
+  m.steps = static_cast<double>(measured.size());
+  return m;
+}
+
+reports::SameData same_data(const std::vector<RankRecord>& ranks) {
+  size_t steps = ranks.empty() ? 0 : ranks.front().data_hashes.size();
+  for (const auto& r : ranks) steps = std::min(steps, r.data_hashes.size());
+  int64_t identical = 0;
+  for (size_t k = 0; k < steps; ++k) {
+    bool same = true;
+    for (const auto& r : ranks) same = same && r.data_hashes[k] == ranks.front().data_hashes[k];
+    identical += same ? 1 : 0;
+  }
+  return {static_cast<int64_t>(steps), identical};
+}
+
+std::vector<reports::BucketStats> bucket_stats(const StepRecord& step) {
+  std::vector<reports::BucketStats> rows;
+  const auto ms = [&](int64_t t) {
+    return t > 0 ? reports::Num(static_cast<double>(t - step.backward_begin_ns) * 1e-6) : reports::Num();
+  };
+  for (const auto& b : step.buckets)
+    rows.push_back({b.index, b.bytes, b.params, ms(b.ready_ns), ms(b.launch_ns), ms(b.comm_start_ns),
+                    ms(b.comm_end_ns), ms(b.done_ns)});
+  return rows;
+}
+
+reports::DpStats dp_stats(const DataParallel& dp, bool bypass, bool replicate_input, int primary, const Window& w,
+                          size_t measured_steps) {
+  std::vector<std::pair<int64_t, int64_t>> own, replica;
+  for (const auto& i : trace::timeline().intervals()) {
+    if (i.device != primary || i.cat == trace::Category::data) continue;
+    (i.lane == "replica" ? replica : own).emplace_back(i.begin_ns, i.end_ns);
+  }
+  const double per_step = 1e-9 / static_cast<double>(std::max<size_t>(1, measured_steps));
+  reports::DpStats s;
+  s.forward = bypass ? "bypass" : "scatter";
+  s.input = replicate_input ? "list" : "tensor";
+  s.scatter_calls = dp.stats().forwards;
+  s.last_chunks = dp.stats().last_chunks;
+  s.primary_only_s = static_cast<double>(trace::union_ns(own, w.lo, w.hi)) * per_step;
+  s.primary_replica_s = static_cast<double>(trace::union_ns(replica, w.lo, w.hi)) * per_step;
+  return s;
+}
+
+PipelineMetrics pipeline_metrics(PipelineParallel& pp, const std::vector<StepRecord>& measured,
+                                 const std::vector<double>& unit_costs, bool split_given,
+                                 const std::vector<std::string>& device_ids, const std::vector<double>& busy) {
+  const int p = static_cast<int>(pp.devices().size());
+  std::vector<double> idle(static_cast<size_t>(p), 0.0);
+  double bubble = 0;
+  for (const auto& r : measured) {
+    for (int s = 0; s < p; ++s) idle[static_cast<size_t>(s)] += r.pipeline.stage_idle[static_cast<size_t>(s)];
+    bubble += r.pipeline.bubble;
+  }
+  const double n = static_cast<double>(std::max<size_t>(1, measured.size()));
+  for (auto& v : idle) v /= n;
+  bubble /= n;
+  const auto& last = measured.back().pipeline;
+  const auto units = pp.stage_units();
+  const auto params = pp.stage_parameters();
+  PipelineMetrics out;
+  for (int s = 0; s < p; ++s)
+    out.stages.push_back({s, device_ids[static_cast<size_t>(s)], units[static_cast<size_t>(s)],
+                          params[static_cast<size_t>(s)], busy[static_cast<size_t>(s)], idle[static_cast<size_t>(s)]});
+  auto& ps = out.pipeline;
+  ps.schedule = pp.options().schedule;
+  ps.micro_batches = static_cast<int>(last.micro_sizes.size());
+  ps.micro_batch_sizes = last.micro_sizes;
+  for (int k : pp.split()) ps.split.push_back(pp.units()[static_cast<size_t>(k)].name);
+  ps.split_by = split_given ? "--split" : "measured time";
+  if (!unit_costs.empty()) {
+    ps.unit_costs.emplace();
+    for (size_t k = 0; k < pp.units().size() && k < unit_costs.size(); ++k)
+      ps.unit_costs->push_back({pp.units()[k].name, unit_costs[k]});
+  }
+  ps.bubble_measured = bubble;
+  ps.bubble_theory = last.theory;
+  for (const auto& e : last.events)
+    ps.last_step_events.push_back({e.stage, e.micro, e.kind, seconds(e.begin_ns - last.begin_ns),
+                                   seconds(e.end_ns - last.begin_ns)});
+  return out;
+}
+
+}  // namespace dpb::bench

@@ -1,0 +1,83 @@
+#pragma once
+// The measurements of DESIGN §4, from what a run recorded (the step records and the
+// timeline), into the report model's pieces: the measured window, busy fractions, a DDP
+// rank's step, compute, communication and overlap, DataParallel's primary work, the
+// pipeline's stages and bubble, the gradient buckets, and whether ranks read the same
+// samples.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/parallel/data_parallel.h"
+#include "engine/parallel/pipeline.h"
+#include "engine/train/step_record.h"
+#include "reports/model.h"
+
+namespace dpb::bench {
+
+// The measured window: from the first measured step's wait for data to the last one's end.
+struct Window {
+  int64_t lo = 0, hi = 0;
+  double seconds() const { return static_cast<double>(hi - lo) * 1e-9; }
+};
+Window measured_window(const std::vector<StepRecord>& measured);
+
+// A device's busy fraction: the union of its non-data intervals on the timeline within
+// the window, over the window.
+double busy_fraction(int device, const Window& w);
+
+// What one rank measured over the measured steps.
+struct RankMetrics {
+  double step_median_s = 0, step_p90_s = 0;
+  double data_wait_share = 0;
+  double busy_fraction = 0;
+  double comm_s = 0;             // bucket all-reduces per step (merged intervals)
+  double overlap_ratio = 0;      // |comm ∩ backward| / |comm|
+  double exposed_comm_s = 0;     // |comm \ backward| per step
+  double exposed_share = 0;      // exposed / step time
+  double samples = 0, steps = 0;
+  // A/B: a forward + backward without the all-reduce (no_sync), and the optimizer step,
+  // medians in seconds (0 when not measured).
+  double step_no_comm_s = 0, optimizer_s = 0;
+  double compute_s = 0;  // forward, loss and backward per step (timeline union; median over steps)
+};
+// `device`: this rank's device index on the timeline.
+RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vector<StepRecord>& all, int device);
+
+// Where a rank runs, read back from what the process got: its host, its device as the
+// report shows it ("cuda:1", "cpu:1 (cores 2,3)"), and the hardware it computes on
+// ("core 2", "core 3"; "gpu 0000:1b:00.0"). Two ranks on one host whose hardware
+// overlaps take turns on it.
+struct RankPlacement {
+  std::string host, device;
+  std::vector<std::string> hardware;
+};
+// Per rank: where it ran, and which samples each measured step read (StepRecord::data_hash).
+struct RankRecord {
+  RankPlacement placement;
+  std::vector<uint64_t> data_hashes;
+};
+// Measured steps in which every rank read exactly the same samples (no DistributedSampler)
+// among those every rank ran.
+reports::SameData same_data(const std::vector<RankRecord>& ranks);
+
+// The buckets of a step: bytes, parameters, and when each was ready, launched, ran (ms
+// from the start of that step's last backward).
+std::vector<reports::BucketStats> bucket_stats(const StepRecord& step);
+
+// dp: the primary's own work (broadcast, scatter, gather, loss, gradient reduction,
+// optimizer) against its replica's, per measured step, from the timeline.
+reports::DpStats dp_stats(const DataParallel& dp, bool bypass, bool replicate_input, int primary, const Window& w,
+                          size_t measured_steps);
+
+// mp: the schedule, the split, each stage's layers, parameters and idle share, and the
+// bubble against (p-1)/(m+p-1).
+struct PipelineMetrics {
+  reports::PipelineStats pipeline;
+  std::vector<reports::StageStats> stages;
+};
+PipelineMetrics pipeline_metrics(PipelineParallel& pp, const std::vector<StepRecord>& measured,
+                                 const std::vector<double>& unit_costs, bool split_given,
+                                 const std::vector<std::string>& device_ids, const std::vector<double>& busy);
+
+}  // namespace dpb::bench

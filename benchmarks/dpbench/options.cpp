@@ -1,0 +1,165 @@
+#include "benchmarks/dpbench/options.h"
+
+#include <algorithm>
+
+#include "engine/backend/cpu/cpu_context.h"
+#include "engine/backend/device_info.h"
+#include "engine/core/error.h"
+#include "engine/core/log.h"
+
+namespace dpb::bench {
+
+const char* device_kind_name(DeviceKind k) { return k == DeviceKind::cuda ? "cuda" : "cpu"; }
+
+const char* backend_name(Backend b) {
+  switch (b) {
+    case Backend::gloo:
+      return "gloo";
+    case Backend::nccl:
+      return "nccl";
+    case Backend::automatic:
+      return "auto";
+  }
+  return "?";
+}
+
+Backend resolved_backend(const BenchOptions& o) {
+  if (o.ranks.backend != Backend::automatic) return o.ranks.backend;
+  return o.device.kind == DeviceKind::cuda ? Backend::nccl : Backend::gloo;
+}
+
+void validate(const BenchOptions& o) {
+  const auto& d = o.device;
+  const bool cuda = d.kind == DeviceKind::cuda;
+  const std::string mode = parallel_mode_name(o.mode);
+  const auto& p = o.pipeline;
+  DPB_CHECK(p.micro_batches >= 0) << "--micro-batches must be at least 1, got " << p.micro_batches;
+  DPB_CHECK(p.schedule != PipelineSchedule::naive || p.micro_batches <= 1)
+      << "--schedule=naive runs the whole batch through one stage at a time; --micro-batches=" << p.micro_batches
+      << " needs --schedule=gpipe or --schedule=1f1b";
+  DPB_CHECK(o.mode != ParallelMode::pipeline || d.count >= 2)
+      << "--mode=mp cuts the model over --gpus=2 or more devices, got --gpus=" << d.count;
+  DPB_CHECK(o.mode != ParallelMode::pipeline || o.train.accum_steps == 1)
+      << "--mode=mp accumulates over --micro-batches; --accum-steps is for single and ddp";
+  DPB_CHECK(o.mode != ParallelMode::dp || o.train.accum_steps == 1)
+      << "--mode=dp does not accumulate gradients (as torch.nn.DataParallel); --accum-steps is for single and ddp";
+  DPB_CHECK(o.train.accum_steps >= 1) << "--accum-steps must be at least 1, got " << o.train.accum_steps;
+  DPB_CHECK(o.ddp.bucket_mb > 0 && o.ddp.bucket_mb <= 1024 * 1024)
+      << "--bucket-mb must be positive (and at most 1048576), got " << o.ddp.bucket_mb;
+  DPB_CHECK(d.count >= 1) << "--gpus must be at least 1, got " << d.count;
+  DPB_CHECK(o.mode != ParallelMode::single || d.count == 1)
+      << "--mode=single runs on one device; use --mode=dp or --mode=ddp for --gpus=" << d.count;
+  DPB_CHECK(d.precision == Precision::fp32 || cuda)
+      << "--precision=" << precision_name(d.precision) << " needs --devices=cuda (the CPU backend computes in fp32)";
+  DPB_CHECK(!d.cuda_graph || (cuda && o.mode == ParallelMode::single))
+      << "--cuda-graph needs --devices=cuda and --mode=single";
+  DPB_CHECK(!(d.cuda_graph && o.out.op_profile))
+      << "--op-profile times ops one at a time, which a CUDA graph replay does not allow; use one or the other";
+  DPB_CHECK(!d.logical_gpus || (cuda && (o.mode == ParallelMode::dp || o.mode == ParallelMode::pipeline)))
+      << "--logical-gpus places the devices of --mode=dp or --mode=mp on fewer GPUs: it needs --devices=cuda and one "
+         "of those modes";
+  DPB_CHECK(d.timing == DeviceTiming::automatic || d.timing == DeviceTiming::off || cuda)
+      << "--device-timing=" << (d.timing == DeviceTiming::cupti ? "cupti" : "events")
+      << " times GPU work; on logical CPU devices the host clock is the device's (use auto or off)";
+  if (cuda) {
+    const CudaInfo info = cuda_info();
+    DPB_CHECK(info.built) << "--devices=cuda: this build has no CUDA backend (configure with -DDPB_CUDA=ON on a "
+                             "machine with the CUDA toolkit, cuDNN and NCCL)";
+    // ddp's ranks may share GPUs (rank r on cuda:r mod count; dpdoctor says so), and so
+    // may --logical-gpus; otherwise dp and mp have already been cut to the visible devices.
+    DPB_CHECK(static_cast<int>(info.gpus.size()) >= (o.mode == ParallelMode::ddp || d.logical_gpus ? 1 : d.count))
+        << "--devices=cuda --gpus=" << d.count << ": " << info.gpus.size() << " CUDA device(s) visible"
+        << (info.unavailable_reason.empty() ? "" : " (" + info.unavailable_reason + ")");
+  }
+  DPB_CHECK(o.ddp.straggler_rank < 0 || o.mode == ParallelMode::ddp)
+      << "--straggler is for --mode=ddp (a rank that computes slower)";
+  DPB_CHECK(o.ddp.device_map == DeviceMap::spread || o.mode == ParallelMode::ddp)
+      << "--device-map is for --mode=ddp (where each rank process is placed on a device)";
+  DPB_CHECK(o.ddp.straggler_rank < 0 || o.ddp.straggler_rank < d.count * o.ranks.nnodes)
+      << "--straggler=" << o.ddp.straggler_rank << ":" << o.ddp.straggler_ms << " but there are "
+      << d.count * o.ranks.nnodes << " rank(s)";
+  if (o.mode == ParallelMode::ddp) {
+    // NCCL refuses two ranks on one GPU, and its collectives check nothing across ranks.
+    const bool nccl = resolved_backend(o) == Backend::nccl;
+    DPB_CHECK(!(nccl && o.ddp.device_map == DeviceMap::same && d.count > 1))
+        << "--device-map=same puts every rank on GPU 0, which NCCL refuses (one communicator rank per GPU); use "
+           "--backend=gloo to run several ranks on one GPU";
+    DPB_CHECK(!(nccl && o.ranks.debug_collectives))
+        << "--debug-collectives compares every collective across ranks through the store, which the NCCL backend "
+           "does not do; use --backend=gloo to check collectives, or drop the flag";
+  }
+  DPB_CHECK(!o.verify.enabled || o.verify.steps >= 1) << "--verify-steps must be at least 1, got " << o.verify.steps;
+}
+
+void validate_collectives(const BenchOptions& o) {
+  const Backend backend = resolved_backend(o);
+  DPB_CHECK(backend == Backend::gloo || o.device.kind == DeviceKind::cuda)
+      << "--backend=" << backend_name(backend) << " runs on GPUs; with --devices=cpu use --backend=gloo";
+  DPB_CHECK(o.ranks.timeout_s > 0) << "--timeout must be positive, got " << o.ranks.timeout_s;
+  DPB_CHECK(o.ranks.nnodes >= 1 && o.ranks.node_rank >= 0 && o.ranks.node_rank < o.ranks.nnodes)
+      << "--node-rank=" << o.ranks.node_rank << " is outside --nnodes=" << o.ranks.nnodes;
+  DPB_CHECK(!o.device.logical_gpus) << "--logical-gpus places the devices of --mode=dp or --mode=mp on fewer GPUs; "
+                                       "--bench=collectives runs one rank per process";
+  DPB_CHECK(!(backend == Backend::nccl && o.ranks.debug_collectives))
+      << "--debug-collectives compares every collective across ranks through the store, which the NCCL backend does "
+         "not do; use --backend=gloo to check collectives, or drop the flag";
+  if (o.device.kind == DeviceKind::cuda) {
+    const CudaInfo info = cuda_info();
+    DPB_CHECK(info.built && !info.gpus.empty()) << "--devices=cuda: no usable GPU ("
+                                                << (info.built ? info.unavailable_reason : "built without CUDA") << ")";
+  }
+  for (const auto& op : o.collectives.ops) (void)collective_spec(op);
+  DPB_CHECK(o.collectives.min_bytes >= 1 && o.collectives.max_bytes >= o.collectives.min_bytes)
+      << "--min-bytes=" << o.collectives.min_bytes << " --max-bytes=" << o.collectives.max_bytes
+      << ": need 1 <= min <= max";
+}
+
+int visible_devices(const BenchOptions& o) {
+  int n = o.device.kind == DeviceKind::cuda ? cuda_device_count() : cpu::kMaxCpuDevices;
+  if (o.device.visible > 0) n = std::min(n, o.device.visible);
+  return n;
+}
+
+void apply_visible_devices(BenchOptions& o) {
+  o.device.requested = o.device.count;
+  if ((o.mode != ParallelMode::dp && o.mode != ParallelMode::pipeline) || o.device.logical_gpus) return;
+  const int visible = visible_devices(o);
+  if (o.device.count <= visible) return;
+  DPB_CHECK(visible >= 1) << "--gpus=" << o.device.count << " but no " << device_kind_name(o.device.kind)
+                          << " device is visible";
+  log::warn("--gpus={} but only {} {} device(s) are visible: running on {}", o.device.count, visible,
+            device_kind_name(o.device.kind), visible);
+  o.device.count = visible;
+}
+
+BenchOptions sweep_point(const BenchOptions& o, int n) {
+  BenchOptions p = o;
+  p.sweep.clear();
+  p.repeat = 1;
+  p.device.count = n;
+  if (o.mode == ParallelMode::pipeline && n == 1) p.mode = ParallelMode::single;
+  if (o.mode == ParallelMode::single && n > 1) p.mode = ParallelMode::dp;
+  if (o.mode == ParallelMode::dp || o.mode == ParallelMode::pipeline) p.train.batch = o.train.batch * n;
+  return p;
+}
+
+int micro_batches(const BenchOptions& o) {
+  if (o.pipeline.micro_batches > 0) return o.pipeline.micro_batches;
+  if (o.pipeline.schedule == PipelineSchedule::naive) return 1;
+  return static_cast<int>(std::min<int64_t>(4, o.train.batch));
+}
+
+int loader_workers(const BenchOptions& o) {
+  if (o.data.workers >= 0) return o.data.workers;
+  if (o.device.kind != DeviceKind::cuda) return 0;
+  return std::clamp(cpu::hardware_threads() - 1, 1, 8);
+}
+
+int threads_per_device(const BenchOptions& o, int devices_on_node) {
+  if (o.device.threads > 0) return o.device.threads;
+  return std::max(1, cpu::hardware_threads() / std::max(1, devices_on_node));
+}
+
+int64_t bucket_bytes(const BenchOptions& o) { return static_cast<int64_t>(o.ddp.bucket_mb * 1024 * 1024); }
+
+}  // namespace dpb::bench

@@ -1,0 +1,150 @@
+#include "benchmarks/dpbench/rank.h"
+
+#include <fmt/format.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+
+#include "benchmarks/dpbench/benchmark.h"
+#include "benchmarks/dpbench/collectives/runner.h"
+#include "benchmarks/dpbench/setup.h"
+#include "benchmarks/dpbench/verify.h"
+#include "engine/backend/cpu/cpu_context.h"
+#include "engine/backend/device_info.h"
+#include "engine/comm/rendezvous.h"
+#include "engine/core/log.h"
+#include "reports/collectives_report.h"
+#include "reports/report.h"
+
+namespace dpb::bench {
+
+namespace {
+
+comm::Millis timeout_of(const BenchOptions& o) {
+  return comm::Millis(static_cast<int64_t>(o.ranks.timeout_s * 1000.0));
+}
+
+bool is_loopback(const std::string& addr) {
+  return addr.empty() || addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+// The address other ranks reach this one at: loopback when every rank is on this node.
+std::string gloo_host(const RankEnv& env) {
+  if (env.world_size == env.local_world_size && is_loopback(env.master_addr)) return "127.0.0.1";
+  char name[256] = {0};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// This rank's process group over the run's store.
+std::unique_ptr<comm::ProcessGroup> join_group(const BenchOptions& o, const RankEnv& env, Device device) {
+  auto store = comm::rendezvous_store(env, timeout_of(o));
+  comm::GroupOptions go;
+  go.timeout = timeout_of(o);
+  go.debug_collectives = o.ranks.debug_collectives;
+  go.host = gloo_host(env);
+  return comm::make_process_group(backend_name(resolved_backend(o)), store, env.rank, env.world_size, go, device);
+}
+
+// Local rank r's device: r mod the devices there are (--device-map=same: all on 0). On
+// the CPU a device is a group of --threads cores the process is pinned to, so ranks that
+// share a device share those cores, as ranks that share a GPU share it.
+Device place_rank(const BenchOptions& o, const RankEnv& env) {
+  const bool same = o.ddp.device_map == DeviceMap::same;
+  if (o.device.kind == DeviceKind::cuda) {
+    int visible = std::max(1, cuda_device_count());
+    if (o.device.visible > 0) visible = std::min(visible, o.device.visible);
+    return Device::cuda(same ? 0 : env.local_rank % visible);
+  }
+  const std::vector<int> cores = allowed_cores();
+  const int n = static_cast<int>(cores.size());
+  const int threads = o.device.threads;
+  int visible = std::max(1, n / threads);
+  if (o.device.visible > 0) visible = std::min(visible, o.device.visible);
+  const int slot = same ? 0 : env.local_rank % visible;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int k = 0; k < threads; ++k) CPU_SET(cores[static_cast<size_t>((slot * threads + k) % n)], &set);
+  if (::sched_setaffinity(0, sizeof(set), &set) != 0)
+    log::warn("rank {}: could not pin to the cores of cpu:{}: {}", env.rank, slot, std::strerror(errno));
+  return Device::cpu(slot);
+}
+
+}  // namespace
+
+RankEnv rank_env(const BenchOptions& o) {
+  RankFlags f;
+  f.rank = o.ranks.rank;
+  f.world_size = o.ranks.world_size;
+  f.local_rank = o.ranks.local_rank;
+  return resolve_rank_env(f);
+}
+
+int run_ddp_rank(const BenchOptions& o_in, const std::vector<std::string>& argv) {
+  BenchOptions o = o_in;
+  const RankEnv env = rank_env(o);
+  // The cores shared out over the ranks of this node (the sweep passes its own budget).
+  o.device.threads = threads_per_device(o, env.local_world_size);
+  const Device device = place_rank(o, env);
+  auto pg = join_group(o, env, device);
+  const RankContext rank{pg.get(), device};
+  int code = 0;
+  if (o.verify.enabled) code = run_verify(o, std::cout, &rank).passed ? 0 : 1;
+  else run_benchmark(o, argv, std::cout, &rank);
+  pg->barrier()->wait();  // no rank leaves while rank 0 still gathers and reports
+  return code;
+}
+
+int run_collectives_rank(const BenchOptions& o, const std::vector<std::string>& argv) {
+  const RankEnv env = rank_env(o);
+  DPB_CHECK(o.collectives.kill_rank < env.world_size)
+      << "--kill-rank=" << o.collectives.kill_rank << " but there are " << env.world_size << " rank(s)";
+  apply_process_settings(o, env.local_world_size);
+  cpu::CpuDeviceScope scope(0);
+  const Device device = o.device.kind == DeviceKind::cuda ? Device::cuda(env.local_rank) : Device::cpu(0);
+  auto pg = join_group(o, env, device);
+  const std::string backend = backend_name(resolved_backend(o));
+  if (env.rank == 0) {
+    std::cout << fmt::format("dpbench collectives | backend {} | {} rank(s) | {} | {} warm-up + {} timed iterations\n",
+                             backend, env.world_size, device_kind_name(o.device.kind), o.collectives.warmup,
+                             o.collectives.iters);
+    if (env.world_size == 1)
+      std::cout << "note: one rank: collectives move no data between ranks, so the times are the cost of a call and "
+                   "the bandwidths say nothing about links\n";
+  }
+  std::ostream null_out(nullptr);
+  const auto rows = run_collectives(*pg, device, o.collectives, env.rank == 0 ? std::cout : null_out);
+  pg->barrier()->wait();  // no rank leaves while another still checks its results
+  if (env.rank == 0 && !o.out.json_path.empty()) {
+    reports::CollectivesReport doc;
+    doc.tool = reports::this_tool();
+    doc.command = argv;
+    doc.env = reports::collect_environment();
+    auto& c = doc.config;
+    c.backend = backend;
+    c.world_size = env.world_size;
+    c.devices = o.device.kind;
+    c.ops = o.collectives.ops;
+    c.min_bytes = o.collectives.min_bytes;
+    c.max_bytes = o.collectives.max_bytes;
+    c.factor = o.collectives.factor;
+    c.warmup = o.collectives.warmup;
+    c.iters = o.collectives.iters;
+    c.launcher = env.source;
+    doc.results = rows;
+    reports::write_report(o.out.json_path, doc.to_json());
+    log::info("report written to {}", o.out.json_path);
+  }
+  int64_t wrong = 0;
+  for (const auto& r : rows) wrong += r.wrong;
+  if (wrong > 0) {
+    std::cerr << "dpbench: error: " << wrong << " wrong element(s) in the collectives' results\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace dpb::bench

@@ -1,0 +1,132 @@
+#include "benchmarks/dpbench/setup.h"
+
+#include <fmt/format.h>
+#include <sched.h>
+
+#include <chrono>
+#include <thread>
+
+#include "engine/backend/cpu/cpu_context.h"
+#include "engine/backend/device_info.h"
+#include "engine/backend/precision.h"
+#if DPB_WITH_CUDA
+#include "engine/backend/cuda/device_context.h"
+#endif
+
+namespace dpb::bench {
+
+int apply_process_settings(const BenchOptions& o, int devices_on_node) {
+  const int threads = threads_per_device(o, devices_on_node);
+  cpu::set_threads_per_device(threads);
+  set_precision(o.device.precision);
+  set_deterministic(o.device.deterministic);
+  return threads;
+}
+
+Device bench_device(const BenchOptions& o, int index) {
+  return o.device.kind == DeviceKind::cuda ? Device::cuda(index) : Device::cpu(index);
+}
+
+std::vector<std::string> device_ids(const BenchOptions& o, const RankContext* rank) {
+  std::vector<std::string> ids;
+  if (rank) {
+    for (int r = 0; r < rank->group->size(); ++r)
+      ids.push_back(fmt::format("{}@rank{}", device_kind_name(o.device.kind), r));
+    return ids;
+  }
+  for (int d = 0; d < o.device.count; ++d)
+    ids.push_back(o.device.logical_gpus ? fmt::format("cuda:{} (GPU {})", d, cuda_physical_device(d))
+                                        : bench_device(o, d).str());
+  return ids;
+}
+
+double device_peak_flops(const BenchOptions& o) {
+#if DPB_WITH_CUDA
+  if (o.device.kind == DeviceKind::cuda) return cuda::DeviceContext::get(0).peak_flops(precision_name(o.device.precision));
+#endif
+  (void)o;
+  return 0.0;
+}
+
+std::vector<int> allowed_cores() {
+  std::vector<int> cores;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cores.push_back(c);
+  if (cores.empty())
+    for (int c = 0; c < cpu::hardware_threads(); ++c) cores.push_back(c);
+  return cores;
+}
+
+RunSetup prepare_run(const BenchOptions& o, bool parallel, const RankContext* rank) {
+  RunSetup r;
+  if (o.device.logical_gpus) place_cuda_devices(parallel ? o.device.count : 0);
+  Generator init_gen(o.train.seed);
+  ModelOptions mo;
+  const Shape data_shape = dataset_sample_shape(o.data.dataset);
+  if (data_shape.ndim() == 3 && o.data.model != "simple" && o.data.model != "widemlp") mo.image = data_shape;
+  r.model = build_model(o.data.model, init_gen, mo);
+  const ModelSpec& spec = r.model->spec();
+  DatasetRequest dr;
+  dr.name = o.data.dataset;
+  dr.dir = o.data.dir;
+  dr.augment = o.data.augment;
+  dr.sample_shape = spec.input;
+  dr.loss = spec.loss;
+  dr.width = spec.outputs;
+  dr.seed = o.train.seed;
+  r.data = load_dataset(dr);
+
+  const auto& tr = o.train;
+  TrainOptions& t = r.train;
+  t.batch = tr.batch;
+  t.steps = tr.steps;
+  t.epochs = tr.epochs;
+  t.warmup = tr.warmup;
+  t.seed = tr.seed;
+  t.optim.kind = tr.optimizer;
+  t.optim.lr = tr.lr;
+  t.optim.momentum = tr.momentum;
+  t.optim.weight_decay = tr.weight_decay;
+  t.schedule = tr.lr_schedule;
+  t.lr_warmup_steps = tr.lr_warmup;
+  t.lr_scale = tr.lr_scale;
+  t.base_batch = tr.base_batch;
+  t.accum_steps = tr.accum_steps;
+  t.device = bench_device(o, 0);
+  t.mode = parallel ? o.mode : ParallelMode::single;
+  if (t.mode == ParallelMode::pipeline) {
+    for (int d = 0; d < o.device.count; ++d) t.devices.push_back(bench_device(o, d));
+    t.pipeline.split = o.pipeline.split;
+    t.pipeline.schedule = o.pipeline.schedule;
+    t.pipeline.micro_batches = micro_batches(o);
+  }
+  if (t.mode == ParallelMode::dp) {
+    for (int d = 0; d < o.device.count; ++d) t.devices.push_back(bench_device(o, d));
+    t.dp.bypass = o.dp.bypass;
+    t.dp.replicate_input = o.dp.replicate_input;
+  }
+  if (t.mode == ParallelMode::ddp) {
+    DPB_CHECK(rank) << "--mode=ddp runs as ranks";
+    t.device = rank->device;
+    t.ddp.group = rank->group;
+    t.ddp.reducer.bucket_bytes = bucket_bytes(o);
+    t.ddp.distributed_sampler = o.ddp.distributed_sampler;
+    t.ddp.sync_bn = o.ddp.sync_bn;
+    // Fault injection (--straggler): this rank computes slower every step, inside its
+    // forward, as a rank on a throttled or shared device would.
+    if (rank->group->rank() == o.ddp.straggler_rank) {
+      const auto delay = std::chrono::milliseconds(o.ddp.straggler_ms);
+      t.hooks.in_forward = [delay](int64_t) { std::this_thread::sleep_for(delay); };
+    }
+  }
+  t.cuda_graph = o.device.cuda_graph;
+  t.workers = loader_workers(o);
+  t.prefetch = o.data.prefetch;
+  t.loader_delay_ms = o.data.loader_delay_ms;
+  return r;
+}
+
+}  // namespace dpb::bench

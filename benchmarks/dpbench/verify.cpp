@@ -1,0 +1,118 @@
+#include "benchmarks/dpbench/verify.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <ostream>
+
+#include "engine/backend/cpu/cpu_context.h"
+#include "engine/train/trainer.h"
+
+namespace dpb::bench {
+
+namespace {
+
+using Snapshot = std::vector<std::vector<float>>;
+
+Snapshot snapshot(Model& m) {
+  Snapshot p;
+  for (auto& [name, q] : m.named_parameters()) p.push_back(q->data().to_vector());
+  return p;
+}
+
+// Trains verify.steps steps and returns the model (with its parameters before training
+// in `initial`).
+std::unique_ptr<Model> train(const BenchOptions& o, bool parallel, const RankContext* rank, Snapshot* initial) {
+  BenchOptions ob = o;
+  // DDP's reference: one device on the union of the ranks' batches (the shards of a
+  // DistributedSampler step are consecutive positions of the same permutation).
+  if (rank && !parallel) ob.train.batch = o.train.batch * rank->group->size();
+  RunSetup setup = prepare_run(ob, parallel, parallel ? rank : nullptr);
+  setup.train.steps = o.verify.steps;
+  setup.train.epochs = 0;
+  setup.train.warmup = 0;
+  if (initial) *initial = snapshot(*setup.model);
+  Trainer trainer(*setup.model, *setup.data.train, setup.train, nullptr, setup.data.augment.get());
+  trainer.run();
+  return std::move(setup.model);
+}
+
+}  // namespace
+
+VerifyResult run_verify(const BenchOptions& o, std::ostream& out, const RankContext* rank) {
+  const int world = rank ? rank->group->size() : 1;
+  apply_process_settings(o, rank ? 1 : o.device.count);
+  cpu::CpuDeviceScope scope(0);
+  auto candidate = train(o, true, rank, nullptr);
+  VerifyResult v;
+  if (rank && rank->group->rank() != 0) {
+    v.passed = true;  // rank 0 compares and reports
+    return v;
+  }
+  Snapshot initial;
+  auto reference = train(o, false, rank, &initial);
+  // Each parameter's difference from single-device training, relative to how far
+  // single-device training moved it (L2 norms): a scale-free measure that stays meaningful
+  // for parameters that start at zero (biases) and over several steps.
+  auto ref = reference->named_parameters(), got = candidate->named_parameters();
+  double diff2 = 0, update2 = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const auto a = ref[i].second->data().to_vector(), b = got[i].second->data().to_vector();
+    double d2 = 0, u2 = 0, n2 = 0;
+    for (size_t k = 0; k < a.size(); ++k) {
+      const double d = static_cast<double>(a[k]) - b[k], u = static_cast<double>(a[k]) - initial[i][k];
+      v.max_abs_diff = std::max(v.max_abs_diff, std::fabs(d));
+      d2 += d * d;
+      u2 += u * u;
+      n2 += static_cast<double>(a[k]) * a[k];
+    }
+    diff2 += d2;
+    update2 += u2;
+    // A parameter that did not move: relative to its size instead.
+    const double rel = d2 == 0 ? 0 : std::sqrt(d2 / std::max(u2, 1e-12 * n2 + 1e-30));
+    if (rel > v.max_rel_diff) {
+      v.max_rel_diff = rel;
+      v.worst_parameter = ref[i].first;
+    }
+  }
+  v.model_rel_diff = diff2 == 0 ? 0 : std::sqrt(diff2 / std::max(update2, 1e-30));
+  // SyncBatchNorm sums the statistics in another order than one device does; in float
+  // that moves pre-activations sitting at a ReLU's kink to its other side, and with small
+  // batches the gradients then differ by up to a percent after one step (PyTorch's
+  // SyncBatchNorm behaves the same way).
+  const bool ddp = o.mode == ParallelMode::ddp;
+  const bool batch_stats = reference->spec().has_batchnorm && ddp && o.ddp.sync_bn;
+  const double tolerance = o.verify.tolerance >= 0 ? o.verify.tolerance : (batch_stats ? 2e-2 : 1e-3);
+  v.passed = v.max_rel_diff <= tolerance;
+  const std::string mode = parallel_mode_name(o.mode);
+  out << fmt::format("verify: {} steps of {} (--mode={}, {} {}) against --mode=single{} from the same start\n",
+                     o.verify.steps, o.data.model, mode, world > 1 ? world : o.device.count,
+                     rank ? "ranks" : "device(s)",
+                     rank ? fmt::format(" with the ranks' global batch of {}", o.train.batch * world) : "");
+  out << fmt::format("difference from single-device training, relative to how far it moved the parameters: {:.3g} for "
+                     "{} (the largest), {:.3g} for the whole model; largest element difference {:.3g}; "
+                     "tolerance {:.3g}: {}\n",
+                     v.max_rel_diff, v.worst_parameter.empty() ? "-" : v.worst_parameter, v.model_rel_diff,
+                     v.max_abs_diff, tolerance, v.passed ? "PASS" : "FAIL");
+  const bool dp = o.mode == ParallelMode::dp;
+  if (!v.passed && reference->spec().has_batchnorm && (dp || (ddp && !o.ddp.sync_bn)))
+    out << "note: in " << mode << " each " << (dp ? "replica" : "rank")
+        << " normalises BatchNorm with its own batch's statistics (as PyTorch's "
+        << (dp ? "DataParallel" : "DistributedDataParallel without SyncBatchNorm")
+        << " does), so models with BatchNorm differ from single-device training by design"
+        << (ddp ? "; --sync-bn makes them equal" : "") << "\n";
+  if (!v.passed && reference->spec().has_batchnorm && o.mode == ParallelMode::pipeline && micro_batches(o) > 1)
+    out << "note: in mp each micro-batch is normalised by BatchNorm with its own statistics (as in GPipe and "
+           "PyTorch's Pipe), so models with BatchNorm differ from single-device training by design; "
+           "--schedule=naive (one micro-batch) makes them equal\n";
+  if (!v.passed && batch_stats)
+    out << "note: training with batch statistics at small batches is chaotic: float rounding (SyncBatchNorm sums in "
+           "another order than one device) flips ReLUs at their kink and the difference grows every step; compare one "
+           "step (--verify-steps=1)\n";
+  if (!v.passed && ddp && !o.ddp.distributed_sampler)
+    out << "note: with --sampler=none every rank trains on the same samples, so the ranks' global batch is not the "
+           "single run's\n";
+  return v;
+}
+
+}  // namespace dpb::bench

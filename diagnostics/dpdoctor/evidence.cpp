@@ -1,0 +1,135 @@
+#include "diagnostics/dpdoctor/evidence.h"
+
+#include <algorithm>
+#include <map>
+
+namespace dpb::doctor {
+
+namespace {
+
+// Share of the last step in which at least two stages were busy.
+double stage_concurrency(const std::vector<reports::PipelineEventStats>& events) {
+  std::map<int, std::vector<std::pair<double, double>>> by_stage;
+  double span = 0;
+  for (const auto& e : events) {
+    by_stage[e.stage].emplace_back(e.begin_s.value_or(0), e.end_s.value_or(0));
+    span = std::max(span, e.end_s.value_or(0));
+  }
+  std::vector<std::vector<std::pair<double, double>>> lanes;
+  for (auto& [stage, iv] : by_stage) lanes.push_back(std::move(iv));
+  return concurrency_share(lanes, 0, span);
+}
+
+}  // namespace
+
+double concurrency_share(const std::vector<std::vector<std::pair<double, double>>>& lanes, double lo, double hi) {
+  if (hi <= lo) return 0;
+  std::vector<std::pair<double, int>> edges;  // (time, +1 start / -1 end)
+  for (auto lane : lanes) {
+    // Merge the lane's own overlaps (kernels on two streams of one GPU) first.
+    std::sort(lane.begin(), lane.end());
+    std::vector<std::pair<double, double>> merged;
+    for (auto [b, e] : lane) {
+      b = std::max(b, lo);
+      e = std::min(e, hi);
+      if (e <= b) continue;
+      if (!merged.empty() && b <= merged.back().second) merged.back().second = std::max(merged.back().second, e);
+      else merged.emplace_back(b, e);
+    }
+    for (const auto& [b, e] : merged) {
+      edges.emplace_back(b, +1);
+      edges.emplace_back(e, -1);
+    }
+  }
+  std::sort(edges.begin(), edges.end(), [](const auto& a, const auto& c) {
+    return a.first < c.first || (a.first == c.first && a.second < c.second);  // ends first
+  });
+  int open = 0;
+  double last = lo, both = 0;
+  for (const auto& [t, d] : edges) {
+    if (open >= 2) both += t - last;
+    open += d;
+    last = t;
+  }
+  return both / (hi - lo);
+}
+
+Evidence evidence_from_report(const reports::RunReport& report) {
+  const auto& cfg = report.config;
+  const auto& run = report.largest_run();
+  Evidence e;
+  e.mode = run.mode.value_or(cfg.mode);
+  e.model = cfg.model;
+  e.gpu = cfg.devices == DeviceKind::cuda;
+  e.timeline_source = run.timeline ? run.timeline->source : trace::TimelineSource::host;
+  e.world = run.world_size;
+  // Each point of a sweep asked for its own count.
+  e.requested = report.sweep ? e.world : cfg.gpus_requested;
+  e.visible = cfg.visible_devices;
+  e.batch_per_device = run.batch_per_device;
+  e.global_batch = run.global_batch;
+  e.base_batch = cfg.base_batch;
+  e.steps = run.steps;
+  e.batchnorm = cfg.batchnorm;
+  e.sync_bn = cfg.sync_bn;
+  e.lr_scale = cfg.lr_scale;
+  e.lr = cfg.optimizer.lr;
+  e.lr_effective = cfg.lr_effective.value_or(e.lr);
+  e.step_s = run.step_time_s.median.value_or(0);
+  e.throughput = run.throughput_samples_per_s.value_or(0);
+  e.data_wait_share = run.data_wait_share.value_or(0);
+  for (const auto& d : run.devices) e.device.push_back({d.id, d.busy_fraction.value_or(0), d.samples});
+  if (run.dp) {
+    const auto& dp = *run.dp;
+    e.has_dp = true;
+    e.dp_forward = dp.forward;
+    e.dp_input = dp.input;
+    e.scatter_calls = dp.scatter_calls;
+    e.chunks = dp.last_chunks;
+    e.primary_only_s = dp.primary_only_s.value_or(-1);
+    e.primary_replica_s = dp.primary_replica_s.value_or(-1);
+  }
+  if (run.ranks)
+    for (const auto& r : *run.ranks)
+      e.ranks.push_back({r.rank, r.host, r.device, r.hardware, r.compute_s.value_or(0), r.comm_s.value_or(0),
+                         r.step_time_median_s.value_or(0), r.busy_fraction.value_or(0)});
+  if (run.overlap) {
+    e.overlap = run.overlap->ratio.value_or(-1);
+    e.exposed_share = run.overlap->exposed_share.value_or(-1);
+    if (run.overlap->ab) e.exposed_share_ab = run.overlap->ab->exposed_share.value_or(-1);
+  }
+  if (run.buckets) {
+    e.buckets = static_cast<int64_t>(run.buckets->size());
+    for (const auto& b : *run.buckets) e.bucket_bytes_max = std::max(e.bucket_bytes_max, b.bytes);
+  }
+  e.bucket_mb = cfg.bucket_mb.value_or(0);
+  if (run.data) {
+    e.data_compared = run.data->compared_steps;
+    e.data_identical = run.data->identical_steps;
+  }
+  if (run.pipeline) {
+    const auto& p = *run.pipeline;
+    e.has_pipeline = true;
+    e.schedule = pipeline_schedule_name(p.schedule);
+    e.split_by = p.split_by;
+    e.micro_batches = p.micro_batches;
+    e.micro_sizes = p.micro_batch_sizes;
+    e.bubble = p.bubble_measured.value_or(-1);
+    e.bubble_theory = p.bubble_theory;
+    if (p.unit_costs)
+      for (const auto& u : *p.unit_costs) {
+        e.unit_names.push_back(u.unit);
+        e.unit_costs.push_back(u.seconds.value_or(0));
+      }
+    e.concurrency = stage_concurrency(p.last_step_events);
+  }
+  if (run.stages)
+    for (const auto& s : *run.stages) {
+      e.stage_busy.push_back(1.0 - s.idle_share.value_or(0));
+      e.stage_units.push_back(s.units);
+    }
+  if (run.breakdown) e.breakdown = *run.breakdown;
+  return e;
+}
+
+}  // namespace dpb::doctor

@@ -1,0 +1,85 @@
+#pragma once
+// What dpdoctor's rules read: the evidence of one run, from a dpbench report (its
+// largest run and its configuration) or from PyTorch profiler traces (torch_trace.h).
+// Per-device samples and busy fractions, DataParallel's scatter counts and chunks, the
+// primary's own time, each rank's device, compute and communication, whether the ranks'
+// batches were the same samples, the data-wait share, DDP's overlap, the pipeline's
+// stages and events. A rule fires on what ran, never on flags alone; what a source does
+// not record is marked unknown and the rules that need it stand aside.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/parallel/modes.h"
+#include "reports/model.h"
+
+namespace dpb::doctor {
+
+struct DeviceEvidence {
+  std::string id;
+  double busy = 0;
+  int64_t samples = 0;
+};
+
+struct RankEvidence {
+  int rank = 0;
+  std::string host, device;
+  std::vector<std::string> hardware;  // what it computed on: "core 2", "gpu 0000:1b:00.0"
+  double compute_s = 0, comm_s = 0, step_s = 0, busy = 0;
+};
+
+struct Evidence {
+  std::string source = "dpbench report";  // or "PyTorch profiler trace"
+  trace::TimelineSource timeline_source = trace::TimelineSource::host;
+  // What a profiler trace does not record: samples per device (and DataParallel's
+  // chunks), and the host each rank ran on. Rules that need them stand aside.
+  bool samples_known = true, hosts_known = true;
+  ParallelMode mode = ParallelMode::single;
+  std::string model;
+  bool gpu = false;           // the devices are GPUs
+  int world = 1;              // devices (ranks under ddp) the run used
+  int requested = 1;          // --gpus as asked
+  int visible = 0;            // devices that exist
+  int64_t batch_per_device = 0, global_batch = 0, base_batch = 256;
+  int64_t steps = 0;          // steps run (warm-up included)
+  bool batchnorm = false, sync_bn = false;
+  std::string lr_scale = "none";
+  double lr = 0, lr_effective = 0;
+  double step_s = 0, throughput = 0, data_wait_share = 0;
+  std::vector<DeviceEvidence> device;
+  // dp
+  bool has_dp = false;
+  std::string dp_forward, dp_input;
+  int64_t scatter_calls = 0;
+  std::vector<int64_t> chunks;
+  double primary_only_s = -1, primary_replica_s = -1;
+  // ddp
+  std::vector<RankEvidence> ranks;
+  double overlap = -1, exposed_share = -1, exposed_share_ab = -1;
+  int64_t buckets = 0, bucket_bytes_max = 0;
+  double bucket_mb = 0;
+  int64_t data_compared = 0, data_identical = 0;
+  // mp
+  bool has_pipeline = false;
+  std::string schedule, split_by;
+  int micro_batches = 0;
+  std::vector<int64_t> micro_sizes;
+  std::vector<double> stage_busy;  // per stage: 1 - idle share
+  std::vector<std::vector<std::string>> stage_units;
+  std::vector<double> unit_costs;  // measured per unit (automatic split), else empty
+  std::vector<std::string> unit_names;
+  double bubble = -1, bubble_theory = -1;
+  double concurrency = -1;  // share of the last step with two or more stages busy
+  // The temporal breakdown of each device or rank over the measured window.
+  std::vector<trace::Breakdown> breakdown;
+};
+
+// The evidence of a report's largest run (a sweep is diagnosed at its largest count).
+Evidence evidence_from_report(const reports::RunReport& report);
+
+// Share of [lo, hi) in which at least two of the lanes (pipeline stages, GPUs) are busy;
+// each lane's own overlapping intervals count once.
+double concurrency_share(const std::vector<std::vector<std::pair<double, double>>>& lanes, double lo, double hi);
+
+}  // namespace dpb::doctor

@@ -1,0 +1,25 @@
+#include "engine/core/text.h"
+
+#include <fmt/format.h>
+
+namespace dpb {
+
+std::string escape_untrusted(std::string_view text, size_t max_chars) {
+  std::string out;
+  size_t used = 0;
+  for (; used < text.size() && out.size() < max_chars; ++used) {
+    const auto c = static_cast<unsigned char>(text[used]);
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  if (used < text.size()) out += fmt::format("... ({} more bytes)", text.size() - used);
+  return out;
+}
+
+}  // namespace dpb

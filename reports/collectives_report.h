@@ -1,0 +1,48 @@
+#pragma once
+// The collectives report (schema "dpbench.collectives/1", dpbench --bench=collectives
+// --json): nccl-tests' columns for each collective and size, and how they were measured.
+// Read back as a link model by the simulator (--link), so from_json checks the schema
+// and every field's bounds like the run report does.
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reports/model.h"
+
+namespace dpb::reports {
+
+inline constexpr const char* kCollectivesSchema = "dpbench.collectives/1";
+
+struct CollectiveRow {
+  std::string op;  // allreduce | allgather | reduce_scatter | broadcast
+  int64_t bytes = 0, count = 0;
+  std::string dtype = "float32";
+  Num time_us, algbw_gbps, busbw_gbps;
+  int64_t wrong = 0;
+};
+
+struct CollectivesConfig {
+  std::string backend = "gloo";
+  int world_size = 1;
+  DeviceKind devices = DeviceKind::cpu;
+  std::vector<std::string> ops;
+  int64_t min_bytes = 8, max_bytes = 8, factor = 2;
+  int warmup = 0, iters = 1;
+  std::string launcher = "none";
+};
+
+struct CollectivesReport {
+  ToolInfo tool;
+  std::vector<std::string> command;
+  Environment env;
+  CollectivesConfig config;
+  std::vector<CollectiveRow> results;
+
+  nlohmann::json to_json() const;
+  static CollectivesReport from_json(const nlohmann::json& j, const std::string& document);
+  static CollectivesReport read(const std::string& path);
+};
+
+}  // namespace dpb::reports

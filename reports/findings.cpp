@@ -1,0 +1,143 @@
+#include "reports/findings.h"
+
+#include <cmath>
+
+#include "reports/json_view.h"
+#include "reports/model_json_util.h"
+#include "reports/schemas.h"
+
+namespace dpb::reports {
+
+using json_util::kBig;
+using json_util::num;
+
+const char* severity_name(Severity s) {
+  switch (s) {
+    case Severity::info:
+      return "info";
+    case Severity::warning:
+      return "warning";
+    case Severity::error:
+      return "error";
+  }
+  return "info";
+}
+
+nlohmann::json Finding::to_json() const {
+  return {{"id", id},
+          {"severity", severity_name(severity)},
+          {"title", title},
+          {"evidence", evidence},
+          {"explanation", explanation},
+          {"fix", fix}};
+}
+
+Finding Finding::from_json(const JsonView& j) {
+  Finding f;
+  f.id = j.str("id", 128);
+  f.severity = j.choice<Severity>("severity",
+                                  {{"info", Severity::info}, {"warning", Severity::warning}, {"error", Severity::error}});
+  f.title = j.str("title");
+  const JsonView evidence = j.member("evidence");
+  evidence.expect_object();
+  f.evidence = evidence.raw();
+  f.explanation = j.str("explanation");
+  f.fix = j.str("fix");
+  return f;
+}
+
+nlohmann::json breakdown_json(const trace::Breakdown& b) {
+  return {{"rank", b.rank ? nlohmann::json(*b.rank) : nlohmann::json(nullptr)},
+          {"host", b.host},
+          {"device", b.device},
+          {"window_s", num(b.window_s)},
+          {"idle_share", num(b.idle_share)},
+          {"compute_share", num(b.compute_share)},
+          {"comm_share", num(b.comm_share)},
+          {"memory_share", num(b.memory_share)},
+          {"overlap", num(b.overlap)},
+          {"idle_breakdown",
+           {{"host_wait", num(b.idle_breakdown.host_wait)},
+            {"kernel_wait", num(b.idle_breakdown.kernel_wait)},
+            {"other", num(b.idle_breakdown.other)}}}};
+}
+
+trace::Breakdown breakdown_from_json(const JsonView& j) {
+  trace::Breakdown b;
+  if (auto r = j.maybe_integer("rank", 0, 1 << 20)) b.rank = static_cast<int>(*r);
+  b.host = j.str("host", 256);
+  b.device = j.str("device", 256);
+  b.window_s = j.number("window_s", 0, kBig);
+  b.idle_share = j.maybe_number("idle_share", 0, 1);
+  b.compute_share = j.maybe_number("compute_share", 0, 1);
+  b.comm_share = j.maybe_number("comm_share", 0, 1);
+  b.memory_share = j.maybe_number("memory_share", 0, 1);
+  b.overlap = j.maybe_number("overlap", 0, 1);
+  if (auto ib = j.maybe_member("idle_breakdown")) {
+    b.idle_breakdown.host_wait = ib->maybe_number("host_wait", 0, 1);
+    b.idle_breakdown.kernel_wait = ib->maybe_number("kernel_wait", 0, 1);
+    b.idle_breakdown.other = ib->maybe_number("other", 0, 1);
+  }
+  return b;
+}
+
+nlohmann::json DiagnosisReport::to_json() const {
+  const auto& s = summary;
+  nlohmann::json devices = nlohmann::json::array();
+  for (const auto& d : s.devices)
+    devices.push_back({{"id", d.id}, {"busy_fraction", d.busy_fraction}, {"samples", d.samples}});
+  nlohmann::json sj = {{"source", s.source},
+                       {"timeline_source", s.timeline_source},
+                       {"mode", parallel_mode_name(s.mode)},
+                       {"model", s.model},
+                       {"world_size", s.world_size},
+                       {"global_batch", s.global_batch},
+                       {"throughput_samples_per_s", num(s.throughput_samples_per_s)},
+                       {"step_time_s", s.step_time_s},
+                       {"data_wait_share", s.data_wait_share},
+                       {"devices", devices}};
+  if (s.overlap_ratio) sj["overlap_ratio"] = *s.overlap_ratio;
+  if (s.bubble_measured) sj["pipeline_bubble"] = {{"measured", *s.bubble_measured}, {"theory", num(s.bubble_theory)}};
+  nlohmann::json rj = nlohmann::json::array();
+  for (const auto& b : ranks) rj.push_back(breakdown_json(b));
+  nlohmann::json fj = nlohmann::json::array();
+  for (const auto& f : findings) fj.push_back(f.to_json());
+  return {{"schema", kFindingsSchema},
+          {"verdict", healthy ? "healthy" : "problems"},
+          {"summary", sj},
+          {"ranks", rj},
+          {"findings", fj}};
+}
+
+DiagnosisReport DiagnosisReport::from_json(const nlohmann::json& j, const std::string& document) {
+  check_schema(findings_schema(), j, document);
+  const JsonView root(j, document);
+  DiagnosisReport d;
+  d.healthy = root.str("verdict", 16) == "healthy";
+  const JsonView s = root.member("summary");
+  auto& m = d.summary;
+  m.source = s.str("source", 64);
+  m.timeline_source = s.maybe_str("timeline_source", 32).value_or("host");
+  m.mode = s.choice<ParallelMode>("mode", {{"single", ParallelMode::single},
+                                           {"dp", ParallelMode::dp},
+                                           {"ddp", ParallelMode::ddp},
+                                           {"mp", ParallelMode::pipeline}});
+  m.model = s.str("model", 256);
+  m.world_size = static_cast<int>(s.integer("world_size", 1, 1 << 20));
+  m.global_batch = s.integer("global_batch", 0, int64_t{1} << 40);
+  m.throughput_samples_per_s = s.maybe_number("throughput_samples_per_s", 0, kBig);
+  m.step_time_s = s.number("step_time_s", 0, kBig);
+  m.data_wait_share = s.number("data_wait_share", 0, 1);
+  for (const auto& dv : s.items("devices", 1 << 20))
+    m.devices.push_back({dv.str("id", 256), dv.number("busy_fraction", 0, 1), dv.integer("samples", 0, int64_t{1} << 50)});
+  m.overlap_ratio = s.maybe_number("overlap_ratio", 0, 1);
+  if (auto b = s.maybe_member("pipeline_bubble")) {
+    m.bubble_measured = b->maybe_number("measured", 0, 1);
+    m.bubble_theory = b->maybe_number("theory", 0, 1);
+  }
+  for (const auto& r : root.maybe_items("ranks", 1 << 20)) d.ranks.push_back(breakdown_from_json(r));
+  for (const auto& f : root.items("findings", 1 << 16)) d.findings.push_back(Finding::from_json(f));
+  return d;
+}
+
+}  // namespace dpb::reports

@@ -1,0 +1,72 @@
+#pragma once
+// dpdoctor's findings as types: one finding (also a dpbench report's findings[]), and
+// the diagnosis document dpdoctor --json writes (schema "dpdoctor.findings/1"): a
+// verdict, the measurements it rests on, each rank's timeline breakdown, the findings.
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/parallel/modes.h"
+#include "engine/trace/breakdown.h"
+
+namespace dpb::reports {
+
+class JsonView;
+
+inline constexpr const char* kFindingsSchema = "dpdoctor.findings/1";
+
+enum class Severity { info, warning, error };
+const char* severity_name(Severity s);
+
+struct Finding {
+  std::string id;
+  Severity severity = Severity::info;
+  std::string title;
+  nlohmann::json evidence = nlohmann::json::object();  // the measured numbers
+  std::string explanation;
+  std::string fix;
+
+  nlohmann::json to_json() const;
+  static Finding from_json(const JsonView& j);
+};
+
+struct DeviceBusy {
+  std::string id;
+  double busy_fraction = 0;
+  int64_t samples = 0;
+};
+
+// The numbers a verdict rests on.
+struct DiagnosisSummary {
+  std::string source = "dpbench report";  // or "PyTorch profiler trace"
+  std::string timeline_source = "host";   // where the device times come from
+  ParallelMode mode = ParallelMode::single;
+  std::string model;
+  int world_size = 1;
+  int64_t global_batch = 0;
+  std::optional<double> throughput_samples_per_s;
+  double step_time_s = 0, data_wait_share = 0;
+  std::vector<DeviceBusy> devices;
+  std::optional<double> overlap_ratio;
+  std::optional<double> bubble_measured, bubble_theory;
+};
+
+struct DiagnosisReport {
+  bool healthy = true;  // no error or warning
+  DiagnosisSummary summary;
+  std::vector<trace::Breakdown> ranks;
+  std::vector<Finding> findings;
+
+  nlohmann::json to_json() const;
+  static DiagnosisReport from_json(const nlohmann::json& j, const std::string& document);
+};
+
+// A breakdown as the reports write it: {rank, host, device, window_s, idle_share,
+// compute_share, comm_share, memory_share, overlap, idle_breakdown{host_wait,
+// kernel_wait, other}}.
+nlohmann::json breakdown_json(const trace::Breakdown& b);
+trace::Breakdown breakdown_from_json(const JsonView& j);
+
+}  // namespace dpb::reports

@@ -1,0 +1,267 @@
+#pragma once
+// The dpbench report (schema "dpbench.report/1") as types: what dpbench fills, what
+// dpdoctor builds its evidence from, what dpreport shows and compares. This file and
+// model_json.cpp are the only places the report's keys are named.
+//
+// to_json() writes what reports/schema/dpbench.report-1.schema.json describes; numbers
+// that are not finite, and figures that were not measured (std::nullopt), are null.
+// from_json() reads a report from anywhere (another machine, a CI artifact): it checks
+// the document against the schema, then every field's type and bounds, and throws one
+// dpb::Error naming the field that does not fit. Fields dpbench always writes but a
+// reader can do without are optional, so older reports still read.
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/backend/precision.h"
+#include "engine/core/stats.h"
+#include "engine/parallel/modes.h"
+#include "engine/tensor/device.h"
+#include "reports/findings.h"
+#include "engine/trace/breakdown.h"
+
+namespace dpb::reports {
+
+inline constexpr const char* kReportSchema = "dpbench.report/1";
+
+using Num = std::optional<double>;  // a measured figure; nullopt: not measured (null)
+
+struct ToolInfo {
+  std::string name = "dpbench", version, git;
+};
+
+struct GpuDescription {
+  int index = 0;
+  std::string name;
+  int64_t memory_bytes = 0;
+  std::string compute_capability, pci_bus_id;
+};
+
+// Allow-listed: never the whole process environment.
+struct Environment {
+  std::string host, cpu_model;
+  int cpu_threads = 0;
+  std::string onednn;
+  bool cuda_built = false;
+  std::optional<std::string> cuda, driver, cudnn, nccl;
+  std::vector<GpuDescription> gpus;
+};
+
+struct OptimizerConfig {
+  std::string name = "sgd";
+  double lr = 0, momentum = 0;
+};
+
+struct RunConfig {
+  ParallelMode mode = ParallelMode::single;
+  std::string model, dataset;
+  std::optional<std::string> data_dir;
+  DeviceKind devices = DeviceKind::cpu;
+  std::vector<int> gpus{1};  // the device count; a sweep's list of counts
+  int gpus_requested = 1, visible_devices = 0;
+  bool logical_gpus = false, batchnorm = false;
+  int64_t base_batch = 256;
+  std::vector<std::string> device_list;
+  std::optional<std::string> dp_forward;           // dp
+  std::optional<PipelineSchedule> pipeline_schedule;  // mp
+  std::optional<int> micro_batches;                // mp
+  int64_t batch_per_device = 0, global_batch = 1;
+  int world_size = 1, accum_steps = 1;
+  Precision precision = Precision::fp32;
+  bool cuda_graph = false, deterministic = false;
+  std::optional<std::string> backend, sampler;  // ddp
+  std::optional<double> bucket_mb;              // ddp
+  bool sync_bn = false;
+  int threads_per_device = 1;
+  std::optional<int64_t> steps, epochs;
+  int64_t warmup = 0;
+  uint64_t seed = 0;
+  int workers = 0;
+  OptimizerConfig optimizer;
+  std::string lr_scale = "none", lr_schedule = "constant";
+  Num lr_effective;
+  int64_t parameters = 0;
+  std::optional<std::string> resumed_from;
+  // A sweep (--gpus=1,2,4 / --repeat): repetitions per point and how the batch scales.
+  std::optional<int> repeat;
+  std::optional<std::string> sweep_batch;
+};
+
+struct StepTimeStats {
+  Num median, p10, p90, mean, stddev, cv, min, max;
+  int64_t count = 0, outliers = 0;
+  static StepTimeStats of(const Summary& s);
+};
+
+struct DeviceStats {
+  std::string id;
+  int64_t samples = 0;
+  Num busy_fraction;
+  int64_t peak_memory_bytes = 0;
+};
+
+// ddp: what one rank measured (per step: medians over the measured steps).
+struct RankStats {
+  int rank = 0;
+  Num step_time_median_s, step_time_p90_s, data_wait_share, busy_fraction;
+  Num comm_s, overlap_ratio, exposed_comm_s, compute_s;
+  std::string host, device;
+  std::vector<std::string> hardware;  // what it computed on: "core 2", "gpu 0000:1b:00.0"
+  int64_t samples = 0;
+};
+
+// One gradient bucket of the last measured step: ms from the start of its backward.
+struct BucketStats {
+  int index = 0;
+  int64_t bytes = 0;
+  int params = 0;
+  Num ready_ms, launch_ms, comm_start_ms, comm_end_ms, done_ms;
+};
+
+struct OverlapAB {
+  Num step_s, step_without_comm_s, optimizer_s, exposed_comm_s, exposed_share;
+};
+
+struct OverlapStats {
+  Num ratio, exposed_comm_s, exposed_share;  // rank 0's, from intervals
+  std::optional<OverlapAB> ab;              // by A/B against no_sync
+};
+
+struct SameData {
+  int64_t compared_steps = 0, identical_steps = 0;
+};
+
+struct DpStats {
+  std::string forward = "scatter", input = "tensor";
+  int64_t scatter_calls = 0;
+  std::vector<int64_t> last_chunks;
+  Num primary_only_s, primary_replica_s;  // per step
+};
+
+struct StageStats {
+  int stage = 0;
+  std::string device;
+  std::vector<std::string> units;
+  int64_t parameters = 0;
+  Num busy_fraction, idle_share;
+};
+
+struct UnitCost {
+  std::string unit;
+  Num seconds;
+};
+
+struct PipelineEventStats {
+  int stage = 0, micro_batch = 0;
+  char kind = 'F';  // 'F' or 'B'
+  Num begin_s, end_s;
+};
+
+struct PipelineStats {
+  PipelineSchedule schedule = PipelineSchedule::gpipe;
+  int micro_batches = 1;
+  std::vector<int64_t> micro_batch_sizes;
+  std::vector<std::string> split;
+  std::string split_by = "measured time";  // or "--split"
+  std::optional<std::vector<UnitCost>> unit_costs;
+  Num bubble_measured;
+  double bubble_theory = 0;
+  std::vector<PipelineEventStats> last_step_events;
+};
+
+struct TimelineInterval {
+  int device = 0;
+  std::string lane, name, cat;
+  Num begin_s, end_s;
+};
+
+// The last measured step on the timeline, from its wait for data to its end, and where
+// the timeline's device times come from (DESIGN §4a).
+struct TimelineExcerpt {
+  trace::TimelineSource source = trace::TimelineSource::host;
+  Num span_s;
+  int64_t step = 0;
+  std::vector<TimelineInterval> intervals;
+};
+
+struct Accuracy {
+  Num test, test_loss;
+};
+
+struct EpochStats {
+  int64_t epoch = 0;
+  Num train_loss, test_accuracy, seconds;
+};
+
+struct OpProfileRow {
+  std::string op;
+  Num calls_per_step, seconds_per_step;
+};
+
+// One run: one device count (a sweep has several, each --repeat times).
+struct RunMetrics {
+  int world_size = 1;
+  int64_t batch_per_device = 0, global_batch = 1, steps = 0;
+  Num throughput_samples_per_s;
+  StepTimeStats step_time_s;
+  Num scaling_efficiency;  // null outside a sweep
+  Num data_wait_share, wall_time_s;
+  Num loss_first, loss_last;
+  Num flops_per_sample, achieved_flops_per_s, mfu, peak_flops_per_s;
+  std::optional<Accuracy> accuracy;
+  std::vector<DeviceStats> devices;
+  std::optional<std::vector<RankStats>> ranks;
+  std::optional<SameData> data;
+  std::optional<std::vector<BucketStats>> buckets;
+  std::optional<OverlapStats> overlap;
+  std::optional<DpStats> dp;
+  std::optional<std::vector<StageStats>> stages;
+  std::optional<PipelineStats> pipeline;
+  // The temporal breakdown of each device (each rank under ddp) over the measured window.
+  std::optional<std::vector<trace::Breakdown>> breakdown;
+  std::vector<Num> loss_per_step, step_times_s;
+  std::optional<TimelineExcerpt> timeline;
+  std::vector<EpochStats> epochs;
+  std::optional<std::vector<OpProfileRow>> op_profile;
+  // In a sweep: which repetition, and the mode the point ran in.
+  std::optional<int> repeat;
+  std::optional<ParallelMode> mode;
+};
+
+// One device count of a sweep: median throughput over its repetitions.
+struct SweepPoint {
+  int world_size = 1;
+  ParallelMode mode = ParallelMode::single;
+  int64_t global_batch = 1, batch_per_device = 0;
+  Num throughput_samples_per_s, throughput_min, throughput_max;
+  int repeats = 0;
+  Num scaling_efficiency;
+};
+
+struct RunReport {
+  ToolInfo tool;
+  std::vector<std::string> command;
+  Environment env;
+  RunConfig config;
+  std::vector<RunMetrics> runs;
+  std::optional<std::vector<SweepPoint>> sweep;
+  std::vector<Finding> findings;
+
+  nlohmann::json to_json() const;
+  // `document` names the source in errors ("report 'run.json'").
+  static RunReport from_json(const nlohmann::json& j, const std::string& document);
+  // Reads a report file (at most 256 MiB).
+  static RunReport read(const std::string& path);
+
+  // The run with the most devices (the last of them): what a sweep is diagnosed on.
+  const RunMetrics& largest_run() const;
+};
+
+// tool, command and env for a report produced by this process.
+ToolInfo this_tool();
+Environment collect_environment();
+
+}  // namespace dpb::reports

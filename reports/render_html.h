@@ -1,0 +1,13 @@
+#pragma once
+// One self-contained HTML page for a dpbench report (inline SVG, no scripts fetched):
+// the scaling curve against ideal, per-device busy bars, the step-time distribution, a
+// timeline excerpt of the last measured step, and the findings.
+#include <string>
+
+#include "reports/model.h"
+
+namespace dpb::reports {
+
+std::string render_html(const RunReport& report);
+
+}  // namespace dpb::reports
