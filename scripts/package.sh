@@ -80,7 +80,6 @@ for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnc
 done
 ld="$(IFS=:; echo "${dirs[*]}")"
 export LD_LIBRARY_PATH="$ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export DPB_REPORT_SCHEMA="${DPB_REPORT_SCHEMA:-$here/share/schema/dpbench.report-1.schema.json}"
 export DPBENCH_BIN="${DPBENCH_BIN:-$here/bin/dpbench}"
 bin="$1"; shift
 [ -x "$here/bin/$bin" ] || { echo "run: no binary '$bin' in $here/bin" >&2; exit 2; }

@@ -8,10 +8,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
-#if DPB_WITH_CUDA
-#include "engine/backend/cuda/caching_allocator.h"
-#include "engine/backend/cuda/runtime.h"
-#endif
+#include "engine/tensor/device_backend.h"
 
 namespace dpb {
 
@@ -81,11 +78,7 @@ void* device_alloc(const Device& device, size_t bytes) {
     if (!p) p = std::aligned_alloc(kCpuAlignment, rounded);
     DPB_CHECK(p != nullptr) << "out of host memory allocating " << bytes << " bytes on " << device;
   } else {
-#if DPB_WITH_CUDA
-    p = cuda::device_malloc(device.index, bytes);
-#else
-    DPB_FAIL() << "cannot allocate on " << device << ": this build has no CUDA backend (configure with -DDPB_CUDA=ON)";
-#endif
+    p = device_backend(device.kind).allocate(device.index, bytes);
   }
   account_alloc(counters(device), bytes);
   return p;
@@ -108,22 +101,20 @@ void device_free(const Device& device, void* ptr, size_t bytes) noexcept {
     }
     if (!kept) std::free(ptr);
   } else {
-#if DPB_WITH_CUDA
-    cuda::device_free(device.index, ptr);
-#endif
+    if (auto* b = find_device_backend(device.kind)) b->release(device.index, ptr);
   }
   if (device.index >= 0 && device.index < kMaxDevices) counters(device).current.fetch_sub(static_cast<int64_t>(bytes));
 }
 
 void* pinned_alloc(size_t bytes, bool* pinned) {
   *pinned = false;
-#if DPB_WITH_CUDA
-  if (void* p = cuda::host_alloc_pinned(bytes)) {
-    *pinned = true;
-    account_alloc(counters(Device::cpu(0)), bytes);
-    return p;
+  if (auto* b = find_device_backend(DeviceKind::cuda)) {
+    if (void* p = b->allocate_pinned(bytes)) {
+      *pinned = true;
+      account_alloc(counters(Device::cpu(0)), bytes);
+      return p;
+    }
   }
-#endif
   return device_alloc(Device::cpu(0), bytes);
 }
 
@@ -132,9 +123,7 @@ void pinned_free(void* ptr, size_t bytes, bool pinned) noexcept {
     device_free(Device::cpu(0), ptr, bytes);
     return;
   }
-#if DPB_WITH_CUDA
-  cuda::host_free_pinned(ptr);
-#endif
+  if (auto* b = find_device_backend(DeviceKind::cuda)) b->release_pinned(ptr);
   counters(Device::cpu(0)).current.fetch_sub(static_cast<int64_t>(bytes));
 }
 
@@ -146,17 +135,14 @@ MemoryStats memory_stats(const Device& device) {
     std::lock_guard<std::mutex> lock(cache.mu);
     s.cached_bytes = cache.bytes;
   }
-#if DPB_WITH_CUDA
-  if (device.is_cuda()) s.cached_bytes = cuda::cache_stats(device.index).cached_bytes;
-#endif
+  if (device.is_cuda())
+    if (auto* b = find_device_backend(device.kind)) s.cached_bytes = b->cached_bytes(device.index);
   return s;
 }
 
 void empty_cache(const Device& device) {
   if (!device.is_cpu()) {
-#if DPB_WITH_CUDA
-    cuda::empty_cache(device.index);
-#endif
+    if (auto* b = find_device_backend(device.kind)) b->empty_cache(device.index);
     return;
   }
   (void)counters(device);

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 
-#if DPB_WITH_CUDA
-#include "engine/backend/cuda/runtime.h"
-#endif
+#include "engine/tensor/device_backend.h"
 
 namespace dpb {
 
@@ -14,11 +12,7 @@ void copy_bytes(const Device& dst_dev, void* dst, const Device& src_dev, const v
     std::memcpy(dst, src, bytes);
     return;
   }
-#if DPB_WITH_CUDA
-  cuda::copy(dst_dev, dst, src_dev, src, bytes);
-#else
-  DPB_FAIL() << "cannot copy " << src_dev << " -> " << dst_dev << ": this build has no CUDA backend";
-#endif
+  device_backend(DeviceKind::cuda).copy(dst_dev, dst, src_dev, src, bytes);
 }
 
 const char* layout_name(Layout l) {
@@ -111,12 +105,10 @@ Tensor Tensor::to_layout(Layout layout) const {
   if (device().is_cuda()) {
     DPB_CHECK(layout == Layout::plain || layout == Layout::nhwc)
         << "layout " << layout_name(layout) << " on " << device() << " (CUDA tensors are plain or nhwc)";
-#if DPB_WITH_CUDA
     Tensor out = empty(shape_, device(), dtype_, layout);
-    cuda::convert_layout(device().index, raw(), out.raw(), dtype_size(dtype_), shape_.dims(),
-                         layout == Layout::nhwc);
+    device_backend(DeviceKind::cuda)
+        .convert_layout(device().index, raw(), out.raw(), dtype_size(dtype_), shape_.dims(), layout == Layout::nhwc);
     return out;
-#endif
   }
   DPB_CHECK(device().is_cpu() && dtype_ == DType::f32 && layout != Layout::nhwc)
       << "layout conversion " << layout_name(layout_) << " -> " << layout_name(layout) << " of a "
@@ -232,9 +224,8 @@ Tensor Tensor::to_dtype(DType dtype) const {
       << "conversion " << dtype_name(dtype_) << " -> " << dtype_name(dtype) << " (only between F32 and BF16)";
   Tensor out = empty(shape_, device(), dtype, layout_);
   if (device().is_cuda()) {
-#if DPB_WITH_CUDA
-    cuda::cast(device().index, raw(), dtype_ == DType::bf16, out.raw(), dtype == DType::bf16, storage_numel());
-#endif
+    device_backend(DeviceKind::cuda)
+        .cast(device().index, raw(), dtype_ == DType::bf16, out.raw(), dtype == DType::bf16, storage_numel());
     return out;
   }
   const int64_t n = storage_numel();
@@ -269,9 +260,7 @@ float Tensor::item() const {
 void Tensor::fill(float value) {
   DPB_CHECK(dtype_ != DType::i32) << "fill() of an I32 tensor";
   if (device().is_cuda()) {
-#if DPB_WITH_CUDA
-    cuda::fill(device().index, raw(), dtype_ == DType::bf16, value, storage_numel());
-#endif
+    device_backend(DeviceKind::cuda).fill(device().index, raw(), dtype_ == DType::bf16, value, storage_numel());
     return;
   }
   if (dtype_ == DType::bf16) {

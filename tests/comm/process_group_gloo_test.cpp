@@ -9,33 +9,13 @@
 #include <thread>
 
 #include "engine/core/error.h"
+#include "tests/support/ranks.h"
 
 namespace dpb::comm {
 namespace {
 
-// Runs fn(rank, group) on `n` ranks in threads; returns each rank's error ("" if none).
-std::vector<std::string> run_ranks(int n, const std::function<void(int, ProcessGroup&)>& fn,
-                                   GroupOptions options = {}) {
-  if (options.timeout == GroupOptions{}.timeout) options.timeout = Millis(10000);
-  auto store = std::make_shared<MemoryStore>();
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        ProcessGroupGloo pg(store, r, n, options);
-        fn(r, pg);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
-
-void expect_no_errors(const std::vector<std::string>& errors) {
-  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-}
+using test::expect_no_errors;
+using test::run_ranks;
 
 // Rank r's input: (r + 1) * (i % 7 + 1), exact in f32, so sums are exact.
 Tensor input(int rank, int64_t n) {

@@ -10,41 +10,18 @@
 
 #include <cmath>
 #include <functional>
-#include <thread>
 
 #include "engine/backend/cpu/cpu_context.h"
-#include "engine/comm/gloo/process_group_gloo.h"
 #include "engine/data/sampler.h"
 #include "engine/data/synthetic.h"
 #include "engine/nn/batchnorm2d.h"
 #include "engine/optim/optimizer.h"
+#include "tests/support/ranks.h"
 
 namespace dpb {
 namespace {
 
 using Params = std::vector<std::vector<float>>;
-
-// Runs fn(rank, group) on `world` ranks as threads (logical device cpu:rank each).
-void run_ranks(int world, const std::function<void(int, comm::ProcessGroup&)>& fn) {
-  auto store = std::make_shared<comm::MemoryStore>();
-  std::vector<std::string> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  cpu::set_threads_per_device(1);
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        cpu::CpuDeviceScope scope(r);
-        comm::GroupOptions o;
-        o.timeout = comm::Millis(30000);
-        comm::ProcessGroupGloo pg(store, r, world, o);
-        fn(r, pg);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
-}
 
 Batch rows(const SyntheticDataset& ds, const std::vector<int64_t>& idx, Device d) {
   Batch b = make_batch(ds, idx);
@@ -70,7 +47,7 @@ Params params_of(Model& m) {
 // `steps` optimizer steps of `accum` micro-batches of `batch` samples per rank.
 Params train_ddp(const std::string& name, int world, int64_t batch, int steps, int accum = 1) {
   Params result;
-  run_ranks(world, [&](int rank, comm::ProcessGroup& pg) {
+  test::run_ranks_ok(world, [&](int rank, comm::ProcessGroup& pg) {
     const Device dev = Device::cpu(rank);
     auto model = model_for(name, dev);
     SyntheticDataset ds(model->spec().input, model->spec().loss, model->spec().outputs, 4096, 5);
@@ -186,7 +163,7 @@ TEST(Ddp, AccumulationWithNoSyncEqualsALargerBatch) {
 }
 
 TEST(Ddp, BucketsFollowReverseParameterOrderAndSizes) {
-  run_ranks(2, [&](int rank, comm::ProcessGroup& pg) {
+  test::run_ranks_ok(2, [&](int rank, comm::ProcessGroup& pg) {
     auto model = model_for("mlp", Device::cpu(rank));  // 784x512, 512, 512x512, 512, 512x10, 10
     DdpOptions o;
     o.first_bucket_bytes = 16 << 10;  // 16 KiB: fc3 (20 KB) closes it
@@ -201,7 +178,7 @@ TEST(Ddp, BucketsFollowReverseParameterOrderAndSizes) {
 }
 
 TEST(Ddp, BucketAllReducesStartBeforeBackwardEnds) {
-  run_ranks(2, [&](int rank, comm::ProcessGroup& pg) {
+  test::run_ranks_ok(2, [&](int rank, comm::ProcessGroup& pg) {
     auto model = model_for("resnet18", Device::cpu(rank));
     DdpOptions o;
     o.first_bucket_bytes = 1 << 20;
@@ -227,27 +204,14 @@ TEST(Ddp, BucketAllReducesStartBeforeBackwardEnds) {
 }
 
 TEST(Ddp, DifferentModelsOnTwoRanksNameTheParameter) {
-  std::vector<std::string> messages(2);
-  auto store = std::make_shared<comm::MemoryStore>();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      cpu::CpuDeviceScope scope(r);
-      comm::GroupOptions o;
-      o.timeout = comm::Millis(20000);
-      comm::ProcessGroupGloo pg(store, r, 2, o);
-      Generator g(1);
-      ModelOptions mo;
-      if (r == 1) mo.image = Shape{3, 28, 28};  // a colour LeNet on rank 1
-      auto m = build_model("lenet", g, mo);
-      m->to(Device::cpu(r));
-      try {
-        DistributedDataParallel ddp(*m, pg);
-      } catch (const Error& e) {
-        messages[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
+  const auto messages = test::run_ranks(2, [](int r, comm::ProcessGroup& pg) {
+    Generator g(1);
+    ModelOptions mo;
+    if (r == 1) mo.image = Shape{3, 28, 28};  // a colour LeNet on rank 1
+    auto m = build_model("lenet", g, mo);
+    m->to(Device::cpu(r));
+    DistributedDataParallel ddp(*m, pg);
+  });
   EXPECT_NE(messages[0].find("parameter 0 ('conv1.weight') has shape (6, 1, 5, 5) on rank 0 but (6, 3, 5, 5) on "
                              "rank 1"),
             std::string::npos)

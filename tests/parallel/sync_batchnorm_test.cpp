@@ -8,35 +8,14 @@
 #include <thread>
 
 #include "engine/backend/cpu/cpu_context.h"
-#include "engine/comm/gloo/process_group_gloo.h"
 #include "engine/data/synthetic.h"
 #include "engine/nn/batchnorm2d.h"
 #include "engine/optim/optimizer.h"
 #include "engine/parallel/distributed_data_parallel.h"
+#include "tests/support/ranks.h"
 
 namespace dpb {
 namespace {
-
-void run_ranks(int world, const std::function<void(int, comm::ProcessGroup&)>& fn) {
-  auto store = std::make_shared<comm::MemoryStore>();
-  std::vector<std::string> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  cpu::set_threads_per_device(1);
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        cpu::CpuDeviceScope scope(r);
-        comm::GroupOptions o;
-        o.timeout = comm::Millis(30000);
-        comm::ProcessGroupGloo pg(store, r, world, o);
-        fn(r, pg);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
-}
 
 Tensor random(const Shape& s, uint64_t seed, float shift) {
   Generator g(seed);
@@ -69,7 +48,7 @@ void check_against_one_batchnorm(int world, int64_t C, Layout layout) {
   ref.zero_grad();
   Tensor dx = ref.backward(DY.to_layout(layout)).to_plain();
   const auto params = ref.parameters();
-  run_ranks(world, [&](int rank, comm::ProcessGroup& pg) {
+  test::run_ranks_ok(world, [&](int rank, comm::ProcessGroup& pg) {
     const Device dev = Device::cpu(rank);
     int64_t begin = 0;
     for (int r = 0; r < rank; ++r) begin += rows[static_cast<size_t>(r)];
@@ -146,7 +125,7 @@ OptimizerOptions sgd() {
 
 Trained ddp_step(int world, int64_t per_rank, bool sync) {
   Trained out;
-  run_ranks(world, [&](int rank, comm::ProcessGroup& pg) {
+  test::run_ranks_ok(world, [&](int rank, comm::ProcessGroup& pg) {
     auto m = resnet18_on(Device::cpu(rank));
     if (sync) convert_sync_batchnorm(*m, &pg);
     SyntheticDataset ds(m->spec().input, m->spec().loss, m->spec().outputs, 64, 3);

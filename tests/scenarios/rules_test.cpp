@@ -6,7 +6,7 @@
 
 #include "diagnostics/dpdoctor/doctor.h"
 #include "engine/core/error.h"
-#include "reports/schema_check.h"
+#include "tests/support/schemas.h"
 #include "reports/schemas.h"
 
 namespace dpb::doctor {
@@ -54,8 +54,7 @@ reports::RunMetrics& run0(reports::RunReport& r) { return r.runs[0]; }
 std::vector<std::string> ids(const reports::RunReport& report) {
   const auto again = reports::RunReport::from_json(report.to_json(), "test report");
   const auto d = diagnose(again);
-  for (const auto& v : reports::schema_violations(reports::findings_schema(), d.to_json()))
-    ADD_FAILURE() << "schema: " << v;
+  test::expect_fits(reports::findings_schema(), d.to_json(), "the diagnosis");
   std::vector<std::string> out;
   for (const auto& f : d.findings) out.push_back(f.id);
   return out;

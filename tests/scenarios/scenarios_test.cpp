@@ -12,7 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "reports/schema_check.h"
+#include "reports/schemas.h"
+#include "tests/support/process.h"
+#include "tests/support/schemas.h"
 
 namespace {
 
@@ -70,15 +72,7 @@ std::vector<Scenario> scenarios() {
   };
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void expect_valid(const char* schema_path, const nlohmann::json& doc) {
-  const auto schema = nlohmann::json::parse(slurp(schema_path));
-  for (const auto& v : dpb::reports::schema_violations(schema, doc)) ADD_FAILURE() << schema_path << ": " << v;
-}
+using dpb::test::slurp;
 
 struct Verdict {
   int code = -1;
@@ -124,7 +118,7 @@ TEST_P(DoctorScenario, GetsItsRuleAndNoFalseAlarms) {
     const Verdict v = diagnose(s.flags, attempt);
     ASSERT_FALSE(v.doc.is_null()) << "no findings written: " << v.err;
     ASSERT_EQ(v.doc["schema"], "dpdoctor.findings/1");
-    expect_valid(DPB_FINDINGS_SCHEMA, v.doc);
+    dpb::test::expect_fits(dpb::reports::findings_schema(), v.doc, "dpdoctor --json");
     std::set<std::string> all;
     for (const auto& f : v.doc["findings"]) {
       all.insert(f["id"].get<std::string>());
@@ -160,7 +154,7 @@ TEST(Dpdoctor, DiagnosesAReportAndDpbenchAppendsFindings) {
                           kCommon + " --progress=none --doctor --json=" + json + " >/dev/null 2>&1";
   ASSERT_EQ(std::system(run.c_str()), 0);
   const auto rep = nlohmann::json::parse(slurp(json));
-  expect_valid(DPB_REPORT_SCHEMA, rep);
+  dpb::test::expect_fits(dpb::reports::report_schema(), rep, "the report");
   ASSERT_FALSE(rep["findings"].empty());
   EXPECT_EQ(rep["findings"][0]["id"], "forward-bypasses-scatter");
   const std::string out = json + ".txt";
@@ -196,7 +190,7 @@ TEST(Dpdoctor, DiagnosesAPyTorchProfilerTrace) {
                                      .c_str());
   EXPECT_EQ(WEXITSTATUS(status), 0) << slurp(base + ".err");  // a warning: not a failure
   const auto doc = nlohmann::json::parse(slurp(base + ".out"));
-  expect_valid(DPB_FINDINGS_SCHEMA, doc);
+  dpb::test::expect_fits(dpb::reports::findings_schema(), doc, "dpdoctor --json");
   ASSERT_EQ(doc["findings"].size(), 1u) << doc.dump(2);
   EXPECT_EQ(doc["findings"][0]["id"], "naive-model-parallel");
   EXPECT_EQ(doc["summary"]["source"], "PyTorch profiler trace");

@@ -12,49 +12,19 @@
 #include <string>
 
 #include "engine/backend/device_info.h"
-#include "reports/schema_check.h"
+#include "tests/support/process.h"
+#include "tests/support/schemas.h"
 #include "tests/data/data_files.h"
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+namespace test = dpb::test;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using test::checked_report;
+using test::Proc;
+using test::slurp;
 
-// The binary and schema the build names, unless the environment points elsewhere (a
-// package made by scripts/package.sh, run on another machine).
-std::string from_env(const char* name, const char* built) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : built;
-}
-
-Result run(const std::string& args) {
-  const std::string base = std::filesystem::temp_directory_path() / ("dpb_cli_" + std::to_string(::getpid()));
-  const std::string cmd = from_env("DPBENCH_BIN", DPBENCH_BIN) + " " + args + " >" + base + ".out 2>" + base + ".err";
-  Result r;
-  const int status = std::system(cmd.c_str());
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(base + ".out");
-  r.err = slurp(base + ".err");
-  std::remove((base + ".out").c_str());
-  std::remove((base + ".err").c_str());
-  return r;
-}
-
-// Every report a test produces must satisfy reports/schema/dpbench.report-1.schema.json.
-nlohmann::json checked_report(const std::string& path) {
-  static const nlohmann::json schema = nlohmann::json::parse(slurp(from_env("DPB_REPORT_SCHEMA", DPB_REPORT_SCHEMA)));
-  const auto rep = nlohmann::json::parse(slurp(path));
-  const auto violations = dpb::reports::schema_violations(schema, rep);
-  for (const auto& v : violations) ADD_FAILURE() << path << " violates the report schema at " << v;
-  return rep;
-}
+Proc run(const std::string& args) { return test::run_command(test::binary("DPBENCH_BIN", DPBENCH_BIN) + " " + args); }
 
 int lines(const std::string& s) {
   int n = 0;
@@ -64,7 +34,7 @@ int lines(const std::string& s) {
 
 TEST(DpbenchCli, WritesReportWithThroughputAndStepTime) {
   const std::string json = std::filesystem::temp_directory_path() / ("dpb_report_" + std::to_string(::getpid()) + ".json");
-  const Result r = run("--mode=single --model=mlp --batch=8 --steps=4 --warmup=1 --threads=1 --json=" + json);
+  const Proc r = run("--mode=single --model=mlp --batch=8 --steps=4 --warmup=1 --threads=1 --json=" + json);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("samples/s"), std::string::npos) << r.out;
   const auto rep = checked_report(json);
@@ -87,21 +57,21 @@ TEST(DpbenchCli, WritesReportWithThroughputAndStepTime) {
 }
 
 TEST(DpbenchCli, UnknownModelListsValidChoices) {
-  const Result r = run("--model=resnet50");
+  const Proc r = run("--model=resnet50");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("resnet50"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("lenet"), std::string::npos) << r.err;
 }
 
 TEST(DpbenchCli, ZeroBatchIsRejected) {
-  const Result r = run("--batch=0");
+  const Proc r = run("--batch=0");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("--batch"), std::string::npos) << r.err;
   EXPECT_LE(lines(r.err), 2) << r.err;
 }
 
 TEST(DpbenchCli, UnwritableReportPathFailsBeforeWork) {
-  const Result r = run("--model=mlp --steps=1 --json=/nonexistent_dpb_dir/r.json");
+  const Proc r = run("--model=mlp --steps=1 --json=/nonexistent_dpb_dir/r.json");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("training"), std::string::npos) << "must fail before training: " << r.err;
@@ -114,7 +84,7 @@ TEST(DpbenchCli, TrainsOnIdxFilesAndReportsTestAccuracy) {
   dpb::testing::write_idx(dir, "train", 64, 28, 28, true);
   dpb::testing::write_idx(dir, "t10k", 20, 28, 28, false);
   const std::string json = (dir / "r.json").string(), ckpt = (dir / "c.safetensors").string();
-  Result r = run("--model=lenet --dataset=mnist --data-dir=" + dir.string() +
+  Proc r = run("--model=lenet --dataset=mnist --data-dir=" + dir.string() +
                  " --epochs=2 --batch=16 --warmup=1 --threads=1 --workers=2 --progress=plain --json=" + json +
                  " --save=" + ckpt);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -143,7 +113,7 @@ TEST(DpbenchCli, DataParallelReportsWhatEachDeviceDid) {
   const std::string base = std::filesystem::temp_directory_path() / ("dpb_dp_" + std::to_string(::getpid()));
   for (const std::string forward : {"scatter", "bypass"}) {
     const std::string json = base + forward + ".json";
-    const Result r = run("--mode=dp --gpus=2 --model=mlp --batch=8 --steps=3 --warmup=1 --threads=1 --dp-forward=" +
+    const Proc r = run("--mode=dp --gpus=2 --model=mlp --batch=8 --steps=3 --warmup=1 --threads=1 --dp-forward=" +
                          forward + " --json=" + json);
     ASSERT_EQ(r.code, 0) << r.err;
     const auto rep = checked_report(json);
@@ -165,7 +135,7 @@ TEST(DpbenchCli, DataParallelReportsWhatEachDeviceDid) {
     std::remove(json.c_str());
   }
   const std::string json = base + "list.json";
-  const Result list = run("--mode=dp --gpus=2 --model=mlp --batch=8 --steps=3 --warmup=1 --threads=1 --dp-input=list "
+  const Proc list = run("--mode=dp --gpus=2 --model=mlp --batch=8 --steps=3 --warmup=1 --threads=1 --dp-input=list "
                           "--json=" + json);
   ASSERT_EQ(list.code, 0) << list.err;
   const auto rep = checked_report(json);
@@ -173,14 +143,14 @@ TEST(DpbenchCli, DataParallelReportsWhatEachDeviceDid) {
   EXPECT_EQ(rep["runs"][0]["devices"][1]["samples"], 32);
   EXPECT_EQ(rep["runs"][0]["dp"]["input"], "list");
   std::remove(json.c_str());
-  const Result bad = run("--mode=single --gpus=2");
+  const Proc bad = run("--mode=single --gpus=2");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("--mode=dp"), std::string::npos) << bad.err;
 }
 
 TEST(DpbenchCli, ModelParallelReportsStagesAndTheBubble) {
   const std::string json = std::filesystem::temp_directory_path() / ("dpb_mp_" + std::to_string(::getpid()) + ".json");
-  const Result r = run("--mode=mp --gpus=3 --model=mlp --batch=12 --steps=3 --warmup=1 --threads=1 --schedule=1f1b "
+  const Proc r = run("--mode=mp --gpus=3 --model=mlp --batch=12 --steps=3 --warmup=1 --threads=1 --schedule=1f1b "
                        "--micro-batches=4 --json=" + json);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("mp: 1f1b schedule, 4 micro-batch(es) of 3"), std::string::npos) << r.out;
@@ -199,22 +169,22 @@ TEST(DpbenchCli, ModelParallelReportsStagesAndTheBubble) {
   std::remove(json.c_str());
 
   // An explicit split by name, the naive schedule, and the mistakes.
-  const Result named = run("--mode=mp --gpus=2 --model=lenet --batch=8 --steps=2 --warmup=0 --threads=1 "
+  const Proc named = run("--mode=mp --gpus=2 --model=lenet --batch=8 --steps=2 --warmup=0 --threads=1 "
                            "--schedule=naive --split=fc1");
   ASSERT_EQ(named.code, 0) << named.err;
   EXPECT_NE(named.out.find("stage 1 cpu:1: fc1..fc3"), std::string::npos) << named.out;
-  const Result bad_split = run("--mode=mp --gpus=2 --model=lenet --split=fc9");
+  const Proc bad_split = run("--mode=mp --gpus=2 --model=lenet --split=fc9");
   EXPECT_NE(bad_split.code, 0);
   EXPECT_NE(bad_split.err.find("7 fc1"), std::string::npos) << bad_split.err;
-  const Result naive_micro = run("--mode=mp --gpus=2 --model=lenet --schedule=naive --micro-batches=4");
+  const Proc naive_micro = run("--mode=mp --gpus=2 --model=lenet --schedule=naive --micro-batches=4");
   EXPECT_NE(naive_micro.code, 0);
   EXPECT_NE(naive_micro.err.find("--schedule=gpipe"), std::string::npos) << naive_micro.err;
-  const Result one = run("--mode=mp --gpus=1 --model=lenet");
+  const Proc one = run("--mode=mp --gpus=1 --model=lenet");
   EXPECT_NE(one.code, 0);
   EXPECT_NE(one.err.find("--gpus=2 or more"), std::string::npos) << one.err;
   // Every schedule trains what one device trains.
   for (const std::string sched : {"naive", "gpipe", "1f1b"}) {
-    const Result v = run("--mode=mp --gpus=2 --model=lenet --batch=8 --threads=1 --verify --verify-steps=2 "
+    const Proc v = run("--mode=mp --gpus=2 --model=lenet --batch=8 --threads=1 --verify --verify-steps=2 "
                          "--schedule=" + sched);
     EXPECT_EQ(v.code, 0) << sched << ": " << v.out << v.err;
     EXPECT_NE(v.out.find("PASS"), std::string::npos) << v.out;
@@ -222,7 +192,7 @@ TEST(DpbenchCli, ModelParallelReportsStagesAndTheBubble) {
 }
 
 TEST(DpbenchCli, VerifyComparesAModeWithSingleDeviceTraining) {
-  Result r = run("--mode=dp --gpus=3 --model=lenet --batch=7 --threads=1 --verify --verify-steps=3");
+  Proc r = run("--mode=dp --gpus=3 --model=lenet --batch=7 --threads=1 --verify --verify-steps=3");
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
   // The same run held to an impossible tolerance fails, with a non-zero exit.
@@ -234,12 +204,12 @@ TEST(DpbenchCli, VerifyComparesAModeWithSingleDeviceTraining) {
 // The fault-injection and placement flags dpdoctor's scenarios use.
 TEST(DpbenchCli, ScenarioFlagsAreCheckedBeforeWork) {
   for (const char* bad : {"--straggler=abc:5", "--straggler=1:30x", "--straggler=1", "--straggler=1:0"}) {
-    const Result r = run(std::string("--mode=ddp --gpus=2 --model=mlp --steps=1 ") + bad);
+    const Proc r = run(std::string("--mode=ddp --gpus=2 --model=mlp --steps=1 ") + bad);
     EXPECT_NE(r.code, 0) << bad;
     EXPECT_NE(r.err.find("expected RANK:MS"), std::string::npos) << bad << ": " << r.err;
     EXPECT_EQ(lines(r.err), 1) << r.err;
   }
-  Result r = run("--mode=ddp --gpus=2 --model=mlp --steps=1 --straggler=2:10");
+  Proc r = run("--mode=ddp --gpus=2 --model=mlp --steps=1 --straggler=2:10");
   EXPECT_NE(r.err.find("there are 2 rank(s)"), std::string::npos) << r.err;
   r = run("--mode=dp --gpus=2 --model=mlp --steps=1 --straggler=1:10");
   EXPECT_NE(r.err.find("--straggler is for --mode=ddp"), std::string::npos) << r.err;
@@ -251,7 +221,7 @@ TEST(DpbenchCli, ScenarioFlagsAreCheckedBeforeWork) {
 }
 
 TEST(DpbenchCli, UnknownModeListsValidChoices) {
-  const Result r = run("--mode=fsdp");
+  const Proc r = run("--mode=fsdp");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("single"), std::string::npos) << r.err;
 }
@@ -261,7 +231,7 @@ TEST(DpbenchCli, UnknownModeListsValidChoices) {
 namespace {
 
 TEST(DpbenchCli, PrecisionAndDeviceFlagsAreCheckedBeforeWork) {
-  Result r = run("--model=mlp --precision=bf16");
+  Proc r = run("--model=mlp --precision=bf16");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("--precision=bf16 needs --devices=cuda"), std::string::npos) << r.err;
   r = run("--model=mlp --precision=fp16");
@@ -289,7 +259,7 @@ TEST(DpbenchCli, PrecisionAndDeviceFlagsAreCheckedBeforeWork) {
 TEST(DpbenchCli, OpProfileShowsWhereTheStepGoes) {
   const std::string json =
       std::filesystem::temp_directory_path() / ("dpb_opprof_" + std::to_string(::getpid()) + ".json");
-  const Result r = run("--model=lenet --batch=8 --steps=3 --warmup=1 --threads=1 --op-profile --json=" + json);
+  const Proc r = run("--model=lenet --batch=8 --steps=3 --warmup=1 --threads=1 --op-profile --json=" + json);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("op profile"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("conv2d_forward"), std::string::npos) << r.out;

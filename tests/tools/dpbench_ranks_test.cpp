@@ -15,50 +15,19 @@
 #include <string>
 
 #include "engine/comm/tcp_store.h"
-#include "reports/schema_check.h"
+#include "reports/schemas.h"
+#include "tests/support/process.h"
+#include "tests/support/schemas.h"
 
 namespace {
 
-std::string bin() {
-  const char* v = std::getenv("DPBENCH_BIN");
-  return v && *v ? v : DPBENCH_BIN;
-}
+namespace test = dpb::test;
+using test::Proc;
+using test::slurp;
 
-std::string schema_path() {
-  const char* v = std::getenv("DPB_REPORT_SCHEMA");
-  const std::string report = v && *v ? v : DPB_REPORT_SCHEMA;
-  return std::filesystem::path(report).parent_path() / "dpbench.collectives-1.schema.json";
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::string tmp(const std::string& tag) {
-  return std::filesystem::temp_directory_path() / ("dpb_ranks_" + tag + "_" + std::to_string(::getpid()));
-}
-
-struct Proc {
-  int code = -1;
-  std::string out, err;
-  double seconds = 0;
-};
-
-// Runs a shell command line, capturing stdout and stderr.
-Proc sh(const std::string& cmd) {
-  const std::string base = tmp("sh");
-  const auto t0 = std::chrono::steady_clock::now();
-  const int status = std::system(("( " + cmd + " ) >" + base + ".out 2>" + base + ".err").c_str());
-  Proc r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(base + ".out");
-  r.err = slurp(base + ".err");
-  std::remove((base + ".out").c_str());
-  std::remove((base + ".err").c_str());
-  return r;
-}
+std::string bin() { return test::binary("DPBENCH_BIN", DPBENCH_BIN); }
+std::string tmp(const std::string& tag) { return test::temp_path("ranks_" + tag); }
+Proc sh(const std::string& cmd) { return test::run_command(cmd); }
 
 int free_port() {
   dpb::comm::TcpStoreServer probe(0);
@@ -73,8 +42,7 @@ TEST(DpbenchRanks, LauncherRunsTheCollectiveBenchmark) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("[rank 0] dpbench collectives | backend gloo | 2 rank(s)"), std::string::npos) << r.out;
   const auto doc = nlohmann::json::parse(slurp(json));
-  const auto schema = nlohmann::json::parse(slurp(schema_path()));
-  for (const auto& v : dpb::reports::schema_violations(schema, doc)) ADD_FAILURE() << "schema: " << v;
+  test::expect_fits(dpb::reports::collectives_schema(), doc, json);
   EXPECT_EQ(doc["config"]["world_size"], 2);
   EXPECT_EQ(doc["config"]["launcher"], "torchrun");  // our launcher speaks torchrun's variables
   ASSERT_EQ(doc["results"].size(), 4u * 4u);          // 4 ops x sizes 8, 64, 512, 4096
@@ -143,11 +111,6 @@ TEST(DpbenchRanks, RanksStartedWithTorchrunVariables) {
 
 namespace {
 
-std::string report_schema_path() {
-  const char* v = std::getenv("DPB_REPORT_SCHEMA");
-  return v && *v ? v : DPB_REPORT_SCHEMA;
-}
-
 TEST(DpbenchDdp, ReportHasRanksBucketsAndOverlap) {
   const std::string json = tmp("ddp") + ".json";
   const Proc r = sh(bin() + " --mode=ddp --gpus=2 --model=mlp --batch=8 --steps=6 --warmup=2 --threads=1 "
@@ -155,9 +118,7 @@ TEST(DpbenchDdp, ReportHasRanksBucketsAndOverlap) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("[rank 0] dpbench ddp | model mlp"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ddp: "), std::string::npos) << r.out;
-  const auto doc = nlohmann::json::parse(slurp(json));
-  const auto schema = nlohmann::json::parse(slurp(report_schema_path()));
-  for (const auto& v : dpb::reports::schema_violations(schema, doc)) ADD_FAILURE() << "schema: " << v;
+  const auto doc = test::checked_report(json);
   EXPECT_EQ(doc["config"]["mode"], "ddp");
   EXPECT_EQ(doc["config"]["backend"], "gloo");
   EXPECT_EQ(doc["config"]["world_size"], 2);

@@ -13,35 +13,17 @@
 #include <regex>
 #include <set>
 
-#include "reports/schema_check.h"
+#include "tests/support/process.h"
+#include "tests/support/schemas.h"
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+namespace test = dpb::test;
+using test::slurp;
+using Result = test::Proc;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::string tmp(const std::string& name) {
-  return std::filesystem::temp_directory_path() / ("dpb_rep_" + std::to_string(::getpid()) + "_" + name);
-}
-
-Result sh(const std::string& cmd) {
-  const std::string base = tmp("cmd");
-  const int status = std::system((cmd + " >" + base + ".out 2>" + base + ".err").c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(base + ".out");
-  r.err = slurp(base + ".err");
-  std::remove((base + ".out").c_str());
-  std::remove((base + ".err").c_str());
-  return r;
-}
+std::string tmp(const std::string& name) { return test::temp_path("rep_" + name); }
+Result sh(const std::string& cmd) { return test::run_command(cmd); }
 
 const std::string& dpbench() {
   static const std::string b = DPBENCH_BIN;
@@ -67,9 +49,7 @@ const std::string& sweep_report() {
 }
 
 TEST(DpbenchSweep, ReportsScalingEfficiencyForEachDeviceCount) {
-  const auto rep = nlohmann::json::parse(slurp(sweep_report()));
-  const auto schema = nlohmann::json::parse(slurp(DPB_REPORT_SCHEMA));
-  for (const auto& v : dpb::reports::schema_violations(schema, rep)) ADD_FAILURE() << v;
+  const auto rep = test::checked_report(sweep_report());
   ASSERT_EQ(rep["sweep"].size(), 2u);
   EXPECT_EQ(rep["sweep"][0]["world_size"], 1);
   EXPECT_DOUBLE_EQ(rep["sweep"][0]["scaling_efficiency"].get<double>(), 1.0);

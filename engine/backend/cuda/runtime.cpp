@@ -9,6 +9,7 @@
 #include "engine/backend/cuda/device_context.h"
 #include "engine/backend/cuda/kernels.h"
 #include "engine/backend/device_info.h"
+#include "engine/tensor/device_backend.h"
 
 namespace dpb::cuda {
 
@@ -165,5 +166,43 @@ void convert_layout(int index, const void* src, void* dst, size_t elem, const st
   const bool bf16 = elem == 2;
   k::convert4d(current_stream(index), src, bf16, !to_nhwc, dst, bf16, to_nhwc, nchw[0], nchw[1], nchw[2], nchw[3]);
 }
+
+}  // namespace dpb::cuda
+
+namespace dpb::cuda {
+
+namespace {
+
+// CUDA's memory for the tensor layer (engine/tensor/device_backend.h): registered when
+// this file is linked in, which every program that can reach a GPU does (it holds
+// cuda_device_count and the device placement).
+class CudaMemoryBackend final : public DeviceMemoryBackend {
+ public:
+  void* allocate(int index, size_t bytes) override { return device_malloc(index, bytes); }
+  void release(int index, void* ptr) noexcept override { device_free(index, ptr); }
+  void* allocate_pinned(size_t bytes) override { return host_alloc_pinned(bytes); }
+  void release_pinned(void* ptr) noexcept override { host_free_pinned(ptr); }
+  int64_t cached_bytes(int index) override { return cache_stats(index).cached_bytes; }
+  void empty_cache(int index) override { cuda::empty_cache(index); }
+  void copy(const Device& dst_dev, void* dst, const Device& src_dev, const void* src, size_t bytes) override {
+    cuda::copy(dst_dev, dst, src_dev, src, bytes);
+  }
+  void fill(int index, void* x, bool bf16, float value, int64_t n) override { cuda::fill(index, x, bf16, value, n); }
+  void cast(int index, const void* src, bool src_bf16, void* dst, bool dst_bf16, int64_t n) override {
+    cuda::cast(index, src, src_bf16, dst, dst_bf16, n);
+  }
+  void convert_layout(int index, const void* src, void* dst, size_t elem, const std::vector<int64_t>& nchw,
+                      bool to_nhwc) override {
+    cuda::convert_layout(index, src, dst, elem, nchw, to_nhwc);
+  }
+};
+
+const bool kRegistered = [] {
+  static CudaMemoryBackend backend;
+  register_device_backend(DeviceKind::cuda, &backend);
+  return true;
+}();
+
+}  // namespace
 
 }  // namespace dpb::cuda

@@ -1,0 +1,41 @@
+#include "tests/support/ranks.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "engine/backend/cpu/cpu_context.h"
+#include "engine/comm/gloo/process_group_gloo.h"
+
+namespace dpb::test {
+
+std::vector<std::string> run_ranks(int world, const std::function<void(int, comm::ProcessGroup&)>& fn,
+                                   comm::GroupOptions options) {
+  if (options.timeout == comm::GroupOptions{}.timeout) options.timeout = comm::Millis(30000);
+  auto store = std::make_shared<comm::MemoryStore>();
+  std::vector<std::string> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        cpu::CpuDeviceScope scope(r);
+        comm::ProcessGroupGloo pg(store, r, world, options);
+        fn(r, pg);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+void expect_no_errors(const std::vector<std::string>& errors) {
+  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+void run_ranks_ok(int world, const std::function<void(int, comm::ProcessGroup&)>& fn) {
+  cpu::set_threads_per_device(1);
+  expect_no_errors(run_ranks(world, fn));
+}
+
+}  // namespace dpb::test
