@@ -2,9 +2,13 @@
 // One function per rule (one file each); doctor.cpp lists them with their ids.
 #include <optional>
 
-#include "diagnostics/dpdoctor/doctor.h"
+#include "diagnostics/dpdoctor/evidence.h"
+#include "reports/findings.h"
 
 namespace dpb::doctor::check {
+
+using reports::Finding;
+using reports::Severity;
 
 std::optional<Finding> batch_smaller_than_devices(const Evidence& e);
 std::optional<Finding> uneven_scatter(const Evidence& e);
