@@ -1,0 +1,173 @@
+// The trainer's one step body over each ParallelStrategy, on logical CPU devices, against
+// single-device training (DESIGN §3): dp over 2 and 3 devices, the pipeline's schedules
+// over 2 stages, and DDP with 2 ranks on the ranks' global batch give the parameters
+// one device gives. Also: the strategy is the one asked for, the harness hook runs
+// inside every batch's forward, and options that do not fit the mode are clear errors.
+#include "engine/train/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/backend/cpu/cpu_context.h"
+#include "engine/data/synthetic.h"
+#include "engine/nn/batchnorm2d.h"
+#include "tests/support/ranks.h"
+
+namespace dpb {
+namespace {
+
+using Params = std::vector<std::vector<float>>;
+
+struct TrainedModel {
+  Params params;
+  std::vector<double> losses;
+  int hook_calls = 0;
+};
+
+// `steps` steps of `name` (BatchNorm frozen) on a synthetic set of 4 x `global` samples,
+// no shuffling differences: every mode sees the same batches of `global` samples.
+TrainedModel train(const std::string& name, int64_t batch, int64_t global, int64_t steps,
+          const std::function<void(TrainOptions&)>& setup) {
+  Generator g(5);
+  auto model = build_model(name, g);
+  freeze_batchnorm(*model, true);
+  const auto& spec = model->spec();
+  SyntheticDataset data(spec.input, spec.loss, spec.outputs, 4 * global, 5);
+  TrainOptions o;
+  o.batch = batch;
+  o.steps = steps;
+  o.warmup = 0;
+  o.seed = 5;
+  o.optim.lr = 0.05f;
+  TrainedModel r;
+  o.hooks.in_forward = [&r](int64_t) { ++r.hook_calls; };
+  setup(o);
+  Trainer t(*model, data, o);
+  for (const auto& s : t.run().steps) r.losses.push_back(s.loss);
+  for (auto* p : model->parameters()) r.params.push_back(p->data().to_vector());
+  return r;
+}
+
+// Largest parameter difference relative to how far single-device training moved it.
+double relative_difference(const Params& got, const Params& want, const Params& initial) {
+  double d2 = 0, u2 = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    for (size_t k = 0; k < want[i].size(); ++k) {
+      const double d = static_cast<double>(got[i][k]) - want[i][k], u = static_cast<double>(want[i][k]) - initial[i][k];
+      d2 += d * d;
+      u2 += u * u;
+    }
+  return std::sqrt(d2 / std::max(u2, 1e-30));
+}
+
+Params initial_params(const std::string& name) {
+  Generator g(5);
+  auto model = build_model(name, g);
+  Params p;
+  for (auto* q : model->parameters()) p.push_back(q->data().to_vector());
+  return p;
+}
+
+class Strategies : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { cpu::set_threads_per_device(1); }
+};
+
+TEST_P(Strategies, EveryModeTrainsLikeOneDevice) {
+  const std::string name = GetParam();
+  cpu::CpuDeviceScope scope(0);
+  const int64_t batch = 12, steps = 3;
+  const TrainedModel single = train(name, batch, batch, steps, [](TrainOptions&) {});
+  EXPECT_EQ(single.hook_calls, steps);
+  const Params initial = initial_params(name);
+  for (int n : {2, 3}) {
+    const TrainedModel dp = train(name, batch, batch, steps, [&](TrainOptions& o) {
+      o.mode = ParallelMode::dp;
+      for (int d = 0; d < n; ++d) o.devices.push_back(Device::cpu(d));
+    });
+    EXPECT_LT(relative_difference(dp.params, single.params, initial), 1e-4) << name << " dp over " << n;
+    EXPECT_EQ(dp.hook_calls, steps);
+  }
+  for (auto schedule : {PipelineSchedule::naive, PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b}) {
+    const TrainedModel mp = train(name, batch, batch, steps, [&](TrainOptions& o) {
+      o.mode = ParallelMode::pipeline;
+      o.devices = {Device::cpu(0), Device::cpu(1)};
+      o.pipeline.schedule = schedule;
+      o.pipeline.micro_batches = schedule == PipelineSchedule::naive ? 1 : 3;
+    });
+    EXPECT_LT(relative_difference(mp.params, single.params, initial), 1e-4)
+        << name << " " << pipeline_schedule_name(schedule);
+  }
+  // DDP: two ranks of half the batch each, on the same global batches.
+  std::vector<TrainedModel> ranks(2);
+  test::run_ranks_ok(2, [&](int r, comm::ProcessGroup& pg) {
+    ranks[static_cast<size_t>(r)] = train(name, batch / 2, batch, steps, [&](TrainOptions& o) {
+      o.mode = ParallelMode::ddp;
+      o.device = Device::cpu(r);
+      o.ddp.group = &pg;
+    });
+  });
+  for (int r = 0; r < 2; ++r)
+    EXPECT_LT(relative_difference(ranks[static_cast<size_t>(r)].params, single.params, initial), 1e-4)
+        << name << " ddp rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Strategies, ::testing::Values("mlp", "lenet"));
+
+TEST(Strategies, TheModeIsChosenExplicitlyAndOptionsMustFitIt) {
+  cpu::set_threads_per_device(1);
+  cpu::CpuDeviceScope scope(0);
+  Generator g(1);
+  auto model = build_model("mlp", g);
+  SyntheticDataset data(model->spec().input, model->spec().loss, model->spec().outputs, 64, 1);
+  TrainOptions o;
+  o.batch = 8;
+  o.mode = ParallelMode::dp;
+  o.devices = {Device::cpu(0), Device::cpu(1)};
+  Trainer dp(*model, data, o);
+  EXPECT_EQ(dp.strategy().mode(), ParallelMode::dp);
+  EXPECT_NE(dp.data_parallel(), nullptr);
+  EXPECT_EQ(dp.pipeline(), nullptr);
+  o.accum_steps = 2;
+  try {
+    Trainer bad(*model, data, o);
+    FAIL() << "DataParallel accepted gradient accumulation";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--accum-steps"), std::string::npos) << e.what();
+  }
+  TrainOptions ddp;
+  ddp.mode = ParallelMode::ddp;  // without a process group
+  EXPECT_THROW(Trainer(*model, data, ddp), Error);
+  TrainOptions mp;
+  mp.mode = ParallelMode::pipeline;
+  mp.devices = {Device::cpu(0)};
+  EXPECT_THROW(Trainer(*model, data, mp), Error);
+}
+
+TEST(Strategies, LinearScalingUsesTheGlobalBatchOfEveryRank) {
+  // --mode=ddp --gpus=2 --batch=128 --lr=0.1 --lr-scale=linear --base-batch=128: 0.2.
+  cpu::set_threads_per_device(1);
+  std::vector<float> lr(2, 0);
+  test::run_ranks_ok(2, [&](int r, comm::ProcessGroup& pg) {
+    Generator g(1);
+    auto model = build_model("simple", g);
+    SyntheticDataset data(model->spec().input, model->spec().loss, model->spec().outputs, 512, 1);
+    TrainOptions o;
+    o.batch = 128;
+    o.optim.lr = 0.1f;
+    o.lr_scale = LrScaling::linear;
+    o.base_batch = 128;
+    o.mode = ParallelMode::ddp;
+    o.device = Device::cpu(r);
+    o.ddp.group = &pg;
+    Trainer t(*model, data, o);
+    EXPECT_EQ(t.global_batch(), 256);
+    lr[static_cast<size_t>(r)] = t.base_lr();
+  });
+  EXPECT_FLOAT_EQ(lr[0], 0.2f);
+  EXPECT_FLOAT_EQ(lr[1], 0.2f);
+}
+
+}  // namespace
+}  // namespace dpb
