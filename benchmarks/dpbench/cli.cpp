@@ -304,7 +304,8 @@ int main_cli(int argc, char** argv) {
   Flags f;
   CLI::App app{"dpbench: measure how fast a training setup runs, how well it scales, and why not.\n"
                "On the CPU, devices are logical CPU devices (cpu:0, cpu:1, ...), each with its own thread budget."};
-  app.option_defaults()->always_capture_default();
+  // A flag given twice takes its last value, so wrappers (scripts/run.sh) can be overridden.
+  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   add_flags(app, f, o);
   try {
     app.parse(argc, argv);

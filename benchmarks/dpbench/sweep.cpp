@@ -21,23 +21,27 @@ namespace dpb::bench {
 
 namespace {
 
-// The command line without the options the sweep sets per child (both --opt=v and --opt v).
-std::vector<std::string> without(const std::vector<std::string>& args, const std::vector<std::string>& opts) {
+// The command line without the options the sweep sets per child: `valued` ones take a
+// value (--opt=v or --opt v), `flags` stand alone.
+std::vector<std::string> without(const std::vector<std::string>& args, const std::vector<std::string>& valued,
+                                 const std::vector<std::string>& flags) {
   std::vector<std::string> out;
   for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (std::find(flags.begin(), flags.end(), a) != flags.end()) continue;
     bool drop = false;
-    for (const auto& o : opts) {
-      if (args[i] == o) {
+    for (const auto& o : valued) {
+      if (a == o) {
         drop = true;
         ++i;  // its value
         break;
       }
-      if (args[i].rfind(o + "=", 0) == 0) {
+      if (a.rfind(o + "=", 0) == 0) {
         drop = true;
         break;
       }
     }
-    if (!drop) out.push_back(args[i]);
+    if (!drop) out.push_back(a);
   }
   return out;
 }
@@ -87,7 +91,7 @@ double median(std::vector<double> v) {
 int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
   const std::string exe = self_exe(args.front());
   const auto base =
-      without(args, {"--gpus", "--json", "--trace", "--repeat", "--batch", "--mode", "--doctor", "--threads"});
+      without(args, {"--gpus", "--json", "--trace", "--repeat", "--batch", "--mode", "--threads"}, {"--doctor"});
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("dpbench-sweep-{}", ::getpid());
   std::filesystem::create_directories(dir);
   const bool weak = o.mode == ParallelMode::dp || o.mode == ParallelMode::pipeline;
