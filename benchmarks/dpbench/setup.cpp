@@ -42,7 +42,7 @@ std::vector<std::string> device_ids(const BenchOptions& o, const RankContext* ra
 
 double device_peak_flops(const BenchOptions& o) {
 #if DPB_WITH_CUDA
-  if (o.device.kind == DeviceKind::cuda) return cuda::DeviceContext::get(0).peak_flops(precision_name(o.device.precision));
+  if (o.device.kind == DeviceKind::cuda) return cuda::DeviceContext::get(0).peak_flops(o.device.precision);
 #endif
   (void)o;
   return 0.0;

@@ -103,7 +103,7 @@ void* DeviceContext::workspace(cudaStream_t stream, size_t bytes) {
   return r.workspace;
 }
 
-double DeviceContext::peak_flops(const std::string& precision) const {
+double DeviceContext::peak_flops(Precision precision) const {
   // Dense peaks from the datasheets of the GPUs this tool is used on most; otherwise
   // per-SM throughput per clock of the architecture times SMs times the clock.
   struct Known {
@@ -117,13 +117,14 @@ double DeviceContext::peak_flops(const std::string& precision) const {
   };
   for (const auto& k : known) {
     if (name_.find(k.name) != std::string::npos) {
-      const double t = precision == "bf16" ? k.bf16 : precision == "tf32" ? k.tf32 : k.fp32;
+      const double t = precision == Precision::bf16 ? k.bf16 : precision == Precision::tf32 ? k.tf32 : k.fp32;
       return t * 1e12;
     }
   }
   double per_sm_clock = 0;  // FLOP per SM per clock, dense
-  if (sm_major_ == 9) per_sm_clock = precision == "bf16" ? 4096 : precision == "tf32" ? 2048 : 256;
-  else if (sm_major_ == 8 && sm_minor_ == 0) per_sm_clock = precision == "bf16" ? 2048 : precision == "tf32" ? 1024 : 128;
+  const bool bf16 = precision == Precision::bf16, tf32 = precision == Precision::tf32;
+  if (sm_major_ == 9) per_sm_clock = bf16 ? 4096 : tf32 ? 2048 : 256;
+  else if (sm_major_ == 8 && sm_minor_ == 0) per_sm_clock = bf16 ? 2048 : tf32 ? 1024 : 128;
   if (per_sm_clock == 0 || clock_khz_ == 0) return 0;
   return per_sm_clock * sm_count_ * clock_khz_ * 1e3;
 }

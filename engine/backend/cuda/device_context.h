@@ -21,6 +21,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "engine/backend/precision.h"
+
 namespace dpb::cuda {
 
 // Per-stream resources: handles bound to the stream and a workspace that grows on
@@ -75,7 +77,7 @@ class DeviceContext {
   }
   // Peak FLOP/s of this GPU for dense math in `precision` ("fp32", "tf32", "bf16"),
   // 0 when unknown (for MFU).
-  double peak_flops(const std::string& precision) const;
+  double peak_flops(Precision precision) const;
   const std::string& name() const { return name_; }
 
  private:
