@@ -67,27 +67,4 @@ Span::~Span() {
   timeline().record(std::move(i_));
 }
 
-int64_t union_ns(std::vector<std::pair<int64_t, int64_t>> iv, int64_t lo, int64_t hi) {
-  for (auto& [a, b] : iv) {
-    a = std::max(a, lo);
-    b = std::min(b, hi);
-  }
-  iv.erase(std::remove_if(iv.begin(), iv.end(), [](const auto& p) { return p.second <= p.first; }), iv.end());
-  std::sort(iv.begin(), iv.end());
-  int64_t total = 0, cur_a = 0, cur_b = -1;
-  bool open = false;
-  for (const auto& [a, b] : iv) {
-    if (!open || a > cur_b) {
-      if (open) total += cur_b - cur_a;
-      cur_a = a;
-      cur_b = b;
-      open = true;
-    } else {
-      cur_b = std::max(cur_b, b);
-    }
-  }
-  if (open) total += cur_b - cur_a;
-  return total;
-}
-
 }  // namespace dpb::trace

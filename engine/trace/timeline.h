@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "engine/core/clock.h"
+#include "engine/trace/intervals.h"
 
 namespace dpb::trace {
 
@@ -67,8 +68,5 @@ class Span {
  private:
   Interval i_;
 };
-
-// Length of the union of [a, b) intervals clipped to [lo, hi).
-int64_t union_ns(std::vector<std::pair<int64_t, int64_t>> iv, int64_t lo, int64_t hi);
 
 }  // namespace dpb::trace

@@ -1,0 +1,373 @@
+#include "engine/trace/analysis.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace dpb::trace {
+
+namespace {
+
+constexpr int64_t kNone = std::numeric_limits<int64_t>::min();
+
+double seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
+
+std::optional<double> median(std::vector<double> v) {
+  if (v.empty()) return std::nullopt;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+// HTA's window: device work launched by host calls made before the last step began.
+Span64 hta_window(const RankTimeline& t, std::vector<bool>* eligible) {
+  eligible->assign(t.work.size(), true);
+  if (t.steps.size() >= 2) {
+    int64_t last_start = kNone;
+    for (const auto& s : t.steps) last_start = std::max(last_start, s.first);
+    std::unordered_set<int64_t> early;
+    bool any_correlated = false;
+    for (const auto& c : t.calls)
+      if (c.correlation >= 0 && c.begin_ns < last_start) early.insert(c.correlation);
+    for (const auto& w : t.work) any_correlated = any_correlated || w.correlation >= 0;
+    for (size_t i = 0; i < t.work.size(); ++i) {
+      const auto& w = t.work[i];
+      (*eligible)[i] = any_correlated ? w.correlation >= 0 && early.count(w.correlation) > 0 : w.begin_ns < last_start;
+    }
+  }
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = kNone;
+  for (size_t i = 0; i < t.work.size(); ++i) {
+    if (!(*eligible)[i]) continue;
+    lo = std::min(lo, t.work[i].begin_ns);
+    hi = std::max(hi, t.work[i].end_ns);
+  }
+  if (hi == kNone) {  // no device work: the steps, if any
+    if (t.steps.empty()) return {0, 0};
+    lo = t.steps.front().first;
+    hi = t.steps.front().second;
+    for (const auto& s : t.steps) {
+      lo = std::min(lo, s.first);
+      hi = std::max(hi, s.second);
+    }
+  }
+  return {lo, hi};
+}
+
+// The steps that count within the window: all that overlap it (HTA's window leaves out
+// the last step's work, so its step is left out too); none: the window is one step.
+std::vector<Span64> window_steps(const RankTimeline& t, Span64 w, bool hta) {
+  std::vector<Span64> steps = t.steps;
+  std::sort(steps.begin(), steps.end());
+  if (hta && steps.size() >= 2) steps.pop_back();
+  std::vector<Span64> out;
+  for (const auto& s : steps)
+    if (s.second > w.first && s.first < w.second) out.push_back(s);
+  if (out.empty() && w.second > w.first) out.push_back(w);
+  return out;
+}
+
+struct DeviceSpans {
+  std::vector<Span64> all, compute, comm, memory;  // memory: copies, sets and other work
+};
+
+DeviceSpans spans_of(const RankTimeline& t, const std::vector<bool>& eligible, int device, Span64 w) {
+  std::vector<Span64> all, compute, comm, memory;
+  for (size_t i = 0; i < t.work.size(); ++i) {
+    const auto& x = t.work[i];
+    if (!eligible[i] || x.device != device) continue;
+    const Span64 s{x.begin_ns, x.end_ns};
+    all.push_back(s);
+    (x.work == Work::compute ? compute : x.work == Work::communication ? comm : memory).push_back(s);
+  }
+  return {merged(all, w.first, w.second), merged(compute, w.first, w.second), merged(comm, w.first, w.second),
+          merged(memory, w.first, w.second)};
+}
+
+Breakdown breakdown_of(const DeviceSpans& s, Span64 w) {
+  Breakdown b;
+  const double window = static_cast<double>(w.second - w.first);
+  b.window_s = seconds(w.second - w.first);
+  if (window <= 0) return b;
+  const auto compute_or_comm = unite(s.compute, s.comm);
+  const int64_t compute = total_length(s.compute);
+  const int64_t comm = total_length(difference(s.comm, s.compute));
+  const int64_t memory = total_length(difference(s.memory, compute_or_comm));
+  b.compute_share = static_cast<double>(compute) / window;
+  b.comm_share = static_cast<double>(comm) / window;
+  b.memory_share = static_cast<double>(memory) / window;
+  b.idle_share = std::max(0.0, 1.0 - static_cast<double>(total_length(s.all)) / window);
+  const int64_t comm_total = total_length(s.comm);
+  if (comm_total > 0) b.overlap = static_cast<double>(intersection_length(s.comm, s.compute)) / comm_total;
+  return b;
+}
+
+// Idle gaps classified by what ended them (see the header); `index` holds the device's
+// work sorted by start.
+struct IdleParts {
+  int64_t idle = 0, host = 0, kernel = 0, other = 0;
+};
+
+void classify_gap(int64_t gap_begin, int64_t gap_end, const DeviceWork* next, const HostCall* call,
+                  int64_t threshold, IdleParts& p) {
+  const int64_t gap = gap_end - gap_begin;
+  if (gap <= 0) return;
+  p.idle += gap;
+  if (next && call && call->begin_ns > gap_begin) p.host += gap;
+  else if (next && call && gap < threshold) p.kernel += gap;
+  else p.other += gap;
+}
+
+}  // namespace
+
+const DeviceAnalysis* RankAnalysis::device(int d) const {
+  for (const auto& a : devices)
+    if (a.device == d) return &a;
+  return nullptr;
+}
+
+const DeviceAnalysis& RankAnalysis::main() const {
+  static const DeviceAnalysis none;
+  const DeviceAnalysis* m = device(main_device);
+  return m ? *m : none;
+}
+
+RankAnalysis analyze_rank(const RankTimeline& t, const AnalysisOptions& o) {
+  RankAnalysis a;
+  a.rank = t.rank;
+  a.host = t.host;
+  std::vector<bool> eligible;
+  const bool hta = !o.window;
+  a.window = hta ? hta_window(t, &eligible) : *o.window;
+  if (!hta) eligible.assign(t.work.size(), true);
+  const Span64 w = a.window;
+  const auto steps = window_steps(t, w, hta);
+  a.steps = static_cast<int>(steps.size());
+
+  // Steps without their wait for data.
+  if (!t.steps.empty()) {
+    std::vector<double> lengths;
+    double waited = 0, net = 0;
+    for (const auto& s : steps) {
+      const double wait = seconds(union_ns(t.data_waits, s.first, s.second));
+      lengths.push_back(seconds(s.second - s.first) - wait);
+      waited += wait;
+      net += lengths.back();
+    }
+    a.step_s = median(lengths);
+    a.data_wait_share = waited + net > 0 ? waited / (waited + net) : 0;
+  }
+
+  std::unordered_map<int64_t, size_t> call_of;
+  for (size_t i = 0; i < t.calls.size(); ++i)
+    if (t.calls[i].correlation >= 0) call_of.emplace(t.calls[i].correlation, i);
+  auto launch_call = [&](const DeviceWork& x) -> const HostCall* {
+    if (!o.launches_known || x.correlation < 0) return nullptr;
+    auto it = call_of.find(x.correlation);
+    return it == call_of.end() ? nullptr : &t.calls[it->second];
+  };
+
+  // Per device: breakdown, idle by cause, per-step compute and communication.
+  int64_t most = -1;
+  for (int d : t.devices()) {
+    DeviceAnalysis da;
+    da.device = d;
+    const DeviceSpans s = spans_of(t, eligible, d, w);
+    da.breakdown = breakdown_of(s, w);
+    da.breakdown.rank = t.rank;
+    da.breakdown.host = t.host;
+    if (total_length(s.all) > most) {
+      most = total_length(s.all);
+      a.main_device = d;
+    }
+    std::vector<double> compute, comm, exposed;
+    for (const auto& st : steps) {
+      const auto c = merged(s.compute, st.first, st.second), m = merged(s.comm, st.first, st.second);
+      compute.push_back(seconds(total_length(c)));
+      comm.push_back(seconds(total_length(m)));
+      exposed.push_back(seconds(total_length(difference(m, c))));
+    }
+    da.compute_per_step_s = median(compute);
+    da.comm_per_step_s = median(comm);
+    da.exposed_comm_per_step_s = median(exposed);
+
+    // The device's work in order, for the gaps: per device and per stream.
+    std::vector<const DeviceWork*> mine;
+    for (size_t i = 0; i < t.work.size(); ++i)
+      if (eligible[i] && t.work[i].device == d && t.work[i].end_ns > w.first && t.work[i].begin_ns < w.second)
+        mine.push_back(&t.work[i]);
+    std::sort(mine.begin(), mine.end(), [](const DeviceWork* x, const DeviceWork* y) { return x->begin_ns < y->begin_ns; });
+    IdleParts dev;
+    int64_t busy_until = w.first;
+    for (const DeviceWork* x : mine) {
+      if (x->begin_ns > busy_until) classify_gap(busy_until, x->begin_ns, x, launch_call(*x), o.kernel_wait_threshold_ns, dev);
+      busy_until = std::max(busy_until, x->end_ns);
+    }
+    classify_gap(busy_until, w.second, nullptr, nullptr, o.kernel_wait_threshold_ns, dev);
+    if (dev.idle > 0 && o.launches_known) {
+      const double idle = static_cast<double>(dev.idle);
+      da.breakdown.idle_breakdown = {dev.host / idle, dev.kernel / idle, dev.other / idle};
+    } else if (dev.idle == 0) {
+      da.breakdown.idle_breakdown = {0.0, 0.0, 0.0};
+    }
+    std::map<int64_t, std::vector<const DeviceWork*>> by_stream;
+    for (const DeviceWork* x : mine) by_stream[x->stream].push_back(x);
+    for (const auto& [stream, items] : by_stream) {
+      IdleParts p;
+      for (size_t k = 1; k < items.size(); ++k)
+        classify_gap(items[k - 1]->end_ns, items[k]->begin_ns, items[k], launch_call(*items[k]),
+                     o.kernel_wait_threshold_ns, p);
+      da.streams.push_back({d, stream, seconds(p.idle), seconds(p.host), seconds(p.kernel), seconds(p.other)});
+    }
+    a.devices.push_back(std::move(da));
+  }
+
+  // Launches: kernels against the host calls that queued them.
+  std::vector<double> delays, durations;
+  int64_t shorter = 0, linked = 0;
+  for (size_t i = 0; i < t.work.size(); ++i) {
+    const auto& x = t.work[i];
+    if (!eligible[i] || x.work == Work::memory || x.end_ns <= w.first || x.begin_ns >= w.second) continue;
+    ++a.launches.kernels;
+    durations.push_back(seconds(x.end_ns - x.begin_ns));
+    if (const HostCall* c = launch_call(x)) {
+      ++linked;
+      delays.push_back(seconds(x.begin_ns - c->end_ns));
+      shorter += (x.end_ns - x.begin_ns) < (c->end_ns - c->begin_ns);
+    }
+  }
+  a.launches.median_kernel_s = median(durations);
+  a.launches.median_launch_delay_s = median(delays);
+  if (linked > 0) a.launches.short_kernel_share = static_cast<double>(shorter) / static_cast<double>(linked);
+  if (a.steps > 0) a.launches.kernels_per_step = static_cast<double>(a.launches.kernels) / a.steps;
+
+  // Host syncs: synchronize calls, and copy calls that returned only after their copy
+  // finished, attributed to the outermost aten:: op they ran in.
+  std::map<int64_t, std::vector<const HostOp*>> ops_by_thread;
+  std::map<int64_t, int64_t> longest_op;
+  for (const auto& op : t.ops) {
+    ops_by_thread[op.thread].push_back(&op);
+    longest_op[op.thread] = std::max(longest_op[op.thread], op.end_ns - op.begin_ns);
+  }
+  for (auto& [thread, v] : ops_by_thread)
+    std::sort(v.begin(), v.end(), [](const HostOp* x, const HostOp* y) { return x->begin_ns < y->begin_ns; });
+  std::unordered_map<int64_t, const DeviceWork*> copy_of;
+  for (const auto& x : t.work)
+    if (x.work == Work::memory && x.correlation >= 0) copy_of.emplace(x.correlation, &x);
+  std::map<std::string, SyncOp> by_op;
+  for (const auto& c : t.calls) {
+    if (c.end_ns <= w.first || c.begin_ns >= w.second) continue;
+    bool blocking = c.kind == CallKind::sync;
+    if (c.kind == CallKind::copy) {
+      auto it = copy_of.find(c.correlation);
+      blocking = it != copy_of.end() && it->second->copy == CopyKind::d2h && c.end_ns >= it->second->end_ns;
+    }
+    if (!blocking) continue;
+    const int64_t blocked = c.end_ns - c.begin_ns;
+    ++a.syncs.calls;
+    a.syncs.blocked_s += seconds(blocked);
+    std::string name = t.names.name(c.name);
+    auto ops = ops_by_thread.find(c.thread);
+    if (ops != ops_by_thread.end()) {
+      const auto& v = ops->second;
+      auto it = std::upper_bound(v.begin(), v.end(), c.begin_ns,
+                                 [](int64_t b, const HostOp* op) { return b < op->begin_ns; });
+      const int64_t reach = longest_op[c.thread];
+      const HostOp* outer_aten = nullptr;
+      const HostOp* inner = nullptr;
+      while (it != v.begin()) {
+        --it;
+        if ((*it)->begin_ns < c.begin_ns - reach) break;
+        if ((*it)->end_ns < c.end_ns) continue;
+        if (!inner) inner = *it;
+        if (starts_with(t.names.name((*it)->name), "aten::")) outer_aten = *it;
+      }
+      if (outer_aten) name = t.names.name(outer_aten->name);
+      else if (inner) name = t.names.name(inner->name);
+    }
+    auto& op = by_op[name];
+    op.name = name;
+    op.seconds += seconds(blocked);
+    ++op.calls;
+  }
+  for (auto& [name, op] : by_op) a.syncs.top_ops.push_back(op);
+  std::sort(a.syncs.top_ops.begin(), a.syncs.top_ops.end(),
+            [](const SyncOp& x, const SyncOp& y) { return x.seconds > y.seconds; });
+  if (a.syncs.top_ops.size() > 5) a.syncs.top_ops.resize(5);
+  double step_total = 0;
+  for (const auto& s : steps) step_total += seconds(s.second - s.first);
+  if (a.steps > 0) a.syncs.per_step_s = a.syncs.blocked_s / a.steps;
+  if (step_total > 0) a.syncs.share = std::min(1.0, a.syncs.blocked_s / step_total);
+
+  // Copies.
+  int64_t h2d_timed_bytes = 0, d2h_timed_bytes = 0, h2d_ns = 0, d2h_ns = 0;
+  for (size_t i = 0; i < t.work.size(); ++i) {
+    const auto& x = t.work[i];
+    if (!eligible[i] || x.work != Work::memory || x.copy == CopyKind::memset) continue;
+    if (x.end_ns <= w.first || x.begin_ns >= w.second) continue;
+    auto& c = a.copies;
+    ++c.copies;
+    const int64_t dur = x.end_ns - x.begin_ns;
+    c.copy_s += seconds(dur);
+    const int64_t bytes = std::max<int64_t>(0, x.bytes);
+    if (x.copy == CopyKind::h2d) c.h2d_bytes += bytes;
+    if (x.copy == CopyKind::d2h) c.d2h_bytes += bytes;
+    if (x.copy == CopyKind::d2d || x.copy == CopyKind::p2p) c.d2d_bytes += bytes;
+    if (x.pinned == 0) {
+      c.pageable_bytes += bytes;
+      c.pageable_s += seconds(dur);
+    } else if (x.pinned == 1) {
+      c.pinned_bytes += bytes;
+    }
+    if (x.bytes >= 0 && x.copy == CopyKind::h2d) {
+      h2d_timed_bytes += x.bytes;
+      h2d_ns += dur;
+    }
+    if (x.bytes >= 0 && x.copy == CopyKind::d2h) {
+      d2h_timed_bytes += x.bytes;
+      d2h_ns += dur;
+    }
+  }
+  if (h2d_ns > 0) a.copies.h2d_gbps = static_cast<double>(h2d_timed_bytes) / static_cast<double>(h2d_ns);
+  if (d2h_ns > 0) a.copies.d2h_gbps = static_cast<double>(d2h_timed_bytes) / static_cast<double>(d2h_ns);
+  if (a.steps > 0) a.copies.per_step_s = a.copies.copy_s / a.steps;
+  return a;
+}
+
+CrossRank analyze_ranks(const std::vector<RankTimeline>& timelines, const std::vector<RankAnalysis>& analyses) {
+  CrossRank x;
+  x.last_starts.assign(timelines.size(), 0);
+  std::vector<double> steps;
+  for (const auto& a : analyses)
+    if (a.step_s) steps.push_back(*a.step_s);
+  if (steps.size() >= 2) {
+    const auto [lo, hi] = std::minmax_element(steps.begin(), steps.end());
+    if (*lo > 0) x.step_spread = (*hi - *lo) / *lo;
+  }
+  if (timelines.size() < 2 || timelines.size() != analyses.size()) return x;
+  // Each rank's collectives on its main device, in order: the k-th are the same call.
+  std::vector<std::vector<int64_t>> starts(timelines.size());
+  size_t common = std::numeric_limits<size_t>::max();
+  for (size_t r = 0; r < timelines.size(); ++r) {
+    const auto& a = analyses[r];
+    for (const auto& wk : timelines[r].work)
+      if (wk.work == Work::communication && wk.device == a.main_device && wk.begin_ns >= a.window.first &&
+          wk.begin_ns < a.window.second)
+        starts[r].push_back(wk.begin_ns);
+    std::sort(starts[r].begin(), starts[r].end());
+    common = std::min(common, starts[r].size());
+  }
+  for (size_t k = 0; k < common; ++k) {
+    size_t last = 0;
+    for (size_t r = 1; r < starts.size(); ++r)
+      if (starts[r][k] > starts[last][k]) last = r;
+    ++x.last_starts[last];
+    ++x.collectives;
+  }
+  return x;
+}
+
+}  // namespace dpb::trace

@@ -1,0 +1,111 @@
+#pragma once
+// The analyses of a device timeline (device_timeline.h), with Holistic Trace
+// Analysis' definitions so that figures agree with it, for dpbench runs and PyTorch
+// traces alike:
+//
+//   window            HTA's: from the first to the last device work launched by host
+//                     calls made before the last profiler step began (the last step's
+//                     work may be cut off by the profiler); or the window the caller gives
+//                     (dpbench's measured steps).
+//   temporal breakdown per device: compute, communication and memory shares of the
+//                     window (each instant counted once, in that order of precedence),
+//                     idle the rest (breakdown.h).
+//   overlap           |compute ∩ communication| / |communication|.
+//   idle breakdown    per stream (HTA's: each gap before a kernel is host wait when its
+//                     launch began after the previous kernel ended, kernel wait when
+//                     shorter than 30 us, other otherwise), and per device over the gaps in
+//                     all of its work.
+//   launches          launch delay (kernel start - end of its launch call), kernels per
+//                     step, short kernels (shorter than their launch call).
+//   host syncs        time the host blocked in synchronize calls and in copies it waited
+//                     for, per step, and the host ops they ran in.
+//   copies            bytes by direction, pageable against pinned, bandwidth.
+//   across ranks      the spread of step times and which rank starts the collectives last.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/trace/breakdown.h"
+#include "engine/trace/device_timeline.h"
+
+namespace dpb::trace {
+
+struct AnalysisOptions {
+  std::optional<Span64> window;         // default: HTA's window
+  int64_t kernel_wait_threshold_ns = 30'000;
+  bool launches_known = true;           // false for host timelines: no launch calls exist
+};
+
+struct StreamIdle {
+  int device = 0;
+  int64_t stream = -1;
+  double idle_s = 0, host_wait_s = 0, kernel_wait_s = 0, other_s = 0;
+};
+
+struct DeviceAnalysis {
+  int device = 0;
+  Breakdown breakdown;
+  std::vector<StreamIdle> streams;
+  // Per step (medians over the window's steps): the device's compute, its communication
+  // and the part of that not hidden behind compute.
+  std::optional<double> compute_per_step_s, comm_per_step_s, exposed_comm_per_step_s;
+  double busy_share() const { return 1.0 - breakdown.idle_share.value_or(1.0); }
+};
+
+struct LaunchStats {
+  int64_t kernels = 0;
+  std::optional<double> kernels_per_step;
+  std::optional<double> median_launch_delay_s;
+  std::optional<double> short_kernel_share;  // kernels shorter than their launch call
+  std::optional<double> median_kernel_s;
+};
+
+struct SyncOp {
+  std::string name;  // the host op the blocking call ran in (or the call itself)
+  double seconds = 0;
+  int64_t calls = 0;
+};
+
+struct SyncStats {
+  int64_t calls = 0;
+  double blocked_s = 0;                  // over the window
+  std::optional<double> per_step_s, share;  // share of the window's step time
+  std::vector<SyncOp> top_ops;           // most blocking first
+};
+
+struct CopyStats {
+  int64_t copies = 0;
+  int64_t h2d_bytes = 0, d2h_bytes = 0, d2d_bytes = 0, pageable_bytes = 0, pinned_bytes = 0;
+  double copy_s = 0, pageable_s = 0;
+  std::optional<double> h2d_gbps, d2h_gbps;  // bytes / time of the copies that say their size
+  std::optional<double> per_step_s;
+};
+
+struct RankAnalysis {
+  std::optional<int> rank;
+  std::string host;
+  Span64 window{0, 0};
+  int steps = 0;                      // steps in the window
+  std::optional<double> step_s;       // median step, without its wait for data
+  double data_wait_share = 0;
+  int main_device = 0;                // the device with the most work
+  std::vector<DeviceAnalysis> devices;
+  LaunchStats launches;
+  SyncStats syncs;
+  CopyStats copies;
+  const DeviceAnalysis* device(int d) const;
+  const DeviceAnalysis& main() const;
+};
+
+// Every analysis of one rank's timeline. A timeline without device work gets an empty
+// `devices`.
+RankAnalysis analyze_rank(const RankTimeline& t, const AnalysisOptions& options = {});
+
+struct CrossRank {
+  std::optional<double> step_spread;  // (slowest - fastest) / fastest median step
+  int collectives = 0;                // collectives matched across ranks (by order)
+  std::vector<int> last_starts;       // per rank (in the order given): collectives it started last
+};
+CrossRank analyze_ranks(const std::vector<RankTimeline>& timelines, const std::vector<RankAnalysis>& analyses);
+
+}  // namespace dpb::trace

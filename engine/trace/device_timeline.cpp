@@ -1,0 +1,82 @@
+#include "engine/trace/device_timeline.h"
+
+#include <algorithm>
+#include <set>
+
+namespace dpb::trace {
+
+namespace {
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool contains(std::string_view s, std::string_view p) { return s.find(p) != std::string_view::npos; }
+}  // namespace
+
+Work classify_kernel(std::string_view name) {
+  // HTA's regular expressions, in its order: ^nccl.*Kernel, then ^(Memcpy|Memset|dma),
+  // then compute unless the name matches ^nccl.*Kernel|.*Memcpy|^Memset|.*Sync.
+  if (starts_with(name, "nccl") && contains(name.substr(4), "Kernel")) return Work::communication;
+  if (starts_with(name, "Memcpy") || starts_with(name, "Memset") || starts_with(name, "dma")) return Work::memory;
+  if (contains(name, "Memcpy") || contains(name, "Sync")) return Work::other;
+  return Work::compute;
+}
+
+const char* work_name(Work w) {
+  switch (w) {
+    case Work::compute:
+      return "compute";
+    case Work::communication:
+      return "communication";
+    case Work::memory:
+      return "memory";
+    case Work::other:
+      return "other";
+  }
+  return "other";
+}
+
+const char* copy_kind_name(CopyKind k) {
+  switch (k) {
+    case CopyKind::none:
+      return "none";
+    case CopyKind::h2d:
+      return "HtoD";
+    case CopyKind::d2h:
+      return "DtoH";
+    case CopyKind::d2d:
+      return "DtoD";
+    case CopyKind::p2p:
+      return "PtoP";
+    case CopyKind::memset:
+      return "Memset";
+    case CopyKind::other:
+      return "other";
+  }
+  return "other";
+}
+
+uint32_t NameTable::intern(std::string_view name) {
+  auto it = ids_.find(std::string(name));
+  if (it != ids_.end()) return it->second;
+  const auto id = static_cast<uint32_t>(names_.size());
+  names_.emplace_back(name);
+  ids_.emplace(names_.back(), id);
+  return id;
+}
+
+CallKind classify_runtime_call(std::string_view name) {
+  if (contains(name, "Synchronize")) return CallKind::sync;
+  if (starts_with(name, "cudaMemcpy") || starts_with(name, "cudaMemset") || starts_with(name, "cuMemcpy") ||
+      starts_with(name, "cuMemset"))
+    return CallKind::copy;
+  if (starts_with(name, "cudaLaunch") || starts_with(name, "cuLaunch") || name == "cudaGraphLaunch" ||
+      name == "cuGraphLaunch")
+    return CallKind::launch;
+  return CallKind::other;
+}
+
+std::vector<int> RankTimeline::devices() const {
+  std::set<int> d;
+  for (const auto& w : work) d.insert(w.device);
+  return {d.begin(), d.end()};
+}
+
+}  // namespace dpb::trace

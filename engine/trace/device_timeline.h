@@ -1,0 +1,98 @@
+#pragma once
+// A device timeline: what the devices of one process (one rank) ran and when, and the
+// host calls that launched it. One shape for every source, so one analysis
+// (analysis.h) serves them all:
+//   dpbench on GPUs       CUPTI activity records (kernels, copies, sets) and runtime calls;
+//   dpbench on CPU devices the host timeline (it is their device time);
+//   PyTorch jobs          Kineto traces' kernel, gpu_memcpy, gpu_memset, cuda_runtime and
+//                         cpu_op events.
+// Times are steady-clock (or trace) nanoseconds; names are interned in a table, so a
+// large trace costs a few dozen bytes per event.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/trace/intervals.h"
+
+namespace dpb::trace {
+
+// What a piece of device work is, as Holistic Trace Analysis classifies kernels by name:
+//   communication  ^nccl.*Kernel;
+//   memory         copies and sets (^Memcpy, ^Memset, ^dma);
+//   compute        any other kernel, except ones named like copies or syncs (other).
+enum class Work : uint8_t { compute, communication, memory, other };
+Work classify_kernel(std::string_view name);
+const char* work_name(Work w);
+
+enum class CopyKind : uint8_t { none, h2d, d2h, d2d, p2p, memset, other };
+const char* copy_kind_name(CopyKind k);
+
+// Interned strings: an id per distinct name.
+class NameTable {
+ public:
+  uint32_t intern(std::string_view name);
+  const std::string& name(uint32_t id) const { return names_[id]; }
+  size_t size() const { return names_.size(); }
+
+ private:
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, uint32_t> ids_;
+};
+
+struct DeviceWork {
+  int device = 0;
+  int64_t stream = -1;
+  Work work = Work::compute;
+  int64_t begin_ns = 0, end_ns = 0;
+  int64_t correlation = -1;  // the host call that launched it (-1: unknown)
+  uint32_t name = 0;
+  CopyKind copy = CopyKind::none;
+  int64_t bytes = -1;          // copies and sets (-1: unknown)
+  int8_t pinned = -1;          // host side of a copy: 1 pinned, 0 pageable, -1 unknown
+};
+
+enum class CallKind : uint8_t {
+  launch,       // cudaLaunchKernel and friends: queue device work
+  copy,         // cudaMemcpy* / cudaMemset*: queue (or do) a copy
+  sync,         // cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, cudaStreamWaitEvent...
+  other
+};
+CallKind classify_runtime_call(std::string_view name);
+
+struct HostCall {
+  int64_t correlation = -1;
+  int64_t begin_ns = 0, end_ns = 0;
+  CallKind kind = CallKind::other;
+  uint32_t name = 0;
+  int64_t thread = 0;
+};
+
+// A host operator (aten::item, aten::copy_, a module's forward): what a host call ran
+// inside, for naming the ops that block on the device.
+struct HostOp {
+  int64_t begin_ns = 0, end_ns = 0;
+  uint32_t name = 0;
+  int64_t thread = 0;
+};
+
+struct RankTimeline {
+  std::optional<int> rank;
+  int world = 1;
+  std::string host, source;  // where it came from ("dpbench report", a trace's path)
+  int visible_devices = 0;   // GPUs the process could see (deviceProperties)
+  NameTable names;
+  std::vector<DeviceWork> work;
+  std::vector<HostCall> calls;
+  std::vector<HostOp> ops;
+  std::vector<Span64> steps;       // optimizer steps (ProfilerStep#N)
+  std::vector<Span64> data_waits;  // the loop waiting for its input (DataLoader __next__)
+  int64_t dp_forwards = 0;         // DataParallel.forward calls
+  // The devices that ran anything, in order.
+  std::vector<int> devices() const;
+};
+
+}  // namespace dpb::trace
