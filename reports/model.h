@@ -111,6 +111,7 @@ struct RankStats {
   std::string host, device;
   std::vector<std::string> hardware;  // what it computed on: "core 2", "gpu 0000:1b:00.0"
   int64_t samples = 0;
+  std::vector<Num> compute_steps_s;  // compute in each measured step (pairs the ranks step by step)
 };
 
 // One gradient bucket of the last measured step: ms from the start of its backward.
@@ -138,6 +139,7 @@ struct DpStats {
   std::string forward = "scatter", input = "tensor";
   int64_t scatter_calls = 0;
   std::vector<int64_t> last_chunks;
+  std::vector<int64_t> full_chunks;  // the chunks of a full batch (empty in older reports)
   Num primary_only_s, primary_replica_s;  // per step
 };
 

@@ -67,7 +67,8 @@ json ranks_json(const std::vector<RankStats>& ranks) {
                  {"host", m.host},
                  {"device", m.device},
                  {"hardware", m.hardware},
-                 {"samples", m.samples}});
+                 {"samples", m.samples},
+                 {"compute_steps_s", nums(m.compute_steps_s)}});
   return a;
 }
 
@@ -86,6 +87,7 @@ RankStats rank_from(const JsonView& j) {
   m.device = j.str("device", kName);
   m.hardware = strings(j, "hardware", 1 << 12);
   m.samples = j.integer("samples", 0, kCount);
+  m.compute_steps_s = maybe_nums(j, "compute_steps_s");
   return m;
 }
 
@@ -149,6 +151,7 @@ json dp_json(const DpStats& d) {
           {"input", d.input},
           {"scatter_calls", d.scatter_calls},
           {"last_chunks", d.last_chunks},
+          {"full_chunks", d.full_chunks},
           {"primary_only_s", num(d.primary_only_s)},
           {"primary_replica_s", num(d.primary_replica_s)}};
 }
@@ -159,6 +162,7 @@ DpStats dp_from(const JsonView& j) {
   d.input = j.str("input", 16);
   d.scatter_calls = j.integer("scatter_calls", 0, kCount);
   d.last_chunks = integers(j, "last_chunks", 0, kCount);
+  if (j.has("full_chunks")) d.full_chunks = integers(j, "full_chunks", 0, kCount);
   d.primary_only_s = j.maybe_number("primary_only_s", 0, kBig);
   d.primary_replica_s = j.maybe_number("primary_replica_s", 0, kBig);
   return d;

@@ -11,6 +11,7 @@ DPB_PACKAGES=(
   build-essential cmake ninja-build git pkg-config
   libdnnl-dev libgloo-dev nlohmann-json3-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev dataset-fashion-mnist
+  libsimdjson-dev  # streaming reads of PyTorch profiler traces
   ocl-icd-opencl-dev  # Debian's oneDNN CMake package requires the OpenCL headers and loader
   ${DPB_EXTRA_PACKAGES:-}
 )

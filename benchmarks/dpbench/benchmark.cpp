@@ -85,9 +85,11 @@ std::vector<reports::RankStats> rank_stats(const RankView& v) {
   for (size_t r = 0; r < v.metrics.size(); ++r) {
     const RankMetrics& m = v.metrics[r];
     const RankPlacement& p = v.records[r].placement;
-    out.push_back({static_cast<int>(r), m.step_median_s, m.step_p90_s, m.data_wait_share, m.busy_fraction, m.comm_s,
-                   m.overlap_ratio, m.exposed_comm_s, m.compute_s, p.host, p.device, p.hardware,
-                   static_cast<int64_t>(m.samples)});
+    reports::RankStats s{static_cast<int>(r), m.step_median_s, m.step_p90_s, m.data_wait_share, m.busy_fraction,
+                         m.comm_s, m.overlap_ratio, m.exposed_comm_s, m.compute_s, p.host, p.device, p.hardware,
+                         static_cast<int64_t>(m.samples), {}};
+    for (double c : v.records[r].compute_steps_s) s.compute_steps_s.push_back(c);
+    out.push_back(std::move(s));
   }
   return out;
 }
@@ -248,6 +250,27 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   for (const auto& r : result.steps) run.loss_per_step.push_back(r.loss);
   for (double t : times) run.step_times_s.push_back(t);
   run.timeline = std::move(excerpt);
+  // Where each device's (each rank's) measured window went.
+  run.breakdown.emplace();
+  for (int d = 0; d < world; ++d) {
+    trace::Breakdown b;
+    if (rank) {
+      const RankMetrics& m = ranks.metrics[static_cast<size_t>(d)];
+      const auto known = [](double v) { return v >= 0 ? std::optional<double>(v) : std::nullopt; };
+      b.window_s = m.window_s;
+      b.idle_share = known(m.idle_share);
+      b.compute_share = known(m.compute_share);
+      b.comm_share = known(m.comm_share);
+      b.memory_share = known(m.memory_share);
+      b.overlap = known(m.overlap);
+      b.rank = d;
+      b.host = ranks.records[static_cast<size_t>(d)].placement.host;
+    } else {
+      b = host_breakdown(bench_device(o, d).index, window);
+    }
+    b.device = ids[static_cast<size_t>(d)];
+    run.breakdown->push_back(b);
+  }
   for (const auto& e : result.epochs)
     run.epochs.push_back({e.epoch, e.train_loss, e.test ? reports::Num(e.test->accuracy) : reports::Num(), e.seconds});
   if (o.out.op_profile) {

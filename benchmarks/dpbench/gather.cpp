@@ -44,7 +44,10 @@ std::vector<RankMetrics> gather_metrics(comm::ProcessGroup& pg, const RankMetric
                              static_cast<float>(mine.exposed_comm_s), static_cast<float>(mine.exposed_share),
                              static_cast<float>(mine.samples),        static_cast<float>(mine.steps),
                              static_cast<float>(mine.step_no_comm_s), static_cast<float>(mine.optimizer_s),
-                             static_cast<float>(mine.compute_s)};
+                             static_cast<float>(mine.compute_s),      static_cast<float>(mine.window_s),
+                             static_cast<float>(mine.idle_share),     static_cast<float>(mine.compute_share),
+                             static_cast<float>(mine.comm_share),     static_cast<float>(mine.memory_share),
+                             static_cast<float>(mine.overlap)};
   const auto k = static_cast<int64_t>(v.size());
   Tensor local = Tensor::from_vector({k}, v, device), all = Tensor::empty({k * pg.size()}, device);
   pg.allgather(all, local)->wait();
@@ -52,7 +55,8 @@ std::vector<RankMetrics> gather_metrics(comm::ProcessGroup& pg, const RankMetric
   std::vector<RankMetrics> out(static_cast<size_t>(pg.size()));
   for (int r = 0; r < pg.size(); ++r) {
     const float* f = a.data() + r * k;
-    out[static_cast<size_t>(r)] = RankMetrics{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12]};
+    out[static_cast<size_t>(r)] = RankMetrics{f[0],  f[1],  f[2],  f[3],  f[4],  f[5],  f[6],  f[7],  f[8],  f[9],
+                                              f[10], f[11], f[12], f[13], f[14], f[15], f[16], f[17], f[18]};
   }
   return out;
 }
@@ -80,10 +84,12 @@ std::vector<RankRecord> gather_rank_records(comm::ProcessGroup& pg, const std::v
   nlohmann::json mine = {{"host", p.host}, {"device", p.device}, {"hardware", p.hardware}};
   mine["hashes"] = nlohmann::json::array();
   for (const auto& r : measured) mine["hashes"].push_back(r.data_hash);
+  mine["compute"] = compute_per_step(measured, device.index);
   std::vector<RankRecord> out;
   for (const auto& text : gather_strings(pg, mine.dump(), device)) {
     const auto j = nlohmann::json::parse(text);
-    out.push_back({{j["host"], j["device"], j["hardware"]}, j["hashes"].get<std::vector<uint64_t>>()});
+    out.push_back({{j["host"], j["device"], j["hardware"]}, j["hashes"].get<std::vector<uint64_t>>(),
+                   j["compute"].get<std::vector<double>>()});
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/core/stats.h"
+#include "engine/trace/analysis.h"
 #include "engine/trace/timeline.h"
 
 namespace dpb::bench {
@@ -43,6 +44,42 @@ double busy_fraction(int device, const Window& w) {
   return w.hi > w.lo ? seconds(trace::timeline().busy_ns(device, w.lo, w.hi)) / w.seconds() : 0.0;
 }
 
+trace::Breakdown host_breakdown(int device, const Window& w) {
+  trace::RankTimeline t;
+  for (const auto& i : trace::timeline().intervals()) {
+    if (i.device != device || i.cat == trace::Category::data) continue;
+    trace::DeviceWork x;
+    x.device = device;
+    x.begin_ns = i.begin_ns;
+    x.end_ns = i.end_ns;
+    x.work = i.cat == trace::Category::comm   ? trace::Work::communication
+             : i.cat == trace::Category::copy ? trace::Work::memory
+                                              : trace::Work::compute;
+    t.work.push_back(x);
+  }
+  trace::AnalysisOptions o;
+  o.window = trace::Span64{w.lo, w.hi};
+  o.launches_known = false;
+  const trace::RankAnalysis a = trace::analyze_rank(t, o);
+  if (const auto* d = a.device(device)) return d->breakdown;
+  trace::Breakdown idle;  // nothing ran on it
+  idle.window_s = w.seconds();
+  idle.idle_share = 1.0;
+  idle.compute_share = idle.comm_share = idle.memory_share = 0.0;
+  return idle;
+}
+
+std::vector<double> compute_per_step(const std::vector<StepRecord>& measured, int device) {
+  const Window w = measured_window(measured);
+  std::vector<std::pair<int64_t, int64_t>> compute;
+  for (const auto& i : trace::timeline().intervals())
+    if (i.device == device && i.cat == trace::Category::compute && i.begin_ns >= w.lo && i.end_ns <= w.hi)
+      compute.emplace_back(i.begin_ns, i.end_ns);
+  std::vector<double> per_step;
+  for (const auto& r : measured) per_step.push_back(seconds(trace::union_ns(compute, r.begin_ns, r.end_ns)));
+  return per_step;
+}
+
 RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vector<StepRecord>& all, int device) {
   RankMetrics m;
   std::vector<double> times;
@@ -65,18 +102,13 @@ RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vec
   if (!measured.empty() && w.hi > w.lo) {
     m.busy_fraction = busy_fraction(device, w);
     std::vector<double> optim;
-    std::vector<std::pair<int64_t, int64_t>> compute;
-    for (const auto& i : trace::timeline().intervals()) {
-      if (i.device != device || i.begin_ns < w.lo || i.end_ns > w.hi) continue;
-      if (i.cat == trace::Category::optim) optim.push_back(seconds(i.end_ns - i.begin_ns));
-      if (i.cat == trace::Category::compute) compute.emplace_back(i.begin_ns, i.end_ns);
-    }
+    for (const auto& i : trace::timeline().intervals())
+      if (i.device == device && i.begin_ns >= w.lo && i.end_ns <= w.hi && i.cat == trace::Category::optim)
+        optim.push_back(seconds(i.end_ns - i.begin_ns));
     if (!optim.empty()) m.optimizer_s = summarize(optim).median;
     // Compute per step, the median over the measured steps: one step that the machine
     // interrupted does not make a rank look slow.
-    std::vector<double> per_step;
-    for (const auto& r : measured) per_step.push_back(seconds(trace::union_ns(compute, r.begin_ns, r.end_ns)));
-    m.compute_s = summarize(per_step).median;
+    m.compute_s = summarize(compute_per_step(measured, device)).median;
   }
   // Per step: communication time, and the part of it outside backward.
   const double nsteps = std::max<double>(1.0, static_cast<double>(measured.size()));
@@ -86,6 +118,15 @@ RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vec
   m.exposed_share = step_s > 0 ? m.exposed_comm_s * nsteps / step_s : 0;
   for (const auto& r : all) m.samples += static_cast<double>(r.samples);
   m.steps = static_cast<double>(measured.size());
+  if (w.hi > w.lo) {
+    const trace::Breakdown b = host_breakdown(device, w);
+    m.window_s = b.window_s;
+    m.idle_share = b.idle_share.value_or(-1);
+    m.compute_share = b.compute_share.value_or(-1);
+    m.comm_share = b.comm_share.value_or(-1);
+    m.memory_share = b.memory_share.value_or(-1);
+    m.overlap = b.overlap.value_or(-1);
+  }
   return m;
 }
 
@@ -125,6 +166,7 @@ reports::DpStats dp_stats(const DataParallel& dp, bool bypass, bool replicate_in
   s.input = replicate_input ? "list" : "tensor";
   s.scatter_calls = dp.stats().forwards;
   s.last_chunks = dp.stats().last_chunks;
+  s.full_chunks = dp.stats().full_chunks;
   s.primary_only_s = static_cast<double>(trace::union_ns(own, w.lo, w.hi)) * per_step;
   s.primary_replica_s = static_cast<double>(trace::union_ns(replica, w.lo, w.hi)) * per_step;
   return s;

@@ -10,6 +10,7 @@
 
 #include "engine/parallel/data_parallel.h"
 #include "engine/parallel/pipeline.h"
+#include "engine/trace/breakdown.h"
 #include "engine/train/step_record.h"
 #include "reports/model.h"
 
@@ -26,6 +27,12 @@ Window measured_window(const std::vector<StepRecord>& measured);
 // the window, over the window.
 double busy_fraction(int device, const Window& w);
 
+// The temporal breakdown of a device over the window from the host timeline (on logical
+// CPU devices it is their device time): compute and the optimizer as compute,
+// collectives and DataParallel's reduction as communication, copies as memory. Idle
+// causes are unknown (there are no launches to blame): null.
+trace::Breakdown host_breakdown(int device, const Window& w);
+
 // What one rank measured over the measured steps.
 struct RankMetrics {
   double step_median_s = 0, step_p90_s = 0;
@@ -40,7 +47,11 @@ struct RankMetrics {
   // medians in seconds (0 when not measured).
   double step_no_comm_s = 0, optimizer_s = 0;
   double compute_s = 0;  // forward, loss and backward per step (timeline union; median over steps)
+  // The breakdown of its device over the window (-1: not measured).
+  double window_s = 0, idle_share = -1, compute_share = -1, comm_share = -1, memory_share = -1, overlap = -1;
 };
+// Forward, loss and backward on `device` in each measured step (the timeline's union).
+std::vector<double> compute_per_step(const std::vector<StepRecord>& measured, int device);
 // `device`: this rank's device index on the timeline.
 RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vector<StepRecord>& all, int device);
 
@@ -56,6 +67,7 @@ struct RankPlacement {
 struct RankRecord {
   RankPlacement placement;
   std::vector<uint64_t> data_hashes;
+  std::vector<double> compute_steps_s;  // compute in each measured step
 };
 // Measured steps in which every rank read exactly the same samples (no DistributedSampler)
 // among those every rank ran.

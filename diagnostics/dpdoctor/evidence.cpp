@@ -85,14 +85,21 @@ Evidence evidence_from_report(const reports::RunReport& report) {
     e.dp_forward = dp.forward;
     e.dp_input = dp.input;
     e.scatter_calls = dp.scatter_calls;
-    e.chunks = dp.last_chunks;
+    e.chunks = dp.full_chunks.empty() ? dp.last_chunks : dp.full_chunks;
     e.primary_only_s = dp.primary_only_s.value_or(-1);
     e.primary_replica_s = dp.primary_replica_s.value_or(-1);
   }
   if (run.ranks)
     for (const auto& r : *run.ranks)
       e.ranks.push_back({r.rank, r.host, r.device, r.hardware, r.compute_s.value_or(0), r.comm_s.value_or(0),
-                         r.step_time_median_s.value_or(0), r.busy_fraction.value_or(0)});
+                         r.step_time_median_s.value_or(0), r.busy_fraction.value_or(0),
+                         run.steps > 0 ? static_cast<double>(r.samples) / static_cast<double>(run.steps) : 0.0,
+                         {},
+                         {}});
+  if (run.ranks)
+    for (size_t k = 0; k < run.ranks->size(); ++k)
+      for (const auto& c : (*run.ranks)[k].compute_steps_s)
+        if (c) e.ranks[k].compute_steps_s.push_back(*c);
   if (run.overlap) {
     e.overlap = run.overlap->ratio.value_or(-1);
     e.exposed_share = run.overlap->exposed_share.value_or(-1);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/parallel/modes.h"
+#include "engine/trace/analysis.h"
 #include "reports/model.h"
 
 namespace dpb::doctor {
@@ -27,6 +28,27 @@ struct RankEvidence {
   std::string host, device;
   std::vector<std::string> hardware;  // what it computed on: "core 2", "gpu 0000:1b:00.0"
   double compute_s = 0, comm_s = 0, step_s = 0, busy = 0;
+  double samples_per_step = 0;  // measured (0: unknown)
+  // Per measured step (the ranks' k-th steps are the same step): device compute, and the
+  // device's idle time its host caused (empty: not measured).
+  std::vector<double> compute_steps_s, host_wait_steps_s;
+};
+
+// What a device timeline adds about one rank (or one device of a process): the
+// temporal breakdown and idle causes, compute and communication per step on the device,
+// and the host's launches, syncs and copies (PyTorch GPU traces, CUPTI runs).
+struct TimelineEvidence {
+  std::optional<int> rank;
+  std::string device;
+  int steps = 0;
+  std::optional<double> step_s;
+  trace::Breakdown breakdown;
+  std::optional<double> compute_per_step_s, comm_per_step_s, exposed_comm_per_step_s;
+  std::optional<double> host_wait_per_step_s;  // device idle time the host caused, per step
+  trace::LaunchStats launches;
+  trace::SyncStats syncs;
+  trace::CopyStats copies;
+  bool launches_known = false;
 };
 
 struct Evidence {
@@ -73,6 +95,13 @@ struct Evidence {
   double concurrency = -1;  // share of the last step with two or more stages busy
   // The temporal breakdown of each device or rank over the measured window.
   std::vector<trace::Breakdown> breakdown;
+  // Device timelines (a PyTorch GPU trace; a dpbench run with device times): one per rank,
+  // or one per device of a single process. Empty where the source has none.
+  std::vector<TimelineEvidence> timelines;
+  bool device_activity = true;  // false: the trace recorded no GPU work (a CPU-only profile)
+  // Across ranks: collectives compared, and how many each rank started last.
+  int collectives_compared = 0;
+  std::vector<int> last_starts;
 };
 
 // The evidence of a report's largest run (a sweep is diagnosed at its largest count).

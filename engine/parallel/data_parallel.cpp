@@ -56,6 +56,10 @@ Tensor DataParallel::forward(const Tensor& x) {
   ++stats_.forwards;
   chunks_ = chunk_sizes(x.size(0), static_cast<int>(devices_.size()));
   stats_.last_chunks = chunks_;
+  if (x.size(0) > stats_.full_batch) {
+    stats_.full_batch = x.size(0);
+    stats_.full_chunks = chunks_;
+  }
   std::vector<Tensor> inputs(chunks_.size());
   {
     trace::Span span("scatter", trace::Category::copy, devices_[0].index);

@@ -27,6 +27,9 @@ struct DataParallelStats {
   std::vector<int64_t> samples;      // per device: samples it ran forward
   std::vector<int64_t> busy_ns;      // per device: time in replica forward + backward
   std::vector<int64_t> last_chunks;  // chunk sizes of the last scatter (one per device used)
+  // The chunks of the largest batch scattered: a full step's, not an epoch's partial last batch.
+  std::vector<int64_t> full_chunks;
+  int64_t full_batch = 0;
 };
 
 class DataParallel {

@@ -111,14 +111,19 @@ struct IdleParts {
   int64_t idle = 0, host = 0, kernel = 0, other = 0;
 };
 
-void classify_gap(int64_t gap_begin, int64_t gap_end, const DeviceWork* next, const HostCall* call,
+// Adds the gap to its cause; returns whether it was host wait.
+bool classify_gap(int64_t gap_begin, int64_t gap_end, const DeviceWork* next, const HostCall* call,
                   int64_t threshold, IdleParts& p) {
   const int64_t gap = gap_end - gap_begin;
-  if (gap <= 0) return;
+  if (gap <= 0) return false;
   p.idle += gap;
-  if (next && call && call->begin_ns > gap_begin) p.host += gap;
-  else if (next && call && gap < threshold) p.kernel += gap;
+  if (next && call && call->begin_ns > gap_begin) {
+    p.host += gap;
+    return true;
+  }
+  if (next && call && gap < threshold) p.kernel += gap;
   else p.other += gap;
+  return false;
 }
 
 }  // namespace
@@ -147,8 +152,8 @@ RankAnalysis analyze_rank(const RankTimeline& t, const AnalysisOptions& o) {
   const auto steps = window_steps(t, w, hta);
   a.steps = static_cast<int>(steps.size());
 
-  // Steps without their wait for data.
-  if (!t.steps.empty()) {
+  // Steps without their wait for data (no profiler steps: the window is one step).
+  {
     std::vector<double> lengths;
     double waited = 0, net = 0;
     for (const auto& s : steps) {
@@ -191,6 +196,7 @@ RankAnalysis analyze_rank(const RankTimeline& t, const AnalysisOptions& o) {
       exposed.push_back(seconds(total_length(difference(m, c))));
     }
     da.compute_per_step_s = median(compute);
+    da.compute_steps_s = compute;
     da.comm_per_step_s = median(comm);
     da.exposed_comm_per_step_s = median(exposed);
 
@@ -202,10 +208,15 @@ RankAnalysis analyze_rank(const RankTimeline& t, const AnalysisOptions& o) {
     std::sort(mine.begin(), mine.end(), [](const DeviceWork* x, const DeviceWork* y) { return x->begin_ns < y->begin_ns; });
     IdleParts dev;
     int64_t busy_until = w.first;
+    std::vector<Span64> host_waits;
     for (const DeviceWork* x : mine) {
-      if (x->begin_ns > busy_until) classify_gap(busy_until, x->begin_ns, x, launch_call(*x), o.kernel_wait_threshold_ns, dev);
+      if (x->begin_ns > busy_until &&
+          classify_gap(busy_until, x->begin_ns, x, launch_call(*x), o.kernel_wait_threshold_ns, dev))
+        host_waits.emplace_back(busy_until, x->begin_ns);
       busy_until = std::max(busy_until, x->end_ns);
     }
+    if (o.launches_known)
+      for (const auto& st : steps) da.host_wait_steps_s.push_back(seconds(union_ns(host_waits, st.first, st.second)));
     classify_gap(busy_until, w.second, nullptr, nullptr, o.kernel_wait_threshold_ns, dev);
     if (dev.idle > 0 && o.launches_known) {
       const double idle = static_cast<double>(dev.idle);

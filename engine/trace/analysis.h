@@ -49,6 +49,8 @@ struct DeviceAnalysis {
   // Per step (medians over the window's steps): the device's compute, its communication
   // and the part of that not hidden behind compute.
   std::optional<double> compute_per_step_s, comm_per_step_s, exposed_comm_per_step_s;
+  // Per step of the window: compute, and the idle time the host caused (host wait).
+  std::vector<double> compute_steps_s, host_wait_steps_s;
   double busy_share() const { return 1.0 - breakdown.idle_share.value_or(1.0); }
 };
 

@@ -106,7 +106,8 @@ TEST(ReportModel, AValueThatDoesNotFitNamesTheField) {
   e = error_of([](auto& j) { j["config"]["mode"] = "fsdp"; });
   EXPECT_NE(e.find("mode"), std::string::npos) << e;
   e = error_of([](auto& j) { j["runs"][0]["timeline"]["source"] = "guess"; });
-  EXPECT_NE(e.find("runs[0].timeline.source: expected one of host, cuda-events, cupti"), std::string::npos) << e;
+  EXPECT_NE(e.find("runs/0/timeline/source"), std::string::npos) << e;
+  EXPECT_NE(e.find("cuda-events"), std::string::npos) << e;
   e = error_of([](auto& j) { j["runs"] = nlohmann::json::array(); });
   EXPECT_NE(e.find("runs"), std::string::npos) << e;
   EXPECT_EQ(error_of([](auto&) {}), "");

@@ -5,6 +5,7 @@
 #include "diagnostics/dpdoctor/torch_trace.h"
 
 #include "diagnostics/dpdoctor/doctor.h"
+#include "diagnostics/dpdoctor/kineto_reader.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -20,11 +21,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Times in milliseconds from the start of the trace; written in microseconds.
+// Times in milliseconds from the start of the trace; written in microseconds. Every
+// kernel and copy has the runtime call that launched it (20 us before it, 5 us long),
+// linked by a correlation id, as Kineto writes them.
 class KinetoTrace {
  public:
   // world 0: not distributed (no distributedInfo).
-  KinetoTrace(int rank, int world, int visible) {
+  KinetoTrace(int rank, int world, int visible, int pid = 4242) : pid_(pid) {
     doc_ = {{"schemaVersion", 1}, {"traceEvents", nlohmann::json::array()}, {"baseTimeNanoseconds", 1700000000000000000}};
     if (world > 0) doc_["distributedInfo"] = {{"backend", "nccl"}, {"rank", rank}, {"world_size", world}};
     doc_["deviceProperties"] = nlohmann::json::array();
@@ -32,34 +35,45 @@ class KinetoTrace {
       doc_["deviceProperties"].push_back({{"id", d}, {"name", "NVIDIA H100 80GB HBM3"}, {"numSms", 132}});
   }
   void step(int n, double begin, double end) {
-    add({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "ProfilerStep#" + std::to_string(n)}, {"pid", kPid},
-         {"tid", kPid}, {"ts", us(begin)}, {"dur", len(end - begin)}});
+    add({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "ProfilerStep#" + std::to_string(n)}, {"pid", pid_},
+         {"tid", pid_}, {"ts", us(begin)}, {"dur", len(end - begin)}});
+    // What the device also shows, and must not count as a host step.
+    add({{"ph", "X"}, {"cat", "gpu_user_annotation"}, {"name", "ProfilerStep#" + std::to_string(n)}, {"pid", 0},
+         {"tid", 7}, {"ts", us(begin + 0.05)}, {"dur", len(end - begin)}});
     // What surrounds it in a real trace, and must not count.
-    add({{"ph", "X"}, {"cat", "cpu_op"}, {"name", "aten::linear"}, {"pid", kPid}, {"tid", kPid}, {"ts", us(begin + 0.1)},
-         {"dur", len(end - begin - 0.2)}, {"args", {{"External id", n}}}});
     add({{"ph", "X"}, {"cat", "python_function"}, {"name", "torch/nn/modules/module.py(1501): _call_impl"},
-         {"pid", kPid}, {"tid", kPid}, {"ts", us(begin)}, {"dur", len(end - begin)}});
-    add({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", "cudaLaunchKernel"}, {"pid", kPid}, {"tid", kPid},
-         {"ts", us(begin + 0.2)}, {"dur", len(0.01)}});
+         {"pid", pid_}, {"tid", pid_}, {"ts", us(begin)}, {"dur", len(end - begin)}});
   }
-  void kernel(int device, double begin, double end, const std::string& name = "void cutlass::Kernel<sm90_gemm>") {
+  void kernel(int device, double begin, double end, const std::string& name = "void cutlass::Kernel<sm90_gemm>",
+              double launch_ms = -1) {
+    const int corr = launch(launch_ms >= 0 ? launch_ms : begin - 0.02, "cudaLaunchKernel");
     add({{"ph", "X"}, {"cat", "kernel"}, {"name", name}, {"pid", device}, {"tid", 7}, {"ts", us(begin)},
-         {"dur", len(end - begin)}, {"args", {{"device", device}, {"stream", 7}, {"correlation", 1}}}});
+         {"dur", len(end - begin)}, {"args", {{"device", device}, {"stream", 7}, {"correlation", corr}}}});
   }
   void nccl(int device, double begin, double end) {
     kernel(device, begin, end, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
   }
-  void memcpy(int device, double begin, double end) {
-    add({{"ph", "X"}, {"cat", "gpu_memcpy"}, {"name", "Memcpy HtoD (Pinned -> Device)"}, {"pid", device},
-         {"tid", 8}, {"ts", us(begin)}, {"dur", len(end - begin)}, {"args", {{"device", device}, {"bytes", 1 << 20}}}});
+  void memcpy(int device, double begin, double end, const std::string& name = "Memcpy HtoD (Pinned -> Device)") {
+    const int corr = launch(begin - 0.02, "cudaMemcpyAsync");
+    add({{"ph", "X"}, {"cat", "gpu_memcpy"}, {"name", name}, {"pid", device}, {"tid", 8}, {"ts", us(begin)},
+         {"dur", len(end - begin)}, {"args", {{"device", device}, {"stream", 8}, {"correlation", corr}, {"bytes", 1 << 20}}}});
+  }
+  // .item(): aten::item around a copy to the host and a stream sync that waits until `until`.
+  void item(double begin, double until) {
+    add({{"ph", "X"}, {"cat", "cpu_op"}, {"name", "aten::item"}, {"pid", pid_}, {"tid", pid_}, {"ts", us(begin)},
+         {"dur", len(until - begin + 0.01)}});
+    add({{"ph", "X"}, {"cat", "cpu_op"}, {"name", "aten::_local_scalar_dense"}, {"pid", pid_}, {"tid", pid_},
+         {"ts", us(begin + 0.001)}, {"dur", len(until - begin)}});
+    add({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", "cudaStreamSynchronize"}, {"pid", pid_}, {"tid", pid_},
+         {"ts", us(begin + 0.002)}, {"dur", len(until - begin - 0.002)}, {"args", {{"correlation", ++corr_}}}});
   }
   void data_wait(double begin, double end) {
     add({{"ph", "X"}, {"cat", "user_annotation"},
-         {"name", "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"}, {"pid", kPid}, {"tid", kPid},
+         {"name", "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"}, {"pid", pid_}, {"tid", pid_},
          {"ts", us(begin)}, {"dur", len(end - begin)}});
   }
   void dp_forward(double begin, double end) {
-    add({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "DataParallel.forward"}, {"pid", kPid}, {"tid", kPid},
+    add({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "DataParallel.forward"}, {"pid", pid_}, {"tid", pid_},
          {"ts", us(begin)}, {"dur", len(end - begin)}});
   }
   std::string write(const std::string& path, bool gzip = false) const {
@@ -75,10 +89,16 @@ class KinetoTrace {
   }
 
  private:
-  static constexpr int kPid = 4242;
+  int launch(double at, const char* name) {
+    add({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", name}, {"pid", pid_}, {"tid", pid_}, {"ts", us(at)},
+         {"dur", len(0.005)}, {"args", {{"correlation", ++corr_}}}});
+    return corr_;
+  }
   static double us(double ms) { return 1e3 * ms + 1e6; }  // a time: traces start at an offset
   static double len(double ms) { return 1e3 * ms; }       // a duration
   void add(nlohmann::json e) { doc_["traceEvents"].push_back(std::move(e)); }
+  int pid_;
+  int corr_ = 0;
   nlohmann::json doc_;
 };
 
@@ -135,11 +155,18 @@ TEST_F(TorchTrace, HealthyDdpOverlapsItsAllReduce) {
   // A step is the ProfilerStep without its wait for data (0.1 ms), as dpbench measures.
   EXPECT_NEAR(summary_["step_time_s"].get<double>(), 0.0099, 1e-9);
   EXPECT_NEAR(summary_["data_wait_share"].get<double>(), 0.01, 1e-9);
-  EXPECT_NEAR(summary_["devices"][0]["busy_fraction"].get<double>(), 0.89, 1e-6);  // 0.1..9 of every 10 ms
+  // HTA's window: the first three steps' device work and the fourth's (the last step's is
+  // left out), [0.1, 39] ms, busy 0.1..9 of every 10 ms.
+  EXPECT_NEAR(summary_["devices"][0]["busy_fraction"].get<double>(), 4 * 8.9 / 38.9, 1e-6);
+  const auto j = last_.to_json();
+  ASSERT_EQ(j["ranks"].size(), 2u);
+  EXPECT_EQ(j["ranks"][1]["rank"], 1);
+  EXPECT_NEAR(j["ranks"][0]["window_s"].get<double>(), 0.0389, 1e-9);
+  EXPECT_NEAR(j["ranks"][0]["idle_share"].get<double>(), 1 - 4 * 8.9 / 38.9, 1e-6);
 }
 
-TEST_F(TorchTrace, ExposedAllReduceIsCommunicationBound) {
-  EXPECT_EQ(ids(ddp(2, {6, 6}, {6, 6}, {10, 10})), std::vector<std::string>{"communication-bound"});
+TEST_F(TorchTrace, ExposedAllReduceIsExposedCommunication) {
+  EXPECT_EQ(ids(ddp(2, {6, 6}, {6, 6}, {10, 10})), std::vector<std::string>{"exposed-communication"});
   EXPECT_NEAR(last_.findings[0].evidence["exposed_share"].get<double>(), 4.0 / 9.9, 1e-6);  // of the 9.9 ms step
   EXPECT_NEAR(last_.findings[0].evidence["overlap_ratio"].get<double>(), 0.0, 1e-9);
 }
@@ -179,12 +206,12 @@ TEST_F(TorchTrace, DataParallelPrimaryWorkingAloneIsAHotSpot) {
     const double o = 10.0 * s;
     t.step(s, o, o + 10);
     t.dp_forward(o, o + 6);
-    t.kernel(0, o, o + 4);
+    t.kernel(0, o + 0.05, o + 4);  // launched within its step (20 us before it starts)
     for (int d = 0; d < 4; ++d) t.kernel(d, o + 4, o + 9);
   }
   EXPECT_EQ(ids({t.write(path("dp.json"))}), std::vector<std::string>{"primary-device-hotspot"});
   EXPECT_EQ(summary_["mode"], "dp");
-  EXPECT_NEAR(last_.findings[0].evidence["primary_only_s_per_step"].get<double>(), 0.004, 1e-9);
+  EXPECT_NEAR(last_.findings[0].evidence["primary_only_s_per_step"].get<double>(), 0.00395, 1e-9);
   // The same DataParallel without the primary's solo work: healthy.
   KinetoTrace even(0, 0, 4);
   for (int s = 0; s < 5; ++s) {
@@ -220,14 +247,16 @@ TEST_F(TorchTrace, ReadsGzipAndFoldersAndOrdersRanksByTheirInfo) {
     r1.step(s, 10.0 * s, 10.0 * s + 10);
     r1.kernel(1, 10.0 * s + 1, 10.0 * s + 9);  // the straggler: rank 1
   }
-  r1.write(path("a_host_1234.pt.trace.json.gz"), /*gzip=*/true);
-  r0.write(path("b_host_1235.pt.trace.json"));
+  r1.write(path("node-b_1234.1700000000123.pt.trace.json.gz"), /*gzip=*/true);
+  r0.write(path("node-a_1235.1700000000456.pt.trace.json"));
   std::ofstream(path("notes.txt")) << "not a trace";
   const Evidence e = read_torch_traces({dir_.string()});
   ASSERT_EQ(e.ranks.size(), 2u);
   EXPECT_EQ(e.ranks[0].rank, 0);
   EXPECT_EQ(e.ranks[1].device, "cuda:1");
   EXPECT_NEAR(e.ranks[1].compute_s, 0.008, 1e-9);
+  EXPECT_EQ(e.ranks[0].host, "node-a");  // from tensorboard_trace_handler's file name
+  EXPECT_EQ(e.ranks[1].host, "node-b");
   EXPECT_FALSE(e.samples_known);
   EXPECT_EQ(ids({dir_.string()}), std::vector<std::string>{"straggler-rank"});
 }
@@ -271,18 +300,96 @@ TEST_F(TorchTrace, BadInputIsAClearError) {
   };
   EXPECT_NE(message({path("missing.json")}).find("does not exist"), std::string::npos);
   std::ofstream(path("broken.json")) << "{\"traceEvents\": [";
-  EXPECT_NE(message({path("broken.json")}).find("is not JSON"), std::string::npos);
+  EXPECT_NE(message({path("broken.json")}).find("truncated"), std::string::npos);
   std::ofstream(path("report.json")) << "{\"schema\": \"dpbench.report/1\"}";
-  EXPECT_NE(message({path("report.json")}).find("not a PyTorch profiler trace"), std::string::npos);
+  EXPECT_NE(message({path("report.json")}).find("has no traceEvents"), std::string::npos);
+  std::ofstream(path("binary.json")) << std::string("\x1f\x8b\x08garbage\x00\x01", 13);
+  EXPECT_NE(message({path("binary.json")}).find("is corrupt"), std::string::npos);
   KinetoTrace cpu_only(0, 0, 0);
   EXPECT_NE(message({cpu_only.write(path("cpu_only.json"))}).find("neither GPU activity nor profiler steps"),
             std::string::npos);
   fs::create_directories(dir_ / "empty");
   EXPECT_NE(message({(dir_ / "empty").string()}).find("no trace"), std::string::npos);
+  // Rank 0 from two hosts: two jobs' traces, not one rank's.
   KinetoTrace a(0, 2, 8), b(0, 2, 8);
   a.kernel(0, 0, 1);
   b.kernel(1, 0, 1);
-  EXPECT_NE(message({a.write(path("x.json")), b.write(path("y.json"))}).find("are both rank 0"), std::string::npos);
+  EXPECT_NE(message({a.write(path("node-a_1.17.pt.trace.json")), b.write(path("node-b_2.17.pt.trace.json"))})
+                .find("both say they are rank 0"),
+            std::string::npos);
+}
+
+TEST_F(TorchTrace, SeveralFilesOfOneProcessAreOneRanksSteps) {
+  // A profiler schedule with repeat writes a file per cycle: the same rank, more steps.
+  KinetoTrace first(1, 2, 8), second(1, 2, 8), other(0, 2, 8);
+  for (int s = 0; s < 3; ++s) {
+    first.step(s, 10.0 * s, 10.0 * s + 10);
+    first.kernel(1, 10.0 * s + 1, 10.0 * s + 9);
+    second.step(s + 10, 100 + 10.0 * s, 110 + 10.0 * s);
+    second.kernel(1, 101 + 10.0 * s, 109 + 10.0 * s);
+    other.step(s, 10.0 * s, 10.0 * s + 10);
+    other.kernel(0, 10.0 * s + 1, 10.0 * s + 9);
+  }
+  const auto ranks = read_kineto_ranks({first.write(path("n_7.1.pt.trace.json")), second.write(path("n_7.2.pt.trace.json")),
+                                        other.write(path("n_8.1.pt.trace.json"))});
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[0].rank, 0);
+  EXPECT_EQ(ranks[1].steps.size(), 6u);
+  // Ranks in numerical order: 10 after 2.
+  KinetoTrace r10(10, 16, 8), r2(2, 16, 8);
+  r10.kernel(2, 0, 1);
+  r2.kernel(2, 0, 1);
+  const auto ordered = read_kineto_ranks({r10.write(path("r10.json")), r2.write(path("r2.json"))});
+  ASSERT_EQ(ordered.size(), 2u);
+  EXPECT_EQ(ordered[0].rank, 2);
+  EXPECT_EQ(ordered[1].rank, 10);
+}
+
+TEST_F(TorchTrace, LaunchBoundHostSyncsAndPageableCopies) {
+  // Tiny kernels launched one after another by a slow host: the GPU waits for launches.
+  KinetoTrace launch_bound(0, 0, 1);
+  for (int s = 0; s < 5; ++s) {
+    const double o = 10.0 * s;
+    launch_bound.step(s, o, o + 10);
+    for (int k = 0; k < 20; ++k) launch_bound.kernel(0, o + 0.5 * k + 0.2, o + 0.5 * k + 0.22, "void tiny_kernel",
+                                                     o + 0.5 * k + 0.15);
+  }
+  EXPECT_EQ(ids({launch_bound.write(path("launch.json"))}), std::vector<std::string>{"gpu-starved-by-host"});
+  // .item() every step: the host blocks until the GPU drains, then the GPU waits.
+  KinetoTrace item(0, 0, 1);
+  for (int s = 0; s < 5; ++s) {
+    const double o = 10.0 * s;
+    item.step(s, o, o + 10);
+    item.kernel(0, o + 0.1, o + 5);
+    item.item(o + 0.2, o + 5.1);
+    item.kernel(0, o + 8, o + 9.5, "void cutlass::Kernel<sm90_gemm>", o + 7.9);
+  }
+  const auto found = ids({item.write(path("item.json"))});
+  ASSERT_FALSE(found.empty());
+  EXPECT_EQ(found[0], "host-sync-stalls");
+  EXPECT_NE(last_.findings[0].title.find("aten::item"), std::string::npos) << last_.findings[0].title;
+  // Input copied from pageable memory, a quarter of every step.
+  KinetoTrace pageable(0, 0, 1);
+  for (int s = 0; s < 5; ++s) {
+    const double o = 10.0 * s;
+    pageable.step(s, o, o + 10);
+    pageable.memcpy(0, o + 0.1, o + 2.6, "Memcpy HtoD (Pageable -> Device)");
+    pageable.kernel(0, o + 2.6, o + 9.8);
+  }
+  EXPECT_EQ(ids({pageable.write(path("pageable.json"))}), std::vector<std::string>{"pageable-copies"});
+}
+
+TEST_F(TorchTrace, DataParallelOnOneOfFourGpusNamesTheIdleOnes) {
+  KinetoTrace t(0, 0, 4);
+  for (int s = 0; s < 5; ++s) {
+    t.step(s, 10.0 * s, 10.0 * s + 10);
+    t.dp_forward(10.0 * s, 10.0 * s + 6);
+    t.kernel(0, 10.0 * s + 0.5, 10.0 * s + 9.5);
+  }
+  const auto found = ids({t.write(path("dp_one.json"))});
+  ASSERT_FALSE(found.empty());
+  EXPECT_EQ(found[0], "dataparallel-idle-gpus");
+  EXPECT_NE(last_.findings[0].title.find("cuda:1, cuda:2, cuda:3"), std::string::npos) << last_.findings[0].title;
 }
 
 }  // namespace

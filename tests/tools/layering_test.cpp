@@ -61,7 +61,7 @@ std::optional<Place> place(const std::string& file) {
       {"gather", 3},           {"summary", 3},     {"trace_export", 4}, {"verify", 5}, {"benchmark", 5},
       {"rank", 6},             {"sweep", 6},       {"launch", 7},  {"cli", 8},       {"main", 9}};
   static const std::map<std::string, int> dpdoctor{
-      {"evidence", 0}, {"rules", 1}, {"torch_trace", 1}, {"doctor", 2}, {"main", 3}};
+      {"evidence", 0}, {"kineto_reader", 0}, {"rules", 1}, {"torch_trace", 1}, {"doctor", 2}, {"main", 3}};
   const fs::path p(file);
   const std::string stem = (p.parent_path() / p.stem()).string();
   if (starts_with(file, "engine/")) {

@@ -11,7 +11,12 @@ std::optional<Finding> primary_device_hotspot(const Evidence& e) {
   if (!e.has_dp || e.world < 2 || e.scatter_calls == 0 || e.primary_only_s < 0 || e.step_s <= 0) return std::nullopt;
   const double share = e.primary_only_s / e.step_s;
   const double gap = e.device[0].busy - mean_busy_except_first(e);
-  if (share < 0.3 || gap < 0.15) return std::nullopt;
+  // The primary much busier than the replicas; or the replicas idling a quarter of the
+  // window, at least half of it while the primary works alone.
+  const double replicas_idle = 1.0 - mean_busy_except_first(e);
+  const bool hot = share >= 0.3 && gap >= 0.15;
+  const bool replicas_wait = replicas_idle >= 0.25 && share >= 0.1 && share >= 0.5 * replicas_idle;
+  if (!hot && !replicas_wait) return std::nullopt;
   Finding f;
   f.severity = Severity::warning;
   f.title = fmt::format("{} is a hot spot: its own DataParallel work takes {:.0f}% of every step", e.device[0].id,

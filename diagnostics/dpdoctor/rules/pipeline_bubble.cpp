@@ -1,0 +1,42 @@
+// A pipeline whose stages idle a quarter of each step or more, without one stage being
+// the cause (unbalanced-pipeline) or the schedule being naive (naive-model-parallel):
+// the bubble of filling and draining the pipeline, (p-1)/(m+p-1), and what each
+// micro-batch's handoffs add to it.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "diagnostics/dpdoctor/rules/rules.h"
+
+namespace dpb::doctor::check {
+
+std::optional<Finding> pipeline_bubble(const Evidence& e) {
+  if (!e.has_pipeline || e.stage_busy.size() < 2 || e.micro_sizes.size() <= 1) return std::nullopt;
+  const auto [lo, hi] = std::minmax_element(e.stage_busy.begin(), e.stage_busy.end());
+  if (*lo > 0.75) return std::nullopt;            // no stage idles a quarter of the step
+  if (*lo > 0 && *hi / *lo >= 1.3) return std::nullopt;  // unbalanced-pipeline's case
+  const size_t p = e.stage_busy.size(), m = e.micro_sizes.size();
+  Finding f;
+  f.severity = Severity::warning;
+  f.title = fmt::format("the pipeline's stages idle {:.0f}% of each step (bubble; {:.0f}% in theory with {} stages and "
+                        "{} micro-batches)",
+                        100 * e.bubble, 100 * e.bubble_theory, p, m);
+  f.evidence = {{"stage_busy", e.stage_busy},
+                {"bubble_measured", e.bubble},
+                {"bubble_theory", e.bubble_theory},
+                {"stages", p},
+                {"micro_batches", m},
+                {"micro_batch_sizes", e.micro_sizes},
+                {"per_device", device_table(e)}};
+  f.explanation = fmt::format(
+      "With {} stages each micro-batch's forward starts only after the previous stage's, and the backwards drain in "
+      "reverse: of every step, (p-1)/(m+p-1) = {:.0f}% is filling and draining the pipeline. The measured {:.0f}% adds "
+      "what each micro-batch costs beyond its compute (sending activations and gradients between devices, small "
+      "micro-batches running below the devices' speed).",
+      p, 100 * e.bubble_theory, 100 * e.bubble);
+  f.fix = "use more micro-batches (the bubble falls as 1/m; --micro-batches), keep them large enough to run efficiently, "
+          "use fewer stages, or data parallelism (--mode=ddp) for a model that fits on one device";
+  return f;
+}
+
+}  // namespace dpb::doctor::check

@@ -1,0 +1,233 @@
+// The rules that read device timelines (PyTorch GPU traces, dpbench runs with device
+// times), each on evidence where it must fire and on its healthy neighbour where it must
+// not; the straggler's two kinds at a 20% slowdown; and the rule that keeps the doctor
+// from calling a device that idles a quarter of its window healthy.
+#include <gtest/gtest.h>
+
+#include "diagnostics/dpdoctor/doctor.h"
+#include "reports/schemas.h"
+#include "tests/support/schemas.h"
+
+namespace dpb::doctor {
+namespace {
+
+// One GPU, 10 steps of 10 ms: busy 90% unless a test says otherwise.
+TimelineEvidence gpu_timeline(int rank = 0) {
+  TimelineEvidence t;
+  t.rank = rank;
+  t.device = "cuda:" + std::to_string(rank);
+  t.steps = 10;
+  t.step_s = 0.010;
+  t.launches_known = true;
+  t.breakdown.rank = rank;
+  t.breakdown.device = t.device;
+  t.breakdown.window_s = 0.1;
+  t.breakdown.idle_share = 0.1;
+  t.breakdown.compute_share = 0.85;
+  t.breakdown.comm_share = 0.03;
+  t.breakdown.memory_share = 0.02;
+  t.breakdown.overlap = 0.9;
+  t.breakdown.idle_breakdown = {0.2, 0.5, 0.3};
+  t.compute_per_step_s = 0.0085;
+  t.comm_per_step_s = 0.003;
+  t.exposed_comm_per_step_s = 0.0003;
+  t.host_wait_per_step_s = 0.0002;
+  t.launches.kernels = 2000;
+  t.launches.kernels_per_step = 200;
+  t.launches.median_launch_delay_s = 5e-6;
+  t.launches.short_kernel_share = 0.1;
+  t.launches.median_kernel_s = 40e-6;
+  t.syncs.per_step_s = 0.0001;
+  t.syncs.share = 0.01;
+  return t;
+}
+
+Evidence single_gpu(const TimelineEvidence& t) {
+  Evidence e;
+  e.source = "PyTorch profiler trace";
+  e.timeline_source = trace::TimelineSource::cupti;
+  e.samples_known = false;
+  e.hosts_known = false;
+  e.gpu = true;
+  e.mode = ParallelMode::single;
+  e.step_s = t.step_s.value_or(0);
+  e.steps = t.steps;
+  e.device.push_back({t.device, 1.0 - t.breakdown.idle_share.value_or(0), 0});
+  e.breakdown.push_back(t.breakdown);
+  e.timelines.push_back(t);
+  return e;
+}
+
+std::vector<std::string> ids(const Evidence& e) {
+  const auto d = diagnose(e);
+  test::expect_fits(reports::findings_schema(), d.to_json(), "the diagnosis");
+  std::vector<std::string> out;
+  for (const auto& f : d.findings) out.push_back(f.id);
+  return out;
+}
+
+TEST(TimelineRules, AHealthyGpuIsHealthy) {
+  const auto d = diagnose(single_gpu(gpu_timeline()));
+  EXPECT_TRUE(d.healthy);
+  EXPECT_TRUE(d.findings.empty());
+  ASSERT_EQ(d.ranks.size(), 1u);  // the breakdown table travels with the verdict
+  std::ostringstream text;
+  print_diagnosis(d, text);
+  EXPECT_NE(text.str().find("time per device (cupti times)"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("cuda:0 90% busy (cupti times)"), std::string::npos) << text.str();
+}
+
+TEST(TimelineRules, GpuStarvedByHost) {
+  auto t = gpu_timeline();
+  t.breakdown.idle_share = 0.78;
+  t.breakdown.idle_breakdown = {0.9, 0.05, 0.05};
+  t.launches.short_kernel_share = 0.8;
+  EXPECT_EQ(ids(single_gpu(t)), std::vector<std::string>{"gpu-starved-by-host"});
+  t.breakdown.idle_breakdown = {0.1, 0.1, 0.8};  // idle, but not for the host: something else
+  EXPECT_EQ(ids(single_gpu(t)), std::vector<std::string>{"unexplained-idle"});
+}
+
+TEST(TimelineRules, HostSyncStallsNameTheirOps) {
+  auto t = gpu_timeline();
+  t.breakdown.idle_share = 0.4;
+  t.breakdown.idle_breakdown = {0.3, 0.2, 0.5};
+  t.syncs.share = 0.35;
+  t.syncs.per_step_s = 0.0035;
+  t.syncs.calls = 100;
+  t.syncs.top_ops = {{"aten::item", 0.03, 90}, {"aten::to", 0.005, 10}};
+  const auto d = diagnose(single_gpu(t));
+  ASSERT_EQ(d.findings.size(), 1u);
+  EXPECT_EQ(d.findings[0].id, "host-sync-stalls");
+  EXPECT_NE(d.findings[0].title.find("aten::item"), std::string::npos) << d.findings[0].title;
+  // The host waits on a busy device at the end of each step: harmless.
+  t.breakdown.idle_share = 0.05;
+  EXPECT_TRUE(ids(single_gpu(t)).empty());
+}
+
+TEST(TimelineRules, PageableCopiesAndCopyBoundInput) {
+  auto t = gpu_timeline();
+  t.copies.copies = 10;
+  t.copies.h2d_bytes = 10 * (64 << 20);
+  t.copies.pageable_bytes = t.copies.h2d_bytes;
+  t.copies.pageable_s = 0.02;  // 2 ms of each 10 ms step
+  EXPECT_EQ(ids(single_gpu(t)), std::vector<std::string>{"pageable-copies"});
+  t.copies.pageable_bytes = 0;  // pinned: overlappable
+  t.copies.pinned_bytes = t.copies.h2d_bytes;
+  t.copies.pageable_s = 0;
+  EXPECT_TRUE(ids(single_gpu(t)).empty());
+  t.breakdown.memory_share = 0.3;  // but copies fill a third of the device's time
+  EXPECT_EQ(ids(single_gpu(t)), std::vector<std::string>{"pageable-copies"});
+}
+
+Evidence ddp(std::vector<TimelineEvidence> ranks) {
+  Evidence e = single_gpu(ranks[0]);
+  e.mode = ParallelMode::ddp;
+  e.world = static_cast<int>(ranks.size());
+  e.device.clear();
+  e.breakdown.clear();
+  e.timelines.clear();
+  for (const auto& t : ranks) {
+    e.ranks.push_back({*t.rank, "", t.device, {"gpu " + std::to_string(*t.rank)}, t.compute_per_step_s.value_or(0),
+                       t.comm_per_step_s.value_or(0), t.step_s.value_or(0), 1 - t.breakdown.idle_share.value_or(0), 0,
+                       {}, {t.host_wait_per_step_s.value_or(0)}});
+    e.device.push_back({"rank " + std::to_string(*t.rank) + " (" + t.device + ")", 1 - *t.breakdown.idle_share, 0});
+    e.breakdown.push_back(t.breakdown);
+    e.timelines.push_back(t);
+  }
+  return e;
+}
+
+TEST(TimelineRules, ExposedCommunicationFromNcclKernels) {
+  std::vector<TimelineEvidence> ranks{gpu_timeline(0), gpu_timeline(1)};
+  EXPECT_TRUE(ids(ddp(ranks)).empty());
+  for (auto& t : ranks) {
+    t.exposed_comm_per_step_s = 0.004;  // 40% of the step, hidden 16%
+    t.breakdown.overlap = 0.16;
+  }
+  EXPECT_EQ(ids(ddp(ranks)), std::vector<std::string>{"exposed-communication"});
+}
+
+TEST(TimelineRules, StragglersOfBothKindsAtTwentyPercent) {
+  std::vector<TimelineEvidence> ranks{gpu_timeline(0), gpu_timeline(1), gpu_timeline(2), gpu_timeline(3)};
+  // Jitter of a few percent is not a straggler.
+  ranks[2].compute_per_step_s = 0.0089;
+  EXPECT_TRUE(ids(ddp(ranks)).empty());
+  // A device 20% slower: 10.2 ms against 8.5 ms.
+  ranks[2].compute_per_step_s = 0.0102;
+  auto d = diagnose(ddp(ranks));
+  ASSERT_EQ(d.findings.size(), 1u);
+  EXPECT_EQ(d.findings[0].id, "straggler-rank");
+  EXPECT_EQ(d.findings[0].evidence["slow_rank"], 2);
+  EXPECT_EQ(d.findings[0].evidence["kind"], "slow device");
+  // A host-side straggler: its device computes as long, and waits 2 ms a step for its host.
+  ranks[2].compute_per_step_s = 0.0085;
+  ranks[1].host_wait_per_step_s = 0.0022;
+  d = diagnose(ddp(ranks));
+  ASSERT_EQ(d.findings.size(), 1u);
+  EXPECT_EQ(d.findings[0].evidence["slow_rank"], 1);
+  EXPECT_EQ(d.findings[0].evidence["kind"], "host side");
+}
+
+TEST(TimelineRules, StragglersAreJudgedStepByStep) {
+  // Two ranks whose steps the machine slows together (150 ms or 230 ms): not stragglers,
+  // even when their medians differ; a rank slower in every step by 20% is one.
+  Evidence e = ddp({gpu_timeline(0), gpu_timeline(1)});
+  e.step_s = 0.25;
+  e.ranks[0].compute_steps_s = {0.150, 0.150, 0.230, 0.230, 0.230, 0.150};
+  e.ranks[1].compute_steps_s = {0.151, 0.149, 0.229, 0.231, 0.150, 0.150};
+  e.ranks[0].compute_s = 0.19;  // medians of two modes
+  e.ranks[1].compute_s = 0.15;
+  EXPECT_TRUE(ids(e).empty());
+  e.ranks[1].compute_steps_s = {0.180, 0.181, 0.276, 0.277, 0.275, 0.180};
+  const auto d = diagnose(e);
+  ASSERT_EQ(d.findings.size(), 1u);
+  EXPECT_EQ(d.findings[0].evidence["slow_rank"], 1);
+}
+
+TEST(TimelineRules, DataParallelOnFewerGpusThanVisibleNamesTheIdleOnes) {
+  Evidence e = single_gpu(gpu_timeline());
+  e.mode = ParallelMode::dp;
+  e.has_dp = true;
+  e.scatter_calls = 10;
+  e.visible = 4;
+  for (int d = 1; d < 4; ++d) e.device.push_back({"cuda:" + std::to_string(d), 0.0, 0});
+  const auto d = diagnose(e);
+  ASSERT_FALSE(d.findings.empty());
+  EXPECT_EQ(d.findings[0].id, "dataparallel-idle-gpus");
+  EXPECT_NE(d.findings[0].title.find("cuda:1, cuda:2, cuda:3"), std::string::npos) << d.findings[0].title;
+  e.device.resize(1);  // device_ids cover all it sees: 1 visible GPU
+  e.visible = 1;
+  EXPECT_TRUE(ids(e).empty());
+}
+
+TEST(TimelineRules, NeverHealthyWhileADeviceIdlesAQuarter) {
+  auto t = gpu_timeline();
+  t.breakdown.idle_share = 0.24;
+  EXPECT_TRUE(diagnose(single_gpu(t)).healthy);
+  t.breakdown.idle_share = 0.26;
+  const auto d = diagnose(single_gpu(t));
+  EXPECT_FALSE(d.healthy);
+  ASSERT_EQ(d.findings.size(), 1u);
+  EXPECT_EQ(d.findings[0].id, "unexplained-idle");
+  EXPECT_TRUE(d.findings[0].evidence.contains("idle_breakdown"));
+  // An explained idle device gets its explanation, not "unexplained".
+  Evidence slow_input = single_gpu(t);
+  slow_input.data_wait_share = 0.4;
+  EXPECT_EQ(ids(slow_input), std::vector<std::string>{"input-bound"});
+}
+
+TEST(TimelineRules, ACpuOnlyTraceSaysItHasNoDeviceActivity) {
+  Evidence e;
+  e.source = "PyTorch profiler trace";
+  e.device_activity = false;
+  e.samples_known = false;
+  e.step_s = 0.01;
+  const auto d = diagnose(e);
+  std::ostringstream text;
+  print_diagnosis(d, text);
+  EXPECT_NE(text.str().find("no device activity recorded"), std::string::npos) << text.str();
+  EXPECT_EQ(text.str().find("cuda:0"), std::string::npos) << text.str();
+}
+
+}  // namespace
+}  // namespace dpb::doctor
