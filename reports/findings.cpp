@@ -91,7 +91,7 @@ nlohmann::json DiagnosisReport::to_json() const {
                        {"mode", parallel_mode_name(s.mode)},
                        {"model", s.model},
                        {"world_size", s.world_size},
-                       {"global_batch", s.global_batch},
+                       {"global_batch", s.global_batch ? nlohmann::json(*s.global_batch) : nlohmann::json()},
                        {"throughput_samples_per_s", num(s.throughput_samples_per_s)},
                        {"step_time_s", s.step_time_s},
                        {"data_wait_share", s.data_wait_share},
@@ -124,7 +124,7 @@ DiagnosisReport DiagnosisReport::from_json(const nlohmann::json& j, const std::s
                                            {"mp", ParallelMode::pipeline}});
   m.model = s.str("model", 256);
   m.world_size = static_cast<int>(s.integer("world_size", 1, 1 << 20));
-  m.global_batch = s.integer("global_batch", 0, int64_t{1} << 40);
+  m.global_batch = s.maybe_integer("global_batch", 1, int64_t{1} << 40);
   m.throughput_samples_per_s = s.maybe_number("throughput_samples_per_s", 0, kBig);
   m.step_time_s = s.number("step_time_s", 0, kBig);
   m.data_wait_share = s.number("data_wait_share", 0, 1);

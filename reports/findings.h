@@ -45,7 +45,7 @@ struct DiagnosisSummary {
   ParallelMode mode = ParallelMode::single;
   std::string model;
   int world_size = 1;
-  int64_t global_batch = 0;
+  std::optional<int64_t> global_batch;  // unknown for traces (samples are not recorded)
   std::optional<double> throughput_samples_per_s;
   double step_time_s = 0, data_wait_share = 0;
   std::vector<DeviceBusy> devices;

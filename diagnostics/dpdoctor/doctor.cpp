@@ -98,7 +98,7 @@ Diagnosis diagnose(const Evidence& e) {
   s.mode = e.mode;
   s.model = e.model;
   s.world_size = e.world;
-  s.global_batch = e.global_batch;
+  if (e.global_batch > 0) s.global_batch = e.global_batch;
   if (e.throughput > 0) s.throughput_samples_per_s = e.throughput;
   s.step_time_s = e.step_s;
   s.data_wait_share = e.data_wait_share;

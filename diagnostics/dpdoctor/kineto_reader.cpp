@@ -4,11 +4,14 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cmath>
-#include <filesystem>
 #include <cstring>
+#include <exception>
+#include <filesystem>
 #include <map>
+#include <thread>
 
 #include "engine/core/error.h"
 #include "engine/core/text.h"
@@ -86,35 +89,48 @@ class Input {
     if (got != c) fail(std::string("expected ") + what + " at byte " + std::to_string(offset_ + pos_ - (got >= 0)));
   }
   // The length of the JSON value at pos() (at most `limit` bytes), without consuming it.
+  // Strings are skipped with memchr to their closing quote (one not escaped by an odd run
+  // of backslashes); the rest byte by byte over what is buffered.
   size_t extent(size_t limit) {
     size_t i = 0;
     int depth = 0;
-    bool in_string = false, escaped = false;
-    for (;; ++i) {
+    bool in_string = false;
+    for (;;) {
       if (i >= limit) fail("has a value larger than " + std::to_string(limit) + " bytes at byte " + at());
-      if (!have(i + 1)) {
+      if (i >= end_ - pos_ && !have(i + 1)) {
         if (depth == 0 && !in_string && i > 0) return i;  // a scalar at the very end
         fail("ends in the middle of a value (truncated?) at byte " + at());
       }
-      const char c = buf_[pos_ + i];
-      if (in_string) {
-        if (escaped) escaped = false;
-        else if (c == '\\') escaped = true;
-        else if (c == '"') {
+      const char* p = buf_.data() + pos_;
+      const size_t avail = std::min(end_ - pos_, limit);
+      while (i < avail) {
+        if (in_string) {
+          const void* q = std::memchr(p + i, '"', avail - i);
+          if (q == nullptr) {
+            i = avail;
+            break;
+          }
+          const size_t at_quote = static_cast<size_t>(static_cast<const char*>(q) - p);
+          size_t slashes = 0;
+          while (slashes < at_quote && p[at_quote - 1 - slashes] == '\\') ++slashes;
+          i = at_quote + 1;
+          if (slashes % 2 == 1) continue;  // an escaped quote
           in_string = false;
-          if (depth == 0) return i + 1;
+          if (depth == 0) return i;
+          continue;
         }
-        continue;
-      }
-      if (c == '"') {
-        in_string = true;
-      } else if (c == '{' || c == '[') {
-        if (++depth > kMaxDepth) fail("nests deeper than " + std::to_string(kMaxDepth) + " levels at byte " + at());
-      } else if (c == '}' || c == ']') {
-        if (depth == 0) return i;  // the end of an enclosing container: a scalar ended
-        if (--depth == 0) return i + 1;
-      } else if (depth == 0 && (c == ',' || c == ' ' || c == '\n' || c == '\r' || c == '\t')) {
-        return i;
+        const char c = p[i];
+        if (c == '"') {
+          in_string = true;
+        } else if (c == '{' || c == '[') {
+          if (++depth > kMaxDepth) fail("nests deeper than " + std::to_string(kMaxDepth) + " levels at byte " + at());
+        } else if (c == '}' || c == ']') {
+          if (depth == 0) return i;  // the end of an enclosing container: a scalar ended
+          if (--depth == 0) return i + 1;
+        } else if (depth == 0 && (c == ',' || c == ' ' || c == '\n' || c == '\r' || c == '\t')) {
+          return i;
+        }
+        ++i;
       }
     }
   }
@@ -449,6 +465,31 @@ void append(trace::RankTimeline& a, trace::RankTimeline&& b) {
   a.source += ", " + b.source;
 }
 
+// The files read side by side, a thread per core; the first file's error (in file order)
+// is the one raised.
+std::vector<KinetoTrace> read_all(const std::vector<std::string>& files) {
+  std::vector<KinetoTrace> traces(files.size());
+  std::vector<std::exception_ptr> errors(files.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < files.size();) {
+      try {
+        traces[i] = read_kineto_trace(files[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  const size_t n = std::min<size_t>(files.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k < n; ++k) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return traces;
+}
+
 }  // namespace
 
 std::vector<trace::RankTimeline> read_kineto_ranks(const std::vector<std::string>& paths) {
@@ -456,8 +497,11 @@ std::vector<trace::RankTimeline> read_kineto_ranks(const std::vector<std::string
   // One process: the same rank, or (without distributedInfo) the same host and process.
   std::map<std::string, trace::RankTimeline> by_process;
   std::map<std::string, std::pair<std::string, int64_t>> who;  // the host and process each key came from
-  for (const auto& f : expand(paths)) {
-    KinetoTrace t = read_kineto_trace(f);
+  const std::vector<std::string> files = expand(paths);
+  std::vector<KinetoTrace> traces = read_all(files);
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string& f = files[i];
+    KinetoTrace& t = traces[i];
     const std::string key = t.timeline.rank ? "rank " + std::to_string(*t.timeline.rank)
                                             : "process " + t.timeline.host + "/" + std::to_string(t.process);
     const std::pair<std::string, int64_t> process{t.timeline.host, t.process};

@@ -63,7 +63,7 @@ Evidence ranks_evidence(const std::vector<trace::RankTimeline>& ranks, const std
     e.data_wait_share = std::max(e.data_wait_share, a.data_wait_share);
     e.steps = std::max<int64_t>(e.steps, a.steps);
     if (a.devices.empty()) {
-      e.ranks.push_back({r, ranks[i].host, "cpu", {"host " + ranks[i].host}, 0, 0, a.step_s.value_or(0), 0});
+      e.ranks.push_back({r, ranks[i].host, "cpu", {"host " + ranks[i].host}, 0, 0, a.step_s.value_or(0), 0, 0, {}, {}});
       continue;
     }
     const auto& d = a.main();
