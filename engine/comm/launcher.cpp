@@ -8,8 +8,11 @@
 
 #include <atomic>
 #include <cstring>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <ostream>
+#include <string>
 
 #include "engine/core/error.h"
 
@@ -60,6 +63,21 @@ bool drain(int fd, std::string& buf) {
   return n < 0 && (errno == EAGAIN || errno == EINTR);
 }
 
+// 128 random bits, in hex.
+std::string random_token() {
+  unsigned char b[16] = {};
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  urandom.read(reinterpret_cast<char*>(b), sizeof(b));
+  DPB_CHECK(urandom.gcount() == sizeof(b)) << "launcher: cannot read /dev/urandom for the store's token";
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : b) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string describe_exit(int status) {
@@ -77,7 +95,21 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
       << "launcher: " << o.nproc_per_node << " rank(s) per node, node " << o.node_rank << " of " << o.nnodes;
   DPB_CHECK(!o.argv.empty()) << "launcher: no command to run";
   const int world = o.nproc_per_node * o.nnodes;
-  if (!o.run_dir.empty()) std::filesystem::create_directories(o.run_dir);
+  if (!o.run_dir.empty()) {
+    std::filesystem::create_directories(o.run_dir);
+    std::filesystem::permissions(o.run_dir, std::filesystem::perms::owner_all);  // the file store: ours alone
+  }
+  // The job's store token: the user's (every node of a multi-node job must share it), or
+  // one made here for this node's ranks.
+  std::string token;
+  if (const char* t = std::getenv("DPB_STORE_TOKEN"); !t || !*t) {
+    if (o.nnodes > 1)
+      err << "launcher: warning: DPB_STORE_TOKEN is not set, so the store at " << o.master_addr << ":"
+          << o.master_port << " admits any client that reaches it; export the same secret on every node "
+          << "(e.g. DPB_STORE_TOKEN=$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \\n'))\n";
+    else
+      token = random_token();
+  }
 
   struct sigaction sa {}, old_int{}, old_term{};
   sa.sa_handler = on_signal;
@@ -109,6 +141,7 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
       ::setenv("MASTER_PORT", std::to_string(o.master_port).c_str(), 1);
       ::setenv("DPB_LAUNCHED", "1", 1);
       if (!o.run_dir.empty()) ::setenv("DPB_RUN_DIR", o.run_dir.c_str(), 1);
+      if (!token.empty()) ::setenv("DPB_STORE_TOKEN", token.c_str(), 1);
       std::vector<char*> args;
       for (const auto& a : o.argv) args.push_back(const_cast<char*>(a.c_str()));
       args.push_back(nullptr);

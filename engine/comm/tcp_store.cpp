@@ -8,20 +8,88 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <map>
 #include <thread>
 
+#include "engine/comm/store_wire.h"
 #include "engine/core/error.h"
+#include "engine/core/text.h"
 
 namespace dpb::comm {
 
+namespace wire {
+
+namespace {
+uint32_t u32(std::string_view b, size_t at) {
+  uint32_t v = 0;
+  std::memcpy(&v, b.data() + at, 4);
+  return v;
+}
+}  // namespace
+
+Parse parse_request(std::string_view buf, Request* out, size_t* used, std::string* why) {
+  if (buf.empty()) return Parse::need_more;
+  const auto op = static_cast<uint8_t>(buf[0]);
+  if (op < kSet || op > kHello) {
+    *why = "unknown request type " + std::to_string(op);
+    return Parse::bad;
+  }
+  if (buf.size() < 5) return Parse::need_more;
+  const uint32_t klen = u32(buf, 1);
+  if (klen > kMaxKey) {
+    *why = "a key of " + std::to_string(klen) + " bytes (at most " + std::to_string(kMaxKey) + ")";
+    return Parse::bad;
+  }
+  if (buf.size() < 5 + size_t{klen} + 4) return Parse::need_more;
+  const uint32_t vlen = u32(buf, 5 + klen);
+  if (vlen > kMaxValue) {
+    *why = "a value of " + std::to_string(vlen) + " bytes (at most " + std::to_string(kMaxValue) + ")";
+    return Parse::bad;
+  }
+  const size_t total = 5 + size_t{klen} + 4 + size_t{vlen};
+  if (buf.size() < total) return Parse::need_more;
+  out->op = static_cast<Op>(op);
+  out->key.assign(buf.data() + 5, klen);
+  out->value.assign(buf.data() + 9 + klen, vlen);
+  *used = total;
+  return Parse::done;
+}
+
+std::string encode_request(Op op, std::string_view key, std::string_view value) {
+  std::string b(1, static_cast<char>(op));
+  const auto k = static_cast<uint32_t>(key.size()), v = static_cast<uint32_t>(value.size());
+  b.append(reinterpret_cast<const char*>(&k), 4).append(key);
+  b.append(reinterpret_cast<const char*>(&v), 4).append(value);
+  return b;
+}
+
+bool add_decimal(std::string_view current, std::string_view delta, int64_t* result) {
+  auto parse = [](std::string_view s, int64_t* v) {
+    if (s.empty()) return false;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+    return ec == std::errc() && end == s.data() + s.size();
+  };
+  int64_t a = 0, d = 0;
+  if ((!current.empty() && !parse(current, &a)) || !parse(delta, &d)) return false;
+  return !__builtin_add_overflow(a, d, result);
+}
+
+}  // namespace wire
+
 namespace {
 
-enum Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4 };
+using namespace wire;
 
-// Reads or writes exactly n bytes; false on EOF or error.
+constexpr size_t kMaxBuffered = 64u << 20;      // all connections together
+constexpr size_t kMaxConnections = 4096;
+constexpr auto kPartialRequestLimit = std::chrono::seconds(30);  // a request sent slower is dropped
+
+// Reads or writes exactly n bytes on a blocking socket; false on EOF or error.
 bool read_all(int fd, void* buf, size_t n) {
   auto* p = static_cast<char*>(buf);
   while (n > 0) {
@@ -53,67 +121,59 @@ bool write_all(int fd, const void* buf, size_t n) {
 
 bool read_string(int fd, std::string* s) {
   uint32_t len = 0;
-  if (!read_all(fd, &len, 4) || len > (64u << 20)) return false;
+  if (!read_all(fd, &len, 4) || len > kMaxValue) return false;
   s->resize(len);
   return len == 0 || read_all(fd, s->data(), len);
 }
 
-bool write_string(int fd, const std::string& s) {
+void put_string(std::string& out, const std::string& s) {
   const auto len = static_cast<uint32_t>(s.size());
-  return write_all(fd, &len, 4) && (len == 0 || write_all(fd, s.data(), len));
-}
-
-// Serves one request from `fd`; false when the client is gone (or sent garbage).
-bool serve_one(int fd, std::map<std::string, std::string>& kv) {
-  uint8_t op = 0;
-  std::string key, value;
-  if (!read_all(fd, &op, 1) || !read_string(fd, &key) || !read_string(fd, &value)) return false;
-  switch (op) {
-    case kSet:
-      kv[key] = value;
-      return write_string(fd, "");
-    case kGet: {
-      auto it = kv.find(key);
-      const uint8_t found = it != kv.end();
-      return write_all(fd, &found, 1) && write_string(fd, found ? it->second : "");
-    }
-    case kAdd: {
-      auto it = kv.find(key);
-      const int64_t v = (it == kv.end() ? 0 : std::stoll(it->second)) + std::stoll(value);
-      kv[key] = std::to_string(v);
-      return write_string(fd, kv[key]);
-    }
-    case kCheck: {
-      const uint8_t found = kv.count(key) > 0;
-      return write_all(fd, &found, 1);
-    }
-    default:
-      return false;
-  }
+  out.append(reinterpret_cast<const char*>(&len), 4).append(s);
 }
 
 }  // namespace
 
-TcpStoreServer::TcpStoreServer(int port) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-  DPB_CHECK(listen_fd_ >= 0) << "tcp store: socket(): " << std::strerror(errno);
-  int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    const std::string why = std::strerror(errno);
-    ::close(listen_fd_);
-    DPB_FAIL() << "tcp store: cannot listen on port " << port << ": " << why
-               << " (another run on this MASTER_PORT? pick another with --master-port)";
+// One client of the server: what it sent that is not served yet, and the replies not
+// yet taken.
+struct TcpStoreServer::Conn {
+  int fd = -1;
+  bool hello = false;
+  std::string in, out;
+  std::chrono::steady_clock::time_point partial_since{};
+};
+
+TcpStoreServer::TcpStoreServer(const std::string& bind_host, int port, std::string token) : token_(std::move(token)) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  const int rc = ::getaddrinfo(bind_host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  DPB_CHECK(rc == 0) << "tcp store: cannot resolve the address to listen on, '" << escape_untrusted(bind_host)
+                     << "': " << gai_strerror(rc);
+  std::string why = "no address";
+  for (addrinfo* a = res; a && listen_fd_ < 0; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 256) == 0) {
+      listen_fd_ = fd;
+      sockaddr_storage addr{};
+      socklen_t len = sizeof(addr);
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+      port_ = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
+                                               : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    } else {
+      why = std::strerror(errno);
+      ::close(fd);
+    }
   }
-  DPB_CHECK(::listen(listen_fd_, 256) == 0) << "tcp store: listen(): " << std::strerror(errno);
-  socklen_t len = sizeof(addr);
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
-  DPB_CHECK(::pipe(wake_) == 0) << "tcp store: pipe(): " << std::strerror(errno);
+  ::freeaddrinfo(res);
+  DPB_CHECK(listen_fd_ >= 0) << "tcp store: cannot listen on " << escape_untrusted(bind_host) << ":" << port << ": "
+                             << why << " (another run on this MASTER_PORT? pick another with --master-port; "
+                             << "MASTER_ADDR must be an address of the node that runs rank 0)";
+  ::fcntl(listen_fd_, F_SETFL, ::fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
+  DPB_CHECK(::pipe2(wake_, O_CLOEXEC) == 0) << "tcp store: pipe(): " << std::strerror(errno);
   thread_ = std::thread([this] { serve(); });
 }
 
@@ -127,43 +187,136 @@ TcpStoreServer::~TcpStoreServer() {
   ::close(wake_[1]);
 }
 
-void TcpStoreServer::serve() {
-  std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+// Serves what `c` sent; false when it must be dropped (a wrong token, garbage, or more
+// than the store holds).
+bool TcpStoreServer::handle(Conn& c) {
   for (;;) {
-    if (::poll(fds.data(), fds.size(), -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
+    Request r;
+    size_t used = 0;
+    std::string why;
+    const Parse p = parse_request(c.in, &r, &used, &why);
+    if (p == Parse::bad) return false;
+    if (p == Parse::need_more) {
+      if (c.in.empty()) c.partial_since = {};
+      else if (c.partial_since == std::chrono::steady_clock::time_point{})
+        c.partial_since = std::chrono::steady_clock::now();
+      return true;
     }
-    if (fds[0].revents) break;
-    if (fds[1].revents & POLLIN) {
-      const int c = ::accept(listen_fd_, nullptr, nullptr);
-      if (c >= 0) {
-        int one = 1;
-        ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        // A client that stops halfway through a request cannot hold the server.
-        timeval tv{5, 0};
-        ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        fds.push_back({c, POLLIN, 0});
-      }
+    c.in.erase(0, used);
+    c.partial_since = {};
+    if (!c.hello) {  // the first request proves the client is of this job
+      if (r.op != kHello || r.key != kHelloKey || r.value != token_) return false;
+      c.hello = true;
+      c.out.push_back(1);
+      continue;
     }
-    for (size_t i = 2; i < fds.size();) {
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
-        if (!serve_one(fds[i].fd, kv_)) {
-          ::close(fds[i].fd);
-          fds.erase(fds.begin() + static_cast<std::ptrdiff_t>(i));
-          continue;
-        }
+    switch (r.op) {
+      case kSet:
+        kv_[r.key] = std::move(r.value);
+        put_string(c.out, "");
+        break;
+      case kGet: {
+        auto it = kv_.find(r.key);
+        c.out.push_back(it != kv_.end() ? 1 : 0);
+        put_string(c.out, it != kv_.end() ? it->second : std::string());
+        break;
       }
-      fds[i].revents = 0;
-      ++i;
+      case kAdd: {
+        int64_t v = 0;
+        auto it = kv_.find(r.key);
+        if (!add_decimal(it == kv_.end() ? std::string_view() : std::string_view(it->second), r.value, &v)) return false;
+        kv_[r.key] = std::to_string(v);
+        put_string(c.out, kv_[r.key]);
+        break;
+      }
+      case kCheck:
+        c.out.push_back(kv_.count(r.key) ? 1 : 0);
+        break;
+      case kHello:
+        return false;
     }
   }
-  for (size_t i = 2; i < fds.size(); ++i) ::close(fds[i].fd);
 }
 
-TcpStore::TcpStore(const std::string& host, int port, bool host_server, Millis timeout) : host_(host), port_(port) {
+void TcpStoreServer::serve() {
+  std::vector<Conn> conns;
+  std::vector<pollfd> fds;
+  std::vector<char> chunk(64 << 10);
+  size_t buffered = 0;  // bytes held for all connections
+  auto drop = [&](size_t i) {
+    buffered -= conns[i].in.size() + conns[i].out.size();
+    ::close(conns[i].fd);
+    conns.erase(conns.begin() + static_cast<std::ptrdiff_t>(i));
+  };
+  for (;;) {
+    fds.assign({{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}});
+    for (const auto& c : conns) fds.push_back({c.fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
+    if (::poll(fds.data(), fds.size(), 1000) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[0].revents) break;
+    // fds[k + 2] is conns[k]; walk backwards so that dropping keeps the pairing.
+    const auto now = std::chrono::steady_clock::now();
+    for (size_t k = conns.size(); k-- > 0;) {
+      Conn& c = conns[k];
+      const short ev = fds[k + 2].revents;
+      bool ok = true;
+      if (ev & (POLLIN | POLLHUP | POLLERR)) {
+        for (;;) {
+          const ssize_t n = ::recv(c.fd, chunk.data(), chunk.size(), MSG_DONTWAIT);
+          if (n > 0) {
+            c.in.append(chunk.data(), static_cast<size_t>(n));
+            buffered += static_cast<size_t>(n);
+            if (c.in.size() > kMaxRequest || buffered > kMaxBuffered) {
+              ok = false;
+              break;
+            }
+            continue;
+          }
+          if (n < 0 && errno == EINTR) continue;
+          if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) ok = false;  // gone
+          break;
+        }
+        const size_t before = c.in.size() + c.out.size();
+        if (!handle(c)) ok = false;
+        buffered = buffered - before + c.in.size() + c.out.size();
+      }
+      if (ok && c.partial_since != std::chrono::steady_clock::time_point{} && now - c.partial_since > kPartialRequestLimit)
+        ok = false;
+      if (ok && !c.out.empty()) {
+        const ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+          c.out.erase(0, static_cast<size_t>(n));
+          buffered -= static_cast<size_t>(n);
+        } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          ok = false;
+        }
+        if (c.out.size() > kMaxRequest) ok = false;  // a client that asks but never reads
+      }
+      if (!ok) drop(k);
+    }
+    if (fds[1].revents & POLLIN) {
+      for (;;) {
+        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) break;
+        if (conns.size() >= kMaxConnections) {
+          ::close(fd);
+          continue;
+        }
+        int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        conns.push_back({fd, false, {}, {}, {}});
+      }
+    }
+  }
+  for (const auto& c : conns) ::close(c.fd);
+}
+
+TcpStore::TcpStore(const std::string& host, int port, bool host_server, Millis timeout, const std::string& token)
+    : host_(host), port_(port) {
   if (host_server) {
-    server_ = std::make_unique<TcpStoreServer>(port);
+    server_ = std::make_unique<TcpStoreServer>(host, port, token);
     port_ = server_->port();
   }
   addrinfo hints{}, *res = nullptr;
@@ -192,6 +345,14 @@ TcpStore::TcpStore(const std::string& host, int port, bool host_server, Millis t
                       << " ms (" << last_error << "); is rank 0 running with the same MASTER_ADDR/MASTER_PORT?";
   int one = 1;
   ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  // A reply is bounded by the store's timeout too: a host that stops answering is an error.
+  timeval tv{static_cast<time_t>(std::max<int64_t>(timeout.count(), 1000) / 1000), 0};
+  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  const std::string hello = encode_request(kHello, kHelloKey, token);
+  uint8_t ok = 0;
+  DPB_CHECK(write_all(fd_, hello.data(), hello.size()) && read_all(fd_, &ok, 1) && ok == 1)
+      << describe() << " turned this rank away: its job token differs from rank 0's (every rank of a job needs "
+      << "the same DPB_STORE_TOKEN)";
 }
 
 TcpStore::~TcpStore() {
@@ -202,7 +363,8 @@ std::string TcpStore::describe() const { return "tcp store " + host_ + ":" + std
 
 std::string TcpStore::request(uint8_t op, const std::string& key, const std::string& value, bool* found_out) {
   std::lock_guard<std::mutex> lock(mu_);
-  const bool sent = write_all(fd_, &op, 1) && write_string(fd_, key) && write_string(fd_, value);
+  const std::string req = encode_request(static_cast<Op>(op), key, value);
+  const bool sent = write_all(fd_, req.data(), req.size());
   DPB_CHECK(sent) << describe() << ": the store's host (rank 0) is gone (sending a request for '" << key << "')";
   std::string reply;
   bool ok = true;
@@ -239,7 +401,11 @@ std::string TcpStore::get(const std::string& key, Millis timeout) {
 }
 
 int64_t TcpStore::add(const std::string& key, int64_t delta) {
-  return std::stoll(request(kAdd, key, std::to_string(delta)));
+  const std::string reply = request(kAdd, key, std::to_string(delta));
+  int64_t v = 0;
+  DPB_CHECK(add_decimal(reply, "0", &v)) << describe() << ": the counter '" << escape_untrusted(key)
+                                         << "' holds no number ('" << escape_untrusted(reply) << "')";
+  return v;
 }
 
 bool TcpStore::check(const std::string& key) { return !request(kCheck, key, "").empty(); }

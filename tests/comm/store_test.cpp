@@ -4,11 +4,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <thread>
 
+#include "engine/comm/store_wire.h"
 #include "engine/comm/tcp_store.h"
 #include "engine/core/error.h"
+#include "tests/support/hostile_client.h"
 
 namespace dpb::comm {
 namespace {
@@ -67,13 +71,13 @@ TEST(Store, TcpStoreServesClientsThatConnectBeforeItStarts) {
   // Find a free port, then start a client before the server that owns it.
   int port = 0;
   {
-    TcpStoreServer probe(0);
+    TcpStoreServer probe("127.0.0.1", 0, "");
     port = probe.port();
   }
   std::unique_ptr<TcpStore> client;
-  std::thread early([&] { client = std::make_unique<TcpStore>("127.0.0.1", port, false, Millis(10000)); });
+  std::thread early([&] { client = std::make_unique<TcpStore>("127.0.0.1", port, false, Millis(10000), "t"); });
   std::this_thread::sleep_for(Millis(100));
-  TcpStore host("127.0.0.1", port, true, Millis(5000));
+  TcpStore host("127.0.0.1", port, true, Millis(5000), "t");
   early.join();
   EXPECT_EQ(host.port(), port);
   exercise(host);
@@ -84,16 +88,92 @@ TEST(Store, TcpStoreServesClientsThatConnectBeforeItStarts) {
 TEST(Store, TcpStoreWithoutServerFailsWithinTimeout) {
   int port = 0;
   {
-    TcpStoreServer probe(0);
+    TcpStoreServer probe("127.0.0.1", 0, "");
     port = probe.port();
   }
   try {
-    TcpStore s("127.0.0.1", port, false, Millis(300));
+    TcpStore s("127.0.0.1", port, false, Millis(300), "");
     FAIL() << "expected a connection error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("could not connect"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("MASTER_ADDR/MASTER_PORT"), std::string::npos) << e.what();
   }
+}
+
+TEST(StoreWire, ParsesWholeRequestsWaitsForPrefixesAndRejectsTheRest) {
+  using namespace wire;
+  const std::string req = encode_request(kSet, "key", std::string("v\0w", 3));
+  for (size_t n = 0; n < req.size(); ++n) {
+    Request r;
+    size_t used = 0;
+    std::string why;
+    EXPECT_EQ(parse_request(std::string_view(req).substr(0, n), &r, &used, &why), Parse::need_more) << n;
+  }
+  Request r;
+  size_t used = 0;
+  std::string why;
+  ASSERT_EQ(parse_request(req + "next", &r, &used, &why), Parse::done);
+  EXPECT_EQ(used, req.size());
+  EXPECT_EQ(r.key, "key");
+  EXPECT_EQ(r.value, std::string("v\0w", 3));
+  EXPECT_EQ(parse_request("\x09", &r, &used, &why), Parse::bad);
+  EXPECT_NE(why.find("unknown request type 9"), std::string::npos) << why;
+  const uint32_t huge = 0xFFFFFFFFu;
+  EXPECT_EQ(parse_request(std::string(1, kGet) + std::string(reinterpret_cast<const char*>(&huge), 4), &r, &used, &why),
+            Parse::bad);
+  int64_t v = 0;
+  EXPECT_TRUE(add_decimal("", "5", &v));
+  EXPECT_EQ(v, 5);
+  EXPECT_FALSE(add_decimal("9223372036854775807", "1", &v));  // overflow
+  EXPECT_FALSE(add_decimal("12", "x", &v));
+  EXPECT_FALSE(add_decimal("", "", &v));
+}
+
+TEST(Store, TcpStoreAdmitsOnlyItsJob) {
+  TcpStore host("127.0.0.1", 0, true, Millis(2000), "secret");
+  const int port = host.port();
+  host.set("k", "v");
+  try {
+    TcpStore intruder("127.0.0.1", port, false, Millis(2000), "guess");
+    FAIL() << "a wrong token must be turned away";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("DPB_STORE_TOKEN"), std::string::npos) << e.what();
+  }
+  // Without a hello, a request gets nothing and the connection is closed.
+  EXPECT_EQ(test::send_raw(port, wire::encode_request(wire::kGet, "k", "")), "");
+  // ADD on a value that is no number drops that client, not the server.
+  TcpStore member("127.0.0.1", port, false, Millis(2000), "secret");
+  EXPECT_EQ(member.get("k", Millis(100)), "v");
+  EXPECT_THROW(member.add("k", 1), Error);
+  TcpStore again("127.0.0.1", port, false, Millis(2000), "secret");
+  EXPECT_EQ(again.add("n", 2), 2);
+}
+
+TEST(Store, TcpStoreKeepsServingWhileClientsSendGarbage) {
+  TcpStore host("127.0.0.1", 0, true, Millis(5000), "secret");
+  std::atomic<bool> stop{false};
+  int attacks = 0;
+  std::thread attacker([&] { attacks = test::attack_store(host.port(), stop); });
+  TcpStore member("127.0.0.1", host.port(), false, Millis(5000), "secret");
+  // Every kind of attack runs (each waits up to 300 ms for an answer) while the job's
+  // clients keep working; none of their requests may wait on the attackers.
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  double slowest = 0;
+  int i = 0;
+  for (; Clock::now() - t0 < std::chrono::milliseconds(2500); ++i) {
+    const auto a = Clock::now();
+    EXPECT_EQ(member.add("count", 1), i + 1);
+    host.set("k" + std::to_string(i), "v");
+    EXPECT_EQ(member.get("k" + std::to_string(i), Millis(1000)), "v");
+    slowest = std::max(slowest, std::chrono::duration<double>(Clock::now() - a).count());
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  stop = true;
+  attacker.join();
+  EXPECT_GT(attacks, 5);
+  EXPECT_GT(i, 100);
+  EXPECT_LT(slowest, 0.5) << "hostile clients stalled the store";
 }
 
 }  // namespace

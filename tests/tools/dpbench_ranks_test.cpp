@@ -7,15 +7,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "engine/comm/tcp_store.h"
 #include "reports/schemas.h"
+#include "tests/support/hostile_client.h"
 #include "tests/support/process.h"
 #include "tests/support/schemas.h"
 
@@ -30,7 +33,7 @@ std::string tmp(const std::string& tag) { return test::temp_path("ranks_" + tag)
 Proc sh(const std::string& cmd) { return test::run_command(cmd); }
 
 int free_port() {
-  dpb::comm::TcpStoreServer probe(0);
+  dpb::comm::TcpStoreServer probe("127.0.0.1", 0, "");
   return probe.port();
 }
 
@@ -105,6 +108,29 @@ TEST(DpbenchRanks, RanksStartedWithTorchrunVariables) {
                      kSmall);
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("WORLD_SIZE is not set"), std::string::npos) << bad.err;
+}
+
+TEST(DpbenchRanks, TwoRanksCompleteWhileTheirStoreIsAttacked) {
+  const int port = free_port();
+  auto env = [&](int rank) {
+    return "DPB_STORE_TOKEN=job-secret RANK=" + std::to_string(rank) + " LOCAL_RANK=" + std::to_string(rank) +
+           " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ";
+  };
+  std::atomic<bool> stop{false};
+  int attacks = 0;
+  std::thread attacker([&] {
+    // From before the store is up: garbage, oversized lengths, wrong tokens, slow halves.
+    attacks = dpb::test::attack_store(port, stop);
+  });
+  const std::string base = tmp("attacked");
+  const std::string run = " --mode=ddp --model=lenet --batch=32 --steps=60 --warmup=2 --threads=1 --timeout=30";
+  const Proc r = sh("(" + env(1) + bin() + run + " > " + base + ".1 2>&1) & " + env(0) + bin() + run +
+                    "; code=$?; wait; exit $code");
+  stop = true;
+  attacker.join();
+  EXPECT_EQ(r.code, 0) << r.err << slurp(base + ".1");
+  EXPECT_GT(attacks, 5);
+  std::remove((base + ".1").c_str());
 }
 
 }  // namespace
