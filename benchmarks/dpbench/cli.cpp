@@ -299,23 +299,42 @@ int64_t parse_bytes(const std::string& text) {
   return v * scale;
 }
 
-int main_cli(int argc, char** argv) {
+namespace {
+
+struct Parser {
   BenchOptions o;
   Flags f;
   CLI::App app{"dpbench: measure how fast a training setup runs, how well it scales, and why not.\n"
                "On the CPU, devices are logical CPU devices (cpu:0, cpu:1, ...), each with its own thread budget."};
-  // A flag given twice takes its last value, so wrappers (scripts/run.sh) can be overridden.
-  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  add_flags(app, f, o);
+  Parser() {
+    // A flag given twice takes its last value, so wrappers (scripts/run.sh) can be overridden.
+    app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    add_flags(app, f, o);
+  }
+};
+
+}  // namespace
+
+BenchOptions parse_options(const std::vector<std::string>& args) {
+  Parser p;
+  std::vector<std::string> rev(args.rbegin(), args.rend());
+  if (!rev.empty()) rev.pop_back();  // the program
+  p.app.parse(rev);
+  convert(p.f, p.o);
+  return p.o;
+}
+
+int main_cli(int argc, char** argv) {
+  Parser p;
   try {
-    app.parse(argc, argv);
+    p.app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return p.app.exit(e);
   }
   const std::vector<std::string> args(argv, argv + argc);
   try {
-    convert(f, o);
-    return run(o, args);
+    convert(p.f, p.o);
+    return run(p.o, args);
   } catch (const std::exception& e) {
     std::cerr << "dpbench: error: " << e.what() << "\n";
     return 2;

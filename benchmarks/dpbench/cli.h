@@ -12,6 +12,10 @@ namespace dpb::bench {
 // Parses argv, runs, returns the process exit code. Errors are one line on stderr.
 int main_cli(int argc, char** argv);
 
+// The options of a command line (args[0]: the program), converted and typed but not yet
+// validated against the machine. Throws CLI::ParseError or dpb::Error.
+BenchOptions parse_options(const std::vector<std::string>& args);
+
 // "4" or "1,2,4": device counts, each 1..64, increasing. A dpb::Error otherwise.
 std::vector<int> parse_gpus(const std::string& text);
 // "8", "64K", "256M", "1G" (powers of 1024), as nccl-tests' -b/-e.

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/core/text.h"
 
 namespace dpb {
 
@@ -77,10 +78,10 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-std::vector<uint8_t> read_maybe_gzip(const std::string& path, const std::string& what) {
-  DPB_CHECK(std::filesystem::exists(path)) << what << " '" << path << "' does not exist";
+std::vector<uint8_t> read_maybe_gzip(const std::string& path, const std::string& what, size_t limit) {
+  DPB_CHECK(std::filesystem::exists(path)) << what << " '" << escape_untrusted(path) << "' does not exist";
   gzFile f = gzopen(path.c_str(), "rb");
-  DPB_CHECK(f != nullptr) << "cannot open " << what << " '" << path << "'";
+  DPB_CHECK(f != nullptr) << "cannot open " << what << " '" << escape_untrusted(path) << "'";
   std::vector<uint8_t> data;
   uint8_t buf[1 << 16];
   for (;;) {
@@ -89,9 +90,14 @@ std::vector<uint8_t> read_maybe_gzip(const std::string& path, const std::string&
       int err = 0;
       const std::string msg = gzerror(f, &err);
       gzclose(f);
-      DPB_FAIL() << what << " '" << path << "' is corrupt: " << msg;
+      DPB_FAIL() << what << " '" << escape_untrusted(path) << "' is corrupt: " << msg;
     }
     if (n == 0) break;
+    if (data.size() + static_cast<size_t>(n) > limit) {
+      gzclose(f);
+      DPB_FAIL() << what << " '" << escape_untrusted(path) << "' is larger than " << (limit >> 20)
+                 << " MiB uncompressed: not such a file (or a decompression bomb)";
+    }
     data.insert(data.end(), buf, buf + n);
   }
   gzclose(f);

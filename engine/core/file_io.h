@@ -15,7 +15,9 @@ void write_file_atomic(const std::string& path, std::string_view contents);
 void check_writable(const std::string& path);
 std::string read_file(const std::string& path);
 // A whole file, gunzipped when it is gzip (plain files pass through). Errors name the
-// path as `what` ("dataset file", "trace").
-std::vector<uint8_t> read_maybe_gzip(const std::string& path, const std::string& what);
+// path as `what` ("dataset file", "trace"); more than `limit` bytes uncompressed is an
+// error (a corrupt file or a decompression bomb), never an unbounded allocation.
+std::vector<uint8_t> read_maybe_gzip(const std::string& path, const std::string& what,
+                                     size_t limit = size_t{1} << 30);
 
 }  // namespace dpb

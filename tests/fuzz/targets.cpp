@@ -1,0 +1,168 @@
+#include "tests/fuzz/targets.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string_view>
+
+#include "benchmarks/dpbench/cli.h"
+#include "benchmarks/dpbench/options.h"
+#include "diagnostics/dpdoctor/doctor.h"
+#include "diagnostics/dpdoctor/torch_trace.h"
+#include "engine/comm/store_wire.h"
+#include "engine/core/error.h"
+#include "engine/data/cifar10.h"
+#include "engine/data/idx.h"
+#include "engine/train/safetensors.h"
+#include "reports/analysis.h"
+#include "reports/collectives_report.h"
+#include "reports/model.h"
+#include "reports/render_html.h"
+
+namespace dpb::fuzz {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A scratch folder of this process, for the readers that take paths.
+const fs::path& scratch() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("dpb_fuzz_" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+std::string put(const std::string& name, const uint8_t* data, size_t size) {
+  const fs::path p = scratch() / name;
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  return p.string();
+}
+
+void report(const uint8_t* data, size_t size) {
+  // What dpdoctor REPORT and dpreport show / html / export / compare do with a report.
+  const auto r = reports::RunReport::read(put("report.json", data, size));
+  std::ostringstream sink;
+  doctor::print_diagnosis(doctor::diagnose(r), sink);
+  reports::show_report(r, sink);
+  sink << reports::render_html(r) << reports::github_benchmark(r, true).dump();
+  reports::print_comparison(reports::compare_reports(r, r, 0.1), 0.1, sink);
+}
+
+void torch_trace(const uint8_t* data, size_t size) {
+  std::ostringstream sink;
+  doctor::print_diagnosis(doctor::diagnose(doctor::read_torch_traces({put("rank0.pt.trace.json", data, size)})), sink);
+}
+
+void safetensors_file(const uint8_t* data, size_t size) {
+  const auto f = safetensors::load(put("model.safetensors", data, size));
+  double sum = 0;
+  for (const auto& [name, t] : f.tensors) sum += static_cast<double>(t.numel()) + static_cast<double>(name.size());
+  (void)sum;
+}
+
+void idx(const uint8_t* data, size_t size) {
+  // The first byte says where the images file ends and the labels file begins.
+  const size_t split = size == 0 ? 0 : std::min(size - 1, static_cast<size_t>(data[0]) * size / 255);
+  const std::string images = put("images-idx3-ubyte", data + (size ? 1 : 0), split);
+  const std::string labels = put("labels-idx1-ubyte", data + (size ? 1 + split : 0), size ? size - 1 - split : 0);
+  IdxDataset ds("fuzz", images, labels, 0.5f, 0.25f);
+  std::vector<float> x(static_cast<size_t>(ds.sample_shape().numel()));
+  int32_t label = 0;
+  for (int64_t i : {int64_t{0}, ds.size() - 1}) ds.get(i, x.data(), &label, nullptr);
+}
+
+void cifar(const uint8_t* data, size_t size) {
+  const fs::path dir = scratch() / "cifar";
+  fs::create_directories(dir);
+  put("cifar/test_batch.bin", data, size);
+  Cifar10Dataset ds(dir.string(), false);
+  std::vector<float> x(3 * 32 * 32);
+  int32_t label = 0;
+  for (int64_t i : {int64_t{0}, ds.size() - 1}) ds.get(i, x.data(), &label, nullptr);
+}
+
+void collectives(const uint8_t* data, size_t size) {
+  const auto c = reports::CollectivesReport::read(put("collectives.json", data, size));
+  (void)c.to_json().dump();
+}
+
+void store_wire(const uint8_t* data, size_t size) {
+  // A server's view of a connection's bytes: requests one after another until one is
+  // incomplete or bad; ADD's arithmetic on what they carry.
+  std::string_view buf(reinterpret_cast<const char*>(data), size);
+  comm::wire::Request r;
+  std::string why;
+  for (size_t used = 0; comm::wire::parse_request(buf, &r, &used, &why) == comm::wire::Parse::done;) {
+    buf.remove_prefix(used);
+    int64_t v = 0;
+    (void)comm::wire::add_decimal(r.key, r.value, &v);
+    if (comm::wire::encode_request(r.op, r.key, r.value).size() != used) DPB_FAIL() << "re-encoding differs";
+  }
+}
+
+void dpbench_flags(const uint8_t* data, size_t size) {
+  // The bytes are the words of a command line, separated by NUL or newline.
+  std::vector<std::string> args{"dpbench"};
+  std::string word;
+  for (size_t i = 0; i < size && args.size() < 64; ++i) {
+    const char c = static_cast<char>(data[i]);
+    if (c == '\0' || c == '\n') {
+      args.push_back(word);
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  if (!word.empty()) args.push_back(word);
+  bench::BenchOptions o = bench::parse_options(args);
+  if (o.sweep.empty()) {
+    bench::validate(o);
+  } else {
+    for (int n : o.sweep) bench::validate(bench::sweep_point(o, n));
+  }
+}
+
+}  // namespace
+
+const std::vector<Target>& targets() {
+  static const std::vector<Target> all = {
+      {"report", "dpbench reports: dpdoctor REPORT, dpreport show/html/export/compare", report},
+      {"torch_trace", "PyTorch profiler traces: dpdoctor --torch-trace", torch_trace},
+      {"safetensors", "safetensors checkpoints", safetensors_file},
+      {"idx", "IDX image and label files (MNIST, Fashion-MNIST)", idx},
+      {"cifar", "CIFAR-10 binary batches", cifar},
+      {"collectives", "--bench=collectives reports (link models)", collectives},
+      {"store_wire", "the TCP store's wire messages", store_wire},
+      {"dpbench_flags", "dpbench's command-line flags", dpbench_flags},
+  };
+  return all;
+}
+
+const Target* find_target(const std::string& name) {
+  for (const auto& t : targets())
+    if (name == t.name) return &t;
+  return nullptr;
+}
+
+bool run_one(const Target& t, const uint8_t* data, size_t size, std::string* why) {
+  try {
+    t.run(data, size);
+  } catch (const Error&) {
+  } catch (const CLI::ParseError&) {
+  } catch (const std::exception& e) {
+    *why = std::string("escaped ") + typeid(e).name() + ": " + e.what();
+    return false;
+  } catch (...) {
+    *why = "escaped a non-standard exception";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace dpb::fuzz
