@@ -315,7 +315,14 @@ struct Parser {
 
 }  // namespace
 
+// An empty word is no flag (CLI11 loops forever on one followed by an unknown flag).
+void check_words(const std::vector<std::string>& args) {
+  for (size_t i = 1; i < args.size(); ++i)
+    DPB_CHECK(!args[i].empty()) << "argument " << i << " is empty (a variable that expanded to nothing?)";
+}
+
 BenchOptions parse_options(const std::vector<std::string>& args) {
+  check_words(args);
   Parser p;
   std::vector<std::string> rev(args.rbegin(), args.rend());
   if (!rev.empty()) rev.pop_back();  // the program
@@ -325,6 +332,12 @@ BenchOptions parse_options(const std::vector<std::string>& args) {
 }
 
 int main_cli(int argc, char** argv) {
+  try {
+    check_words(std::vector<std::string>(argv, argv + argc));
+  } catch (const std::exception& e) {
+    std::cerr << "dpbench: error: " << e.what() << "\n";
+    return 2;
+  }
   Parser p;
   try {
     p.app.parse(argc, argv);
