@@ -32,9 +32,15 @@ IdxDataset::IdxDataset(std::string name, const std::string& images_path, const s
   count_ = be32(img, 4);
   rows_ = be32(img, 8);
   cols_ = be32(img, 12);
-  const size_t expected = 16 + static_cast<size_t>(count_ * rows_ * cols_);
-  DPB_CHECK(img.size() == expected) << "'" << images_path << "' is truncated: header says " << count_ << " images of "
-                                    << rows_ << "x" << cols_ << " (" << expected << " bytes), found " << img.size()
+  DPB_CHECK(rows_ > 0 && cols_ > 0) << "'" << images_path << "' is corrupt: its header says images of " << rows_ << "x"
+                                    << cols_;
+  // Three 32-bit fields: their product can exceed 64 bits, so compare without it.
+  const auto fits = [&](int64_t a, int64_t b) { return b == 0 || a <= static_cast<int64_t>(img.size()) / b; };
+  const bool small = fits(count_, rows_) && fits(count_ * rows_, cols_);
+  const size_t expected = small ? 16 + static_cast<size_t>(count_ * rows_ * cols_) : 0;
+  DPB_CHECK(small && img.size() == expected) << "'" << images_path << "' is truncated: header says " << count_ << " images of "
+                                    << rows_ << "x" << cols_ << " (" << (small ? std::to_string(expected) : "too many")
+                                    << " bytes), found " << img.size()
                                     << " bytes";
   pixels_.assign(img.begin() + 16, img.end());
 
