@@ -29,13 +29,18 @@ dpb_install_missing() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 }
 
-dpb_build() {
+# Configures $DPB_BUILD once (with $DPB_CMAKE_ARGS), then builds the named targets (all
+# when none are named).
+dpb_build_targets() {
   if [ ! -f "$DPB_BUILD/build.ninja" ]; then
     cmake -S "$DPB_ROOT" -B "$DPB_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release ${DPB_CMAKE_ARGS:-} >&2
   fi
+  local targets=()
+  for t in "$@"; do targets+=(--target "$t"); done
   # Two cores and CUDA/oneDNN headers: keep parallel compiles within memory.
-  cmake --build "$DPB_BUILD" --parallel "${DPB_JOBS:-$(nproc)}" >&2
+  cmake --build "$DPB_BUILD" --parallel "${DPB_JOBS:-$(nproc)}" "${targets[@]}" >&2
 }
+dpb_build() { dpb_build_targets; }
 
 dpb_install_missing
 dpb_build

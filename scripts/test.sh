@@ -1,9 +1,39 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, runs every test with CTest.
 # CUDA tests skip, with the reason, on machines without a GPU.
+# Then the sanitizer stages, each in a build directory of its own with the non-CUDA code:
+#   build-asan: AddressSanitizer + UndefinedBehaviorSanitizer, the CPU suite (all but the
+#               timing-judged scenario suite and the micro-benchmark smoke runs);
+#   build-tsan: ThreadSanitizer over the threaded parts (Gloo and its queue, the stores,
+#               the launcher, the loader's workers, the device workers, the reducer).
+# DPB_SANITIZERS=0 skips them (a quick local run); arguments go to every ctest run.
 set -euo pipefail
 # The HTML report test renders pages in headless Chromium.
 DPB_EXTRA_PACKAGES="chromium"
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
-cd "$DPB_BUILD"
-exec ctest --output-on-failure --parallel "${DPB_JOBS:-$(nproc)}" "$@"
+jobs="${DPB_JOBS:-$(nproc)}"
+(cd "$DPB_BUILD" && ctest --output-on-failure --parallel "$jobs" "$@")
+[ "${DPB_SANITIZERS:-1}" = "0" ] && exit 0
+
+# -O1: the sanitizers' usual level, quick to build, fast enough to run; no debug info
+# (symbolized frames need only symbols). Sanitizer reports fail the test that caused them.
+sanitizer_build() {
+  DPB_BUILD="$DPB_ROOT/$1" \
+    DPB_CMAKE_ARGS="-DDPB_CUDA=OFF -DDPB_BUILD_BENCHMARKS=OFF -DDPB_SANITIZE=$2 -DCMAKE_CXX_FLAGS_RELEASE=-O1" \
+    dpb_build_targets "${@:3}"
+}
+
+echo "test: AddressSanitizer + UndefinedBehaviorSanitizer (build-asan)" >&2
+sanitizer_build build-asan address,undefined
+(cd "$DPB_ROOT/build-asan" &&
+  ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0" \
+  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  ctest --output-on-failure --parallel "$jobs" -E '^(Scenarios/|smoke\.)' "$@")
+
+echo "test: ThreadSanitizer (build-tsan)" >&2
+sanitizer_build build-tsan thread test_comm test_parallel test_train test_backend test_tools
+(cd "$DPB_ROOT/build-tsan" &&
+  TSAN_OPTIONS="suppressions=$DPB_ROOT/tests/sanitizers/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
+  OMP_NUM_THREADS=1 \
+  ctest --output-on-failure --parallel "$jobs" \
+    -R '^(Store|FileIo|GlooGroup|Ranks/|CrossRanks|Ddp|Models/DdpEqualsSingle|DataLoader|CpuContext|DataParallel|Pipeline|DpbenchRanks)' "$@")
