@@ -37,7 +37,7 @@ struct Flags {
   std::string bench = "train", mode = "single", gpus = "1", devices = "cpu", precision = "fp32";
   std::string device_timing = "auto", dp_forward = "scatter", dp_input = "tensor", split, schedule = "gpipe";
   std::string eval = "auto", progress = "auto", optimizer = "sgd", lr_schedule = "constant", lr_scale = "none";
-  std::string backend, sampler = "distributed", device_map = "spread", straggler;
+  std::string backend, sampler = "distributed", device_map = "spread", straggler, hang;
   std::string ops = "allreduce,allgather,reduce_scatter,broadcast", min_bytes = "8", max_bytes = "256M", kill;
 };
 
@@ -73,6 +73,8 @@ void convert(const Flags& f, BenchOptions& o) {
   if (!f.straggler.empty())
     std::tie(o.ddp.straggler_rank, o.ddp.straggler_ms) =
         parse_rank_and_count(f.straggler, "--straggler", "RANK:MS", "1:30");
+  if (!f.hang.empty())
+    std::tie(o.ddp.hang_rank, o.ddp.hang_step) = parse_rank_and_count(f.hang, "--hang-rank", "RANK:STEP", "1:20");
   const std::vector<int> gpus = parse_gpus(f.gpus);
   o.device.count = gpus.front();
   if (gpus.size() > 1 || o.repeat > 1) o.sweep = gpus;
@@ -213,6 +215,9 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
       ->check(CLI::IsMember({"spread", "same"}));
   ranks->add_option("--straggler", f.straggler,
                     "Fault injection, RANK:MS: that rank computes MS milliseconds slower every step");
+  ranks->add_option("--hang-rank", f.hang,
+                    "Fault injection, RANK:STEP: from that step on, that rank never reaches its collectives (it "
+                    "sleeps in its forward, as a rank stuck in its input pipeline or a deadlock would)");
   ranks->add_flag("--sync-bn", o.ddp.sync_bn,
                   "DDP: SyncBatchNorm, BatchNorm statistics over the global batch (torch.nn.SyncBatchNorm)");
   ranks->add_option("--rank", o.ranks.rank, "This process's rank (else from torchrun/Slurm/Open MPI variables)")

@@ -61,6 +61,17 @@ void validate(const BenchOptions& o) {
   DPB_CHECK(d.timing == DeviceTiming::automatic || d.timing == DeviceTiming::off || cuda)
       << "--device-timing=" << (d.timing == DeviceTiming::cupti ? "cupti" : "events")
       << " times GPU work; on logical CPU devices the host clock is the device's (use auto or off)";
+  // Checked before the GPUs are: a mistake in the flags is named on any machine.
+  if (o.mode == ParallelMode::ddp) {
+    // NCCL refuses two ranks on one GPU, and its collectives check nothing across ranks.
+    const bool nccl = resolved_backend(o) == Backend::nccl;
+    DPB_CHECK(!(nccl && o.ddp.device_map == DeviceMap::same && d.count > 1))
+        << "--device-map=same puts every rank on GPU 0, which NCCL refuses (one communicator rank per GPU); use "
+           "--backend=gloo to run several ranks on one GPU";
+    DPB_CHECK(!(nccl && o.ranks.debug_collectives))
+        << "--debug-collectives compares every collective across ranks through the store, which the NCCL backend "
+           "does not do; use --backend=gloo to check collectives, or drop the flag";
+  }
   if (cuda) {
     const CudaInfo info = cuda_info();
     DPB_CHECK(info.built) << "--devices=cuda: this build has no CUDA backend (configure with -DDPB_CUDA=ON on a "
@@ -78,16 +89,9 @@ void validate(const BenchOptions& o) {
   DPB_CHECK(o.ddp.straggler_rank < 0 || o.ddp.straggler_rank < d.count * o.ranks.nnodes)
       << "--straggler=" << o.ddp.straggler_rank << ":" << o.ddp.straggler_ms << " but there are "
       << d.count * o.ranks.nnodes << " rank(s)";
-  if (o.mode == ParallelMode::ddp) {
-    // NCCL refuses two ranks on one GPU, and its collectives check nothing across ranks.
-    const bool nccl = resolved_backend(o) == Backend::nccl;
-    DPB_CHECK(!(nccl && o.ddp.device_map == DeviceMap::same && d.count > 1))
-        << "--device-map=same puts every rank on GPU 0, which NCCL refuses (one communicator rank per GPU); use "
-           "--backend=gloo to run several ranks on one GPU";
-    DPB_CHECK(!(nccl && o.ranks.debug_collectives))
-        << "--debug-collectives compares every collective across ranks through the store, which the NCCL backend "
-           "does not do; use --backend=gloo to check collectives, or drop the flag";
-  }
+  DPB_CHECK(o.ddp.hang_rank < 0 || (o.mode == ParallelMode::ddp && o.ddp.hang_rank < d.count * o.ranks.nnodes))
+      << "--hang-rank=" << o.ddp.hang_rank << ":" << o.ddp.hang_step << " needs --mode=ddp and a rank below "
+      << d.count * o.ranks.nnodes;
   DPB_CHECK(!o.verify.enabled || o.verify.steps >= 1) << "--verify-steps must be at least 1, got " << o.verify.steps;
 }
 

@@ -99,6 +99,8 @@ struct DdpOptions {
   DeviceMap device_map = DeviceMap::spread;
   int straggler_rank = -1;  // --straggler=RANK:MS: that rank computes MS slower per step
   int64_t straggler_ms = 0;
+  int hang_rank = -1;  // --hang-rank=RANK:STEP: from that step on, that rank never reaches its collectives
+  int64_t hang_step = 0;
 };
 
 struct OutputOptions {

@@ -9,6 +9,7 @@
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/backend/device_info.h"
 #include "engine/backend/precision.h"
+#include "engine/core/log.h"
 #if DPB_WITH_CUDA
 #include "engine/backend/cuda/device_context.h"
 #endif
@@ -120,6 +121,16 @@ RunSetup prepare_run(const BenchOptions& o, bool parallel, const RankContext* ra
     if (rank->group->rank() == o.ddp.straggler_rank) {
       const auto delay = std::chrono::milliseconds(o.ddp.straggler_ms);
       t.hooks.in_forward = [delay](int64_t) { std::this_thread::sleep_for(delay); };
+    }
+    // Fault injection (--hang-rank): from that step on, this rank sleeps in its forward
+    // and never reaches the step's collectives; the others must time out naming it.
+    if (rank->group->rank() == o.ddp.hang_rank) {
+      const int64_t from = o.ddp.hang_step;
+      t.hooks.in_forward = [from](int64_t step) {
+        if (step < from) return;
+        log::warn("fault injection (--hang-rank): this rank stops at step {}, before its collectives", step);
+        for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+      };
     }
   }
   t.cuda_graph = o.device.cuda_graph;

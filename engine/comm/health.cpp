@@ -59,8 +59,15 @@ void GroupHealth::publish_loop() {
     lock.unlock();
     try {
       store_->set(key(rank_), std::to_string(++beats_) + " " + std::to_string(seq_.load()) + " " + op_.load());
+      store_failing_ = false;
     } catch (const std::exception& e) {
-      log::debug("health: publishing progress failed: {}", e.what());
+      // Said once: training goes on without the store, but a failing collective can
+      // then no longer name the missing rank.
+      if (!store_failing_.exchange(true) && !store_warned_) {
+        store_warned_ = true;
+        log::warn("rank {}: the job's store ({}) stopped answering ({}); training goes on, but a failing collective "
+                  "will not be able to name missing ranks", rank_, store_->describe(), e.what());
+      }
     }
     lock.lock();
     cv_.wait_for(lock, interval_, [&] { return stop_; });
@@ -68,13 +75,15 @@ void GroupHealth::publish_loop() {
 }
 
 std::string GroupHealth::diagnose(int64_t seq, const std::string& op) {
+  std::string store_error;
   auto read_all = [&] {
     std::vector<Record> v(static_cast<size_t>(size_));
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       try {
         v[static_cast<size_t>(r)] = parse(store_->try_get(key(r)));
-      } catch (const std::exception&) {
+      } catch (const std::exception& e) {
+        store_error = e.what();
       }
     }
     return v;
@@ -82,6 +91,10 @@ std::string GroupHealth::diagnose(int64_t seq, const std::string& op) {
   const auto first = read_all();
   std::this_thread::sleep_for(interval_ * 4);
   const auto second = read_all();
+  if (!store_error.empty() || store_failing_)
+    return "the job's store (" + store_->describe() + ") does not answer" +
+           (store_error.empty() ? std::string() : " (" + store_error + ")") +
+           ", so the rank(s) missing from " + op + " #" + std::to_string(seq) + " cannot be named";
   std::vector<int> gone, behind;
   std::ostringstream detail;
   for (int r = 0; r < size_; ++r) {

@@ -37,6 +37,8 @@ class GroupHealth {
   int rank_, size_;
   Millis interval_;
   std::atomic<int64_t> seq_{-1};
+  std::atomic<bool> store_failing_{false};  // the last publish failed
+  bool store_warned_ = false;               // publish thread only
   std::atomic<const char*> op_{"start"};
   int64_t beats_ = 0;
   std::mutex mu_;

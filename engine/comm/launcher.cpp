@@ -29,6 +29,7 @@ struct Child {
   int out = -1, err = -1;          // read ends of the pipes
   std::string out_buf, err_buf;    // partial lines
   bool exited = false;
+  bool stopped = false;  // by SIGSTOP/SIGTSTP: it can neither take part nor report
   int status = 0;
 };
 
@@ -161,11 +162,15 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
 
   LaunchResult result;
   auto stop_others = [&](int sig) {
-    for (auto& c : children)
-      if (!c.exited) ::kill(c.pid, sig);
+    for (auto& c : children) {
+      if (c.exited) continue;
+      ::kill(c.pid, sig);
+      if (c.stopped) ::kill(c.pid, SIGCONT);  // a stopped process acts on SIGTERM only once continued
+    }
   };
   std::chrono::steady_clock::time_point term_at{}, kill_at{};
   bool dying = false, stopping = false;
+  int stopped_culprit = -1;  // the rank seen stopped, named when another fails waiting for it
   for (;;) {
     std::vector<pollfd> fds;
     std::vector<std::pair<Child*, bool>> owners;  // (child, is stderr)
@@ -203,13 +208,26 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
     for (auto& c : children) {
       if (!c.exited) {
         int status = 0;
-        if (::waitpid(c.pid, &status, WNOHANG) == c.pid) {
+        const pid_t got = ::waitpid(c.pid, &status, WNOHANG | WUNTRACED | WCONTINUED);
+        if (got == c.pid && WIFSTOPPED(status)) {
+          c.stopped = true;
+          const char* name = sigabbrev_np(WSTOPSIG(status));
+          err << "launcher: rank " << c.rank << " (pid " << c.pid << ") is stopped by signal " << WSTOPSIG(status)
+              << (name ? std::string(" (SIG") + name + ")" : std::string()) << ": the others will wait for it\n"
+              << std::flush;
+          if (stopped_culprit < 0) stopped_culprit = c.rank;
+        } else if (got == c.pid && WIFCONTINUED(status)) {
+          c.stopped = false;
+          if (stopped_culprit == c.rank) stopped_culprit = -1;
+        } else if (got == c.pid) {
           c.exited = true;
           c.status = status;
           const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
           if (failed && result.failure.empty()) {
             result.failure = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") " +
                              (WIFSIGNALED(status) ? "died: " : "exited with ") + describe_exit(status);
+            if (stopped_culprit >= 0 && stopped_culprit != c.rank)
+              result.failure += " while rank " + std::to_string(stopped_culprit) + " was stopped (SIGSTOP)";
             err << "launcher: " << result.failure << "; stopping the other rank(s)\n" << std::flush;
             dying = true;
             term_at = std::chrono::steady_clock::now() + o.report_window;
@@ -219,7 +237,11 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
       all_done = all_done && c.exited && c.out < 0 && c.err < 0;
     }
     if (all_done) break;
-    if (dying && !stopping && std::chrono::steady_clock::now() >= term_at) {
+    // The report window is for ranks that can still say what they saw: end it when
+    // every rank left is stopped.
+    bool only_stopped_left = true;
+    for (const auto& c : children) only_stopped_left = only_stopped_left && (c.exited || c.stopped);
+    if (dying && !stopping && (only_stopped_left || std::chrono::steady_clock::now() >= term_at)) {
       stop_others(SIGTERM);
       stopping = true;
       kill_at = std::chrono::steady_clock::now() + o.grace;

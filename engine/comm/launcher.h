@@ -7,6 +7,9 @@
 // and how, gives the others a moment to notice and say what they saw (their
 // collectives fail naming the missing rank), then stops them (SIGTERM, then SIGKILL
 // after a grace period).
+// A rank stopped by a signal (SIGSTOP) is named as soon as it stops, and named again
+// when another rank fails waiting for it; it is then terminated without waiting out the
+// report window (SIGTERM with SIGCONT, so that it can act on it).
 // SIGINT/SIGTERM sent to the launcher are passed on to the ranks.
 #include <chrono>
 #include <iosfwd>
@@ -22,7 +25,7 @@ struct LaunchOptions {
   int master_port = 29500;
   std::vector<std::string> argv;  // every rank runs this command (argv[0]: the program)
   std::string run_dir;            // one node: the file store's directory (created, removed after)
-  std::chrono::milliseconds report_window{5000};  // after a death, before SIGTERM
+  std::chrono::milliseconds report_window{2000};  // after a death, before SIGTERM
   std::chrono::milliseconds grace{3000};          // after SIGTERM, before SIGKILL
 };
 

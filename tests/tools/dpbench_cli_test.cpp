@@ -218,6 +218,25 @@ TEST(DpbenchCli, ScenarioFlagsAreCheckedBeforeWork) {
   r = run("--mode=ddp --gpus=2 --model=mlp --steps=1 --device-map=all");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("spread"), std::string::npos) << "valid choices listed: " << r.err;
+  for (const char* bad : {"--hang-rank=1", "--hang-rank=x:3"}) {
+    r = run(std::string("--mode=ddp --gpus=2 --model=mlp --steps=1 ") + bad);
+    EXPECT_NE(r.err.find("expected RANK:STEP"), std::string::npos) << bad << ": " << r.err;
+  }
+  r = run("--mode=ddp --gpus=2 --model=mlp --steps=1 --hang-rank=2:3");
+  EXPECT_NE(r.err.find("a rank below 2"), std::string::npos) << r.err;
+}
+
+// NCCL's limits are named from the flags alone, before any GPU is looked for, so the
+// same message comes on a machine without one.
+TEST(DpbenchCli, NcclMistakesAreNamedBeforeLookingForGpus) {
+  Proc r = run("--mode=ddp --gpus=2 --devices=cuda --backend=nccl --device-map=same --model=mlp --steps=1");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("NCCL refuses"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--backend=gloo"), std::string::npos) << r.err;
+  r = run("--mode=ddp --gpus=2 --devices=cuda --backend=nccl --debug-collectives --model=mlp --steps=1");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--debug-collectives"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--backend=gloo"), std::string::npos) << r.err;
 }
 
 TEST(DpbenchCli, UnknownModeListsValidChoices) {
@@ -251,7 +270,9 @@ TEST(DpbenchCli, PrecisionAndDeviceFlagsAreCheckedBeforeWork) {
   if (dpb::cuda_info().gpus.empty()) {
     r = run("--model=mlp --devices=cuda --steps=1");
     EXPECT_NE(r.code, 0);
-    EXPECT_NE(r.err.find("CUDA device(s) visible"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(dpb::cuda_info().built ? "CUDA device(s) visible" : "this build has no CUDA backend"),
+              std::string::npos)
+        << r.err;
     EXPECT_EQ(r.err.find("training"), std::string::npos) << "must fail before training: " << r.err;
   }
 }

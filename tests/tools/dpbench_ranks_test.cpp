@@ -73,6 +73,35 @@ TEST(DpbenchRanks, KilledRankIsNamedAndTheSurvivorsExitWithinTheTimeout) {
   }
 }
 
+// A rank that stops calling collectives (--hang-rank) is named by the others when they
+// time out, and the launcher ends the job within the timeout and a few seconds.
+TEST(DpbenchRanks, HungRankIsNamedWithinTheTimeout) {
+  const Proc r = sh(bin() + " --mode=ddp --gpus=2 --model=mlp --batch=64 --steps=100000 --warmup=1 --threads=1 "
+                           "--workers=0 --progress=none --timeout=3 --hang-rank=1:4");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("[rank 1] warning: fault injection (--hang-rank)"), std::string::npos) << r.err;
+  const auto at = r.err.find("[rank 0] dpbench: error:");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const std::string line = r.err.substr(at, r.err.find('\n', at) - at);
+  EXPECT_NE(line.find("rank(s) 1 did not arrive"), std::string::npos) << line;
+  EXPECT_NE(line.find("rank 1: alive"), std::string::npos) << line;
+  EXPECT_LT(r.seconds, 3.0 + 5.0 + 4.0) << "timeout + 5 s, plus start-up and four steps";
+}
+
+// A SIGSTOPped rank is named as soon as it stops and again when the others fail waiting
+// for it; the launcher then ends it at once instead of waiting out its report window.
+TEST(DpbenchRanks, StoppedRankIsNamedAndTheJobEndsWithinTheTimeout) {
+  const std::string cmd = bin() + " --mode=ddp --gpus=2 --model=mlp --batch=64 --steps=100000 --warmup=1 "
+                                  "--threads=1 --workers=0 --progress=none --timeout=3 & L=$!; sleep 2; "
+                                  "for c in $(cat /proc/$L/task/$L/children); do V=$c; done; kill -STOP $V; wait $L";
+  const Proc r = sh(cmd);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find(") is stopped by signal 19 (SIGSTOP): the others will wait for it"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("was stopped (SIGSTOP)"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 2.0 + 3.0 + 5.0) << "2 s before the stop, then timeout + 5 s";
+}
+
 TEST(DpbenchRanks, TwoNodesOfTwoRanksOnLoopback) {
   const std::string port = std::to_string(free_port());
   const std::string base = tmp("nodes");
