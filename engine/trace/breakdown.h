@@ -2,9 +2,10 @@
 // What a device timeline says about one device (or rank) over a window, with Holistic
 // Trace Analysis' definitions, so figures agree with it:
 //   compute_share, comm_share, memory_share, idle_share: the temporal breakdown. Each
-//     instant of the window counts once: communication where a communication kernel
-//     runs, else compute where a compute kernel runs, else memory where a copy or set
-//     runs, else idle. They add up to 1.
+//     instant of the window counts once: compute where a compute kernel runs, else
+//     communication where a communication kernel runs, else memory where a copy or set
+//     runs, else idle (HTA's order: its non-compute time is what compute leaves). They
+//     add up to 1.
 //   overlap: |comm ∩ compute| / |comm| (null without communication).
 //   idle_breakdown: the idle time split by what it waited for (shares of idle):
 //     host_wait  the device waited for the host to launch work (the next kernel was
