@@ -6,6 +6,7 @@
 
 #include "engine/models/model.h"
 #include "engine/nn/basic_block.h"
+#include "engine/nn/bottleneck.h"
 #include "engine/nn/flatten.h"
 #include "engine/nn/global_avg_pool2d.h"
 #include "engine/nn/linear.h"
@@ -84,6 +85,82 @@ std::unique_ptr<Model> resnet18(Generator& gen, const ModelOptions& o) {
   return m;
 }
 
+// ResNet-50 and ResNet-101 as torchvision defines them (ImageNet, 224x224 by default):
+// 7x7/2 stem, 3x3/2 max-pool, four stages of Bottlenecks (widths 64, 128, 256, 512, x4
+// out), global average pool, fully connected. Parameter names are torchvision's.
+std::unique_ptr<Model> imagenet_resnet(const char* name, const int (&blocks)[4], Generator& gen,
+                                       const ModelOptions& o) {
+  const Shape img = image_or(o, Shape{3, 224, 224});
+  DPB_CHECK(img[1] >= 32 && img[2] >= 32) << name << " takes images of at least 32x32, got " << img[1] << "x"
+                                          << img[2];
+  auto m = std::make_unique<Model>(ModelSpec{name, img, o.classes, LossKind::cross_entropy, true});
+  m->add("conv1", std::make_unique<Conv2d>(img[0], 64, 7, 2, 3, false, &gen));
+  m->add("bn1", std::make_unique<BatchNorm2d>(64));
+  m->add("relu", std::make_unique<ReLU>(true));
+  m->add("maxpool", MaxPool2d(3, 2, 1));
+  int64_t in = 64;
+  const int64_t widths[] = {64, 128, 256, 512};
+  for (int stage = 0; stage < 4; ++stage) {
+    auto layer = std::make_unique<Sequential>();
+    for (int b = 0; b < blocks[stage]; ++b) {
+      layer->add(std::to_string(b), std::make_unique<Bottleneck>(in, widths[stage], b == 0 && stage > 0 ? 2 : 1, &gen));
+      in = widths[stage] * Bottleneck::expansion;
+    }
+    m->add("layer" + std::to_string(stage + 1), std::move(layer));
+  }
+  m->add("avgpool", std::make_unique<GlobalAvgPool2d>());
+  m->add("fc", std::make_unique<Linear>(in, o.classes, true, &gen));
+  return m;
+}
+
+std::unique_ptr<Model> resnet50(Generator& gen, const ModelOptions& o) {
+  static const int blocks[4] = {3, 4, 6, 3};
+  return imagenet_resnet("resnet50", blocks, gen, o);
+}
+
+std::unique_ptr<Model> resnet101(Generator& gen, const ModelOptions& o) {
+  static const int blocks[4] = {3, 4, 23, 3};
+  return imagenet_resnet("resnet101", blocks, gen, o);
+}
+
+// VGG-16 (torchvision's configuration D, 224x224 by default): thirteen 3x3 convolutions
+// with ReLU in five stages, each ending in a 2x2 max-pool, then 4096-4096-classes.
+// Parameter names are torchvision's (features.0 ... features.28, classifier.0, .3, .6).
+// Two differences, neither changing a parameter, a shape at 224x224 or the FLOPs that
+// matter: there is no dropout (the engine has no dropout layer), and the classifier
+// takes the last feature map as it is (torchvision's adaptive 7x7 average pool is the
+// identity at 224x224; a smaller image gives a smaller first classifier layer).
+std::unique_ptr<Model> vgg16(Generator& gen, const ModelOptions& o) {
+  const Shape img = image_or(o, Shape{3, 224, 224});
+  DPB_CHECK(img[1] % 32 == 0 && img[2] % 32 == 0 && img[1] > 0 && img[2] > 0)
+      << "vgg16 takes images whose sides are multiples of 32, got " << img[1] << "x" << img[2];
+  auto m = std::make_unique<Model>(ModelSpec{"vgg16", img, o.classes, LossKind::cross_entropy, false});
+  auto features = std::make_unique<Sequential>();
+  const int64_t cfg[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0};
+  int64_t in = img[0];
+  int index = 0;
+  for (int64_t c : cfg) {
+    if (c == 0) {
+      features->add(std::to_string(index++), MaxPool2d(2, 2));
+      continue;
+    }
+    features->add(std::to_string(index++), std::make_unique<Conv2d>(in, c, 3, 1, 1, true, &gen));
+    features->add(std::to_string(index++), std::make_unique<ReLU>(true));
+    in = c;
+  }
+  m->add("features", std::move(features));
+  m->add("flatten", std::make_unique<Flatten>());
+  auto classifier = std::make_unique<Sequential>();
+  const int64_t flat = 512 * (img[1] / 32) * (img[2] / 32);
+  classifier->add("0", std::make_unique<Linear>(flat, 4096, true, &gen));
+  classifier->add("1", std::make_unique<ReLU>(true));
+  classifier->add("3", std::make_unique<Linear>(4096, 4096, true, &gen));
+  classifier->add("4", std::make_unique<ReLU>(true));
+  classifier->add("6", std::make_unique<Linear>(4096, o.classes, true, &gen));
+  m->add("classifier", std::move(classifier));
+  return m;
+}
+
 // Linear 5000 -> 10000 -> 5000 with ReLU, MSE regression: ~100 M parameters, the classic
 // model to cut across two devices.
 std::unique_ptr<Model> widemlp(Generator& gen, const ModelOptions&) {
@@ -98,14 +175,16 @@ using Builder = std::function<std::unique_ptr<Model>(Generator&, const ModelOpti
 
 const std::map<std::string, Builder>& builders() {
   static const std::map<std::string, Builder> b{
-      {"simple", simple}, {"mlp", mlp}, {"lenet", lenet}, {"resnet18", resnet18}, {"widemlp", widemlp}};
+      {"simple", simple}, {"mlp", mlp}, {"lenet", lenet}, {"resnet18", resnet18},
+      {"resnet50", resnet50}, {"resnet101", resnet101}, {"vgg16", vgg16}, {"widemlp", widemlp}};
   return b;
 }
 
 }  // namespace
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names{"simple", "mlp", "lenet", "resnet18", "widemlp"};
+  static const std::vector<std::string> names{"simple",   "mlp",       "lenet", "resnet18",
+                                                "resnet50", "resnet101", "vgg16", "widemlp"};
   return names;
 }
 

@@ -18,6 +18,41 @@ TEST(Models, ParameterCountsMatchPyTorch) {
     Generator g(0);
     EXPECT_EQ(build_model(name, g)->parameter_count(), count) << name;
   }
+  // torchvision.models.resnet50(), resnet101(), vgg16() with their 1000 classes.
+  ModelOptions imagenet;
+  imagenet.classes = 1000;
+  const std::vector<std::pair<std::string, int64_t>> torchvision{
+      {"resnet50", 25557032}, {"resnet101", 44549160}, {"vgg16", 138357544}};
+  for (const auto& [name, count] : torchvision) {
+    Generator g(0);
+    EXPECT_EQ(build_model(name, g, imagenet)->parameter_count(), count) << name;
+  }
+}
+
+TEST(Models, TorchvisionParameterNamesAndFlops) {
+  ModelOptions imagenet;
+  imagenet.classes = 1000;
+  Generator g(0);
+  auto r = build_model("resnet50", g, imagenet);
+  std::set<std::string> names;
+  for (auto& [n, p] : r->named_parameters()) names.insert(n);
+  for (const char* n : {"conv1.weight", "layer1.0.downsample.0.weight", "layer1.0.conv3.weight",
+                        "layer3.5.bn2.bias", "layer4.2.bn3.weight", "fc.bias"})
+    EXPECT_TRUE(names.count(n)) << n;
+  EXPECT_EQ(r->named_parameters().size(), 161u);
+  // fvcore/torchvision: 4.09 and 7.80 GMACs; ours adds BatchNorm, ReLU and the residual adds.
+  EXPECT_NEAR(static_cast<double>(r->flops_per_sample()) / 2e9, 4.09, 0.1);
+  EXPECT_NEAR(static_cast<double>(build_model("resnet101", g, imagenet)->flops_per_sample()) / 2e9, 7.80, 0.15);
+  auto v = build_model("vgg16", g, imagenet);
+  EXPECT_EQ(v->named_parameters()[0].first, "features.0.weight");
+  EXPECT_EQ(v->named_parameters()[25].first, "features.28.bias");
+  EXPECT_EQ(v->named_parameters().back().first, "classifier.6.bias");
+  EXPECT_NEAR(static_cast<double>(v->flops_per_sample()) / 2e9, 15.47, 0.1);
+  // Small images train too (the tests' equivalence runs use them).
+  ModelOptions small;
+  small.image = Shape{3, 32, 32};
+  EXPECT_EQ(build_model("resnet50", g, small)->forward(Tensor::zeros({2, 3, 32, 32})).shape(), (Shape{2, 10}));
+  EXPECT_EQ(build_model("vgg16", g, small)->forward(Tensor::zeros({1, 3, 32, 32})).shape(), (Shape{1, 10}));
 }
 
 TEST(Models, PyTorchParameterNames) {
@@ -67,10 +102,10 @@ TEST(Models, WrongInputShapeIsAClearError) {
 TEST(Models, UnknownNameListsValidOnes) {
   Generator g(0);
   try {
-    build_model("resnet50", g);
+    build_model("resnet152", g);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("valid: simple, mlp, lenet, resnet18, widemlp"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("valid: simple, mlp, lenet, resnet18, resnet50, resnet101, vgg16, widemlp"), std::string::npos)
         << e.what();
   }
 }

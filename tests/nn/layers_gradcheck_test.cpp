@@ -4,6 +4,7 @@
 #include "engine/backend/cpu/dnnl_util.h"
 #include "engine/backend/ops.h"
 #include "engine/nn/basic_block.h"
+#include "engine/nn/bottleneck.h"
 #include "engine/nn/batchnorm2d.h"
 #include "engine/nn/conv2d.h"
 #include "engine/nn/flatten.h"
@@ -201,6 +202,18 @@ TEST(GradCheck, BasicBlockDownsampleShortcut) {
   Generator g(17);
   BasicBlock b(3, 6, 2, &g);
   expect_gradients_match(b, random_tensor({3, 3, 6, 6}, g), 27, residual_options());
+}
+
+TEST(GradCheck, BottleneckIdentityShortcut) {
+  Generator g(18);
+  Bottleneck b(8, 2, 1, &g);
+  expect_gradients_match(b, random_tensor({3, 8, 5, 5}, g), 28, residual_options());
+}
+
+TEST(GradCheck, BottleneckDownsampleShortcut) {
+  Generator g(19);
+  Bottleneck b(4, 3, 2, &g);
+  expect_gradients_match(b, random_tensor({2, 4, 6, 6}, g), 29, residual_options());
 }
 
 // The block's backward equals the composition of its layers' backwards, exactly.

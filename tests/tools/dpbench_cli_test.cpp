@@ -57,9 +57,9 @@ TEST(DpbenchCli, WritesReportWithThroughputAndStepTime) {
 }
 
 TEST(DpbenchCli, UnknownModelListsValidChoices) {
-  const Proc r = run("--model=resnet50");
+  const Proc r = run("--model=resnet152");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("resnet50"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("resnet152"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("lenet"), std::string::npos) << r.err;
 }
 
