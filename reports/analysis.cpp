@@ -35,8 +35,28 @@ std::string human_seconds(const Num& s) {
 
 std::string percent(const Num& v) { return v ? fmt::format("{:.1f}%", 100 * *v) : "-"; }
 
+std::vector<Point> predicted_points(const RunReport& report) {
+  DPB_CHECK(report.sweep && !report.sweep->empty()) << "the report has no run and no predicted sweep";
+  std::vector<Point> out;
+  for (const auto& s : *report.sweep) {
+    Point p;
+    p.world = s.world_size;
+    p.model = report.config.model;
+    p.mode = parallel_mode_name(s.mode);
+    p.key = fmt::format("{} {} x{}", p.mode, p.model, p.world);
+    p.global_batch = s.global_batch;
+    p.throughput = s.throughput_samples_per_s.value_or(0);
+    p.step_median_s = s.step_time_s;
+    p.efficiency = s.scaling_efficiency;
+    p.overlap = s.overlap;
+    p.predicted = s.predicted;
+    out.push_back(p);
+  }
+  return out;
+}
+
 std::vector<Point> report_points(const RunReport& report) {
-  DPB_CHECK(!report.runs.empty()) << "the report has no run";
+  if (report.runs.empty()) return predicted_points(report);
   std::map<int, std::vector<const RunMetrics*>> by_world;
   for (const auto& r : report.runs) by_world[r.world_size].push_back(&r);
   std::vector<Point> out;
@@ -92,7 +112,12 @@ void show_report(const RunReport& report, std::ostream& out) {
   for (const auto& p : points)
     out << fmt::format("{:>6} {:>8} {:>12.1f} {:>11} {:>11} {:>8} {:>9} {:>10} {:>8}\n", p.world, p.global_batch,
                        p.throughput, human_seconds(p.step_median_s), human_seconds(p.step_p90_s), fixed3(p.efficiency),
-                       percent(p.overlap), percent(p.data_wait_share), p.repeats);
+                       percent(p.overlap), percent(p.data_wait_share), p.predicted ? "predicted" : std::to_string(p.repeats));
+  if (report.runs.empty()) {
+    out << "a prediction (dpbench --simulate): nothing ran; dpreport html MEASURED --predicted=THIS plots it against "
+           "measurements\n";
+    return;
+  }
   const auto& last = report.runs.back();
   if (last.devices.size() > 1) {
     out << "devices (largest run):";

@@ -28,9 +28,11 @@ struct Point {
   Num data_wait_share, mfu;
   Num bubble;                     // mp measured bubble
   int repeats = 0;
+  bool predicted = false;         // dpbench --simulate: a prediction, nothing ran
 };
 
-// The report's points, in increasing device count.
+// The report's points, in increasing device count: its runs, or for a prediction
+// (dpbench --simulate, no runs) its predicted sweep points.
 std::vector<Point> report_points(const RunReport& report);
 
 // Human summary (`dpreport show`).

@@ -165,16 +165,24 @@ RunConfig config_from(const JsonView& j) {
 
 json sweep_json(const std::vector<SweepPoint>& sweep) {
   json a = json::array();
-  for (const auto& p : sweep)
-    a.push_back({{"world_size", p.world_size},
-                 {"mode", parallel_mode_name(p.mode)},
-                 {"global_batch", p.global_batch},
-                 {"batch_per_device", p.batch_per_device},
-                 {"throughput_samples_per_s", num(p.throughput_samples_per_s)},
-                 {"throughput_min", num(p.throughput_min)},
-                 {"throughput_max", num(p.throughput_max)},
-                 {"repeats", p.repeats},
-                 {"scaling_efficiency", num(p.scaling_efficiency)}});
+  for (const auto& p : sweep) {
+    json e{{"world_size", p.world_size},
+           {"mode", parallel_mode_name(p.mode)},
+           {"global_batch", p.global_batch},
+           {"batch_per_device", p.batch_per_device},
+           {"throughput_samples_per_s", num(p.throughput_samples_per_s)},
+           {"throughput_min", num(p.throughput_min)},
+           {"throughput_max", num(p.throughput_max)},
+           {"repeats", p.repeats},
+           {"scaling_efficiency", num(p.scaling_efficiency)}};
+    if (p.predicted) {
+      e["predicted"] = true;
+      e["step_time_s"] = num(p.step_time_s);
+      e["exposed_comm_s"] = num(p.exposed_comm_s);
+      e["overlap"] = num(p.overlap);
+    }
+    a.push_back(std::move(e));
+  }
   return a;
 }
 
@@ -189,6 +197,10 @@ SweepPoint sweep_point_from(const JsonView& j) {
   p.throughput_max = j.maybe_number("throughput_max", 0, kBig);
   p.repeats = static_cast<int>(j.integer("repeats", 0, 1 << 16));
   p.scaling_efficiency = j.maybe_number("scaling_efficiency", 0, kBig);
+  p.predicted = j.boolean_or("predicted", false);
+  p.step_time_s = j.maybe_number("step_time_s", 0, kBig);
+  p.exposed_comm_s = j.maybe_number("exposed_comm_s", 0, kBig);
+  p.overlap = j.maybe_number("overlap", 0, 1);
   return p;
 }
 

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <optional>
 
 #include "engine/core/error.h"
 #include "engine/core/file_io.h"
@@ -61,6 +62,9 @@ int main(int argc, char** argv) {
   auto* html = app.add_subcommand("html", "One self-contained HTML page with SVG charts");
   html->add_option("REPORT", report, "dpbench report")->required();
   html->add_option("-o,--output", output, "The HTML file")->required();
+  std::string predicted;
+  html->add_option("--predicted", predicted,
+                   "A dpbench --simulate report: its predicted points go on the scaling chart beside the measured ones");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -79,7 +83,10 @@ int main(int argc, char** argv) {
       if (output.empty()) std::cout << j.dump(2) << "\n";
       else dpb::reports::write_report(output, j);
     } else if (*html) {
-      write_text(output, dpb::reports::render_html(load(report)));
+      const auto measured = load(report);
+      std::optional<dpb::reports::RunReport> prediction;
+      if (!predicted.empty()) prediction = load(predicted);
+      write_text(output, dpb::reports::render_html(measured, prediction ? &*prediction : nullptr));
       std::cerr << "dpreport: wrote " << output << "\n";
     }
   } catch (const std::exception& e) {

@@ -21,6 +21,7 @@
 #include "engine/parallel/modes.h"
 #include "engine/tensor/device.h"
 #include "reports/findings.h"
+#include "reports/layer_profile.h"
 #include "engine/trace/breakdown.h"
 
 namespace dpb::reports {
@@ -228,12 +229,14 @@ struct RunMetrics {
   std::optional<TimelineExcerpt> timeline;
   std::vector<EpochStats> epochs;
   std::optional<std::vector<OpProfileRow>> op_profile;
+  std::optional<LayerProfile> layer_profile;  // --layer-profile (single device)
   // In a sweep: which repetition, and the mode the point ran in.
   std::optional<int> repeat;
   std::optional<ParallelMode> mode;
 };
 
-// One device count of a sweep: median throughput over its repetitions.
+// One device count of a sweep: median throughput over its repetitions; or, with
+// predicted, what `dpbench --simulate` predicts for that count (repeats 0).
 struct SweepPoint {
   int world_size = 1;
   ParallelMode mode = ParallelMode::single;
@@ -241,6 +244,8 @@ struct SweepPoint {
   Num throughput_samples_per_s, throughput_min, throughput_max;
   int repeats = 0;
   Num scaling_efficiency;
+  bool predicted = false;
+  Num step_time_s, exposed_comm_s, overlap;  // written by predictions
 };
 
 struct RunReport {
@@ -251,6 +256,9 @@ struct RunReport {
   std::vector<RunMetrics> runs;
   std::optional<std::vector<SweepPoint>> sweep;
   std::vector<Finding> findings;
+  // --simulate: the prediction's inputs (profile, link) and each point's detail (critical
+  // path, buckets, algorithm), as the simulator writes them; runs is empty then.
+  std::optional<nlohmann::json> simulation;
 
   nlohmann::json to_json() const;
   // `document` names the source in errors ("report 'run.json'").

@@ -321,6 +321,7 @@ json run_json(const RunMetrics& r) {
       rows.push_back({{"op", o.op}, {"calls_per_step", num(o.calls_per_step)}, {"seconds_per_step", num(o.seconds_per_step)}});
     j["op_profile"] = rows;
   }
+  if (r.layer_profile) j["layer_profile"] = r.layer_profile->to_json();
   if (r.repeat) j["repeat"] = *r.repeat;
   if (r.mode) j["mode"] = parallel_mode_name(*r.mode);
   return j;
@@ -387,6 +388,7 @@ RunMetrics run_from(const JsonView& j) {
       r.op_profile->push_back({o.str("op", kName), o.maybe_number("calls_per_step", 0, kBig),
                                o.maybe_number("seconds_per_step", 0, kBig)});
   }
+  if (j.has("layer_profile")) r.layer_profile = LayerProfile::from_json(j.member("layer_profile"));
   if (auto rep = j.maybe_integer("repeat", 0, 1 << 16)) r.repeat = static_cast<int>(*rep);
   r.mode = j.maybe_choice("mode", kModes);
   return r;
@@ -419,6 +421,7 @@ json RunReport::to_json() const {
   j["runs"] = json::array();
   for (const auto& r : runs) j["runs"].push_back(run_json(r));
   if (sweep) j["sweep"] = sweep_json(*sweep);
+  if (simulation) j["simulation"] = *simulation;
   j["findings"] = json::array();
   for (const auto& f : findings) j["findings"].push_back(f.to_json());
   return j;
@@ -441,6 +444,12 @@ RunReport RunReport::from_json(const json& j, const std::string& document) {
     for (const auto& p : root.items("sweep", 1 << 16)) r.sweep->push_back(sweep_point_from(p));
   }
   for (const auto& f : root.items("findings", 1 << 16)) r.findings.push_back(Finding::from_json(f));
+  if (root.has("simulation")) {
+    root.member("simulation").expect_object();
+    r.simulation = j["simulation"];
+  }
+  DPB_CHECK(!r.runs.empty() || r.simulation)
+      << document << ": runs is empty (only a prediction, with a simulation section, has no runs)";
   return r;
 }
 
@@ -450,7 +459,7 @@ RunReport RunReport::read(const std::string& path) {
 }
 
 const RunMetrics& RunReport::largest_run() const {
-  DPB_CHECK(!runs.empty()) << "the report has no run";
+  DPB_CHECK(!runs.empty()) << "the report has no run (a --simulate prediction: dpreport show or html reads it)";
   const RunMetrics* largest = &runs.front();
   for (const auto& r : runs)
     if (r.world_size >= largest->world_size) largest = &r;

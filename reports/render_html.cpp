@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
+#include "engine/core/error.h"
 #include "reports/analysis.h"
 
 namespace dpb::reports {
@@ -34,24 +36,39 @@ const char* category_color(const std::string& cat) {
   return "#76b7b2";
 }
 
-std::string scaling_chart(const std::vector<Point>& points) {
+std::string scaling_chart(const std::vector<Point>& points, const std::vector<Point>& predicted) {
   const double W = 560, H = 300, L = 70, R = 20, T = 20, B = 50;
   double max_n = 1, max_t = 1;
   const Point& first = points.front();
   const double per_device = first.throughput / first.world;
-  for (const auto& p : points) {
-    max_n = std::max(max_n, static_cast<double>(p.world));
-    max_t = std::max({max_t, p.throughput, per_device * p.world});
-  }
-  auto x = [&](double n) { return L + (W - L - R) * (n / max_n); };
+  for (const auto* set : {&points, &predicted})
+    for (const auto& p : *set) {
+      max_n = std::max(max_n, static_cast<double>(p.world));
+      max_t = std::max({max_t, p.throughput, per_device * p.world});
+    }
+  // Up to 16 devices a linear axis; beyond, a log2 axis (1, 2, 4 ... 1024 evenly spaced).
+  const bool log_axis = max_n > 16;
+  auto x = [&](double n) {
+    if (!log_axis) return L + (W - L - R) * (n / max_n);
+    return L + (W - L - R) * (std::log2(std::max(n, 1.0)) + 1) / (std::log2(max_n) + 1);
+  };
   auto y = [&](double t) { return H - B - (H - T - B) * (t / (max_t * 1.05)); };
   std::ostringstream s;
   s << fmt::format(R"(<svg class="chart" id="scaling" width="{}" height="{}" viewBox="0 0 {} {}" role="img">)", W, H, W, H);
   s << "<title>Throughput against device count, with ideal linear scaling</title>";
   s << fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#333"/>)", L, H - B, W - R, H - B);
   s << fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#333"/>)", L, T, L, H - B);
-  for (const auto& p : points)
-    s << fmt::format(R"(<text x="{}" y="{}" text-anchor="middle" font-size="12">{}</text>)", x(p.world), H - B + 16, p.world);
+  std::vector<int> ticks;
+  for (const auto* set : {&points, &predicted})
+    for (const auto& p : *set) ticks.push_back(p.world);
+  std::sort(ticks.begin(), ticks.end());
+  ticks.erase(std::unique(ticks.begin(), ticks.end()), ticks.end());
+  double last_tick = -1e9;
+  for (int n : ticks) {
+    if (x(n) - last_tick < 18) continue;  // crowded: leave a label out
+    last_tick = x(n);
+    s << fmt::format(R"(<text x="{}" y="{}" text-anchor="middle" font-size="12">{}</text>)", x(n), H - B + 16, n);
+  }
   s << fmt::format(R"(<text x="{}" y="{}" text-anchor="middle" font-size="12">devices</text>)", (L + W - R) / 2, H - 12);
   for (int k = 0; k <= 4; ++k) {
     const double t = max_t * k / 4;
@@ -60,11 +77,31 @@ std::string scaling_chart(const std::vector<Point>& points) {
   s << fmt::format(R"~(<text x="14" y="{}" font-size="12" transform="rotate(-90 14 {})" text-anchor="middle">samples/s</text>)~",
                    (T + H - B) / 2, (T + H - B) / 2);
   // Ideal: N x throughput per device at the first point.
-  s << fmt::format(R"(<line class="ideal" x1="{}" y1="{}" x2="{}" y2="{}" stroke="#999" stroke-dasharray="5,4"/>)", x(0), y(0),
-                   x(max_n), y(per_device * max_n));
+  if (!log_axis) {
+    s << fmt::format(R"(<line class="ideal" x1="{}" y1="{}" x2="{}" y2="{}" stroke="#999" stroke-dasharray="5,4"/>)", x(0),
+                     y(0), x(max_n), y(per_device * max_n));
+  } else {
+    std::string ideal;
+    for (double n = 1; n <= max_n * 1.0001; n *= 2)
+      ideal += fmt::format("{}{:.1f},{:.1f} ", ideal.empty() ? "M" : "L", x(n), y(per_device * n));
+    s << fmt::format(R"(<path class="ideal" d="{}" fill="none" stroke="#999" stroke-dasharray="5,4"/>)", ideal);
+  }
+  if (!predicted.empty()) {
+    std::string pp;
+    for (const auto& p : predicted) pp += fmt::format("{}{:.1f},{:.1f} ", pp.empty() ? "M" : "L", x(p.world), y(p.throughput));
+    s << fmt::format(R"(<path class="predicted" d="{}" fill="none" stroke="#f28e2b" stroke-width="2" stroke-dasharray="6,3"/>)", pp);
+    for (const auto& p : predicted)
+      s << fmt::format(R"(<rect class="predicted-point" x="{:.1f}" y="{:.1f}" width="7" height="7" fill="#f28e2b"><title>predicted, {} devices: {:.1f} samples/s, E = {}</title></rect>)",
+                       x(p.world) - 3.5, y(p.throughput) - 3.5, p.world, p.throughput,
+                       p.efficiency ? fmt::format("{:.3f}", *p.efficiency) : "-");
+    s << fmt::format(R"(<text x="{}" y="{}" font-size="11" fill="#f28e2b">predicted (dpbench --simulate)</text>)", L + 8, T + 24);
+  }
+  const bool all_predicted = std::all_of(points.begin(), points.end(), [](const Point& p) { return p.predicted; });
   std::string path;
   for (const auto& p : points) path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", x(p.world), y(p.throughput));
-  s << fmt::format(R"(<path class="measured" d="{}" fill="none" stroke="#4e79a7" stroke-width="2.5"/>)", path);
+  s << fmt::format(R"(<path class="{}" d="{}" fill="none" stroke="{}" stroke-width="2.5"{}/>)",
+                   all_predicted ? "predicted" : "measured", path, all_predicted ? "#f28e2b" : "#4e79a7",
+                   all_predicted ? R"( stroke-dasharray="6,3")" : "");
   for (const auto& p : points) {
     s << fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="4" fill="#4e79a7"><title>{} devices: {:.1f} samples/s, E = {}</title></circle>)",
                      x(p.world), y(p.throughput), p.world, p.throughput,
@@ -197,10 +234,15 @@ std::string environment_text(const Environment& e) {
 
 }  // namespace
 
-std::string render_html(const RunReport& report) {
+std::string render_html(const RunReport& report, const RunReport* prediction) {
   const auto points = report_points(report);
+  std::vector<Point> predicted;
+  if (prediction) {
+    DPB_CHECK(prediction->runs.empty() && prediction->sweep)
+        << "--predicted takes a dpbench --simulate report (predicted sweep points, no runs)";
+    predicted = report_points(*prediction);
+  }
   const auto& cfg = report.config;
-  const auto& last = report.runs.back();
   std::ostringstream h;
   const std::string title = fmt::format("dpbench: {} {} on {}", parallel_mode_name(cfg.mode), cfg.model,
                                         cfg.devices == DeviceKind::cuda ? "cuda" : "cpu");
@@ -224,8 +266,15 @@ std::string render_html(const RunReport& report) {
                      p.efficiency ? fmt::format("{:.3f}", *p.efficiency) : "-", percent(p.overlap),
                      percent(p.data_wait_share), p.repeats);
   h << "</table>\n";
-  h << "<h2>Scaling</h2>\n" << scaling_chart(points) << "\n";
-  if (points.size() < 2) h << "<p>One device count: run <code>--gpus=1,2,4</code> for a scaling curve.</p>\n";
+  h << "<h2>Scaling</h2>\n" << scaling_chart(points, predicted) << "\n";
+  if (points.size() < 2 && predicted.empty())
+    h << "<p>One device count: run <code>--gpus=1,2,4</code> for a scaling curve.</p>\n";
+  if (report.runs.empty()) {
+    h << "<p>A prediction (<code>dpbench --simulate</code>): nothing ran, so there are no device, step or timeline "
+         "charts.</p>\n</body></html>\n";
+    return h.str();
+  }
+  const auto& last = report.runs.back();
   const std::string source = last.timeline ? trace::timeline_source_name(last.timeline->source) : "host";
   h << "<h2>Busy devices (" << last.world_size << " device(s), measured steps; " << esc(source) << " times)</h2>\n"
     << busy_chart(last) << "\n";

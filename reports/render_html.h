@@ -8,6 +8,8 @@
 
 namespace dpb::reports {
 
-std::string render_html(const RunReport& report);
+// `prediction`: a dpbench --simulate report whose points go on the scaling chart beside
+// the measured ones.
+std::string render_html(const RunReport& report, const RunReport* prediction = nullptr);
 
 }  // namespace dpb::reports

@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "benchmarks/dpbench/gather.h"
+#include "benchmarks/dpbench/layer_profile.h"
 #include "benchmarks/dpbench/metrics.h"
 #include "benchmarks/dpbench/summary.h"
 #include "benchmarks/dpbench/trace_export.h"
@@ -279,6 +280,9 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
     for (const auto& t : ops::op_profile())
       run.op_profile->push_back({t.op, static_cast<double>(t.calls) / steps, t.seconds / steps});
   }
+  if (o.out.layer_profile)
+    run.layer_profile = measure_layer_profile(model, o.train.batch, bench_device(o, 0), setup.train.optim, st.median,
+                                              st.cv, o.train.seed);
   report.runs.push_back(std::move(run));
 
   SummaryExtras extras;

@@ -39,6 +39,8 @@ struct Flags {
   std::string eval = "auto", progress = "auto", optimizer = "sgd", lr_schedule = "constant", lr_scale = "none";
   std::string backend, sampler = "distributed", device_map = "spread", straggler, hang;
   std::string ops = "allreduce,allgather,reduce_scatter,broadcast", min_bytes = "8", max_bytes = "256M", kill;
+  bool simulate = false;
+  std::string links;
 };
 
 template <typename E>
@@ -75,9 +77,15 @@ void convert(const Flags& f, BenchOptions& o) {
         parse_rank_and_count(f.straggler, "--straggler", "RANK:MS", "1:30");
   if (!f.hang.empty())
     std::tie(o.ddp.hang_rank, o.ddp.hang_step) = parse_rank_and_count(f.hang, "--hang-rank", "RANK:STEP", "1:20");
-  const std::vector<int> gpus = parse_gpus(f.gpus);
-  o.device.count = gpus.front();
-  if (gpus.size() > 1 || o.repeat > 1) o.sweep = gpus;
+  if (f.simulate) {
+    o.bench = BenchKind::simulate;
+    o.simulate.ranks = parse_rank_counts(f.gpus);
+    o.simulate.links = split_commas(f.links);
+  } else {
+    const std::vector<int> gpus = parse_gpus(f.gpus);
+    o.device.count = gpus.front();
+    if (gpus.size() > 1 || o.repeat > 1) o.sweep = gpus;
+  }
   o.collectives.ops = split_commas(f.ops);
   for (const auto& op : o.collectives.ops) (void)collective_spec(op);
   o.collectives.min_bytes = parse_bytes(f.min_bytes);
@@ -245,6 +253,31 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
   app.add_flag("--op-profile", o.out.op_profile,
                "Time every op of the measured steps (waits for the device around each op) and print where the "
                "step's time goes");
+  auto* sim = app.add_option_group("Simulate", "--simulate: predict step time and scaling at --gpus counts");
+  sim->add_flag("--simulate", f.simulate,
+                "Predict instead of run: --mode=ddp (or dp, mp) at each --gpus count (e.g. --gpus=2..1024, doubling), "
+                "from a one-device profile and a link model");
+  sim->add_option("--profile", o.simulate.profile_path,
+                  "--simulate: a single-device report recorded with --layer-profile (measured layer times)");
+  sim->add_option("--single-step-s", o.simulate.single_step_s,
+                  "--simulate: a measured or published one-device step time, split across --model's layers for "
+                  "--batch on --hardware by FLOPs and bytes (an analytic profile)")
+      ->check(CLI::Range(0.0, 1e6));
+  sim->add_option("--hardware", o.simulate.hardware,
+                  "--simulate: a preset (GPUs per node, fabrics, NICs, peak FLOP/s, memory bandwidth): dgx1-v100, "
+                  "dgx-h100, pcie-a100-25gbe, cpu-gloo-local, or a preset file's path");
+  sim->add_option("--link", f.links,
+                  "--simulate: --bench=collectives reports (comma-separated, one per rank count) to fit the link on "
+                  "instead of the preset's fabrics");
+  sim->add_option("--sim-jitter", o.simulate.jitter,
+                  "--simulate: relative standard deviation of each rank's compute per step (every collective waits "
+                  "for the slowest rank; default: a measured profile's step-time variation, else 0)");
+  sim->add_option("--contention", o.simulate.contention,
+                  "--simulate: how much slower compute runs while the step's all-reduces are in flight (0.1: 10 %; "
+                  "default: the preset's fitted value)");
+  app.add_flag("--layer-profile", o.out.layer_profile,
+               "--mode=single: after the run, time each layer's forward and backward and the optimizer into the "
+               "report (runs[0].layer_profile), the profile --simulate --profile replays");
   app.add_flag("--verify", o.verify.enabled,
                "Instead of benchmarking: train --verify-steps in --mode and in single mode from the same start, print "
                "each parameter's difference relative to how far training moved it, exit 1 above --verify-tolerance");
@@ -285,6 +318,34 @@ std::vector<int> parse_gpus(const std::string& text) {
     out.push_back(n);
   }
   DPB_CHECK(!out.empty()) << "--gpus='" << shown << "': expected a device count or a list such as 1,2,4";
+  return out;
+}
+
+std::vector<int> parse_rank_counts(const std::string& text) {
+  const std::string shown = escape_untrusted(text);
+  const auto count = [&](const std::string& item) {
+    DPB_CHECK(!item.empty() && item.size() <= 7 &&
+              std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        << "--gpus='" << shown << "': expected counts such as 2,4,8 or a doubling range such as 2..1024";
+    const int n = std::stoi(item);
+    DPB_CHECK(n >= 1 && n <= (1 << 20)) << "--gpus='" << shown << "': " << n << " (each count must be 1..1048576)";
+    return n;
+  };
+  std::vector<int> out;
+  const auto dots = text.find("..");
+  if (dots != std::string::npos) {
+    const int lo = count(text.substr(0, dots)), hi = count(text.substr(dots + 2));
+    DPB_CHECK(lo <= hi) << "--gpus='" << shown << "': the range must go up";
+    for (int64_t n = lo; n <= hi; n *= 2) out.push_back(static_cast<int>(n));
+    if (out.back() != hi) out.push_back(hi);
+    return out;
+  }
+  for (const auto& item : split_commas(text)) {
+    const int n = count(item);
+    DPB_CHECK(out.empty() || n > out.back()) << "--gpus='" << shown << "': list the counts in increasing order";
+    out.push_back(n);
+  }
+  DPB_CHECK(!out.empty()) << "--gpus='" << shown << "': expected counts such as 2,4,8 or a doubling range such as 2..1024";
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "benchmarks/dpbench/benchmark.h"
+#include "benchmarks/dpbench/predict.h"
 #include "benchmarks/dpbench/rank.h"
 #include "benchmarks/dpbench/sweep.h"
 #include "benchmarks/dpbench/verify.h"
@@ -42,6 +43,11 @@ int launch_ranks(const BenchOptions& o, const std::vector<std::string>& argv) {
 }
 
 int run(BenchOptions o, const std::vector<std::string>& argv) {
+  if (o.bench == BenchKind::simulate) {
+    validate_simulate(o);
+    if (!o.out.json_path.empty()) check_writable(o.out.json_path);
+    return run_simulation(o, argv, std::cout);
+  }
   if (!o.sweep.empty()) {
     DPB_CHECK(o.bench == BenchKind::train && !o.verify.enabled) << "--gpus lists and --repeat are for training benchmarks";
     DPB_CHECK(o.mode != ParallelMode::single || o.sweep.size() == 1)

@@ -93,6 +93,24 @@ void validate(const BenchOptions& o) {
       << "--hang-rank=" << o.ddp.hang_rank << ":" << o.ddp.hang_step << " needs --mode=ddp and a rank below "
       << d.count * o.ranks.nnodes;
   DPB_CHECK(!o.verify.enabled || o.verify.steps >= 1) << "--verify-steps must be at least 1, got " << o.verify.steps;
+  DPB_CHECK(!o.out.layer_profile || (o.mode == ParallelMode::single && o.sweep.empty() && !d.cuda_graph))
+      << "--layer-profile times one device's layers: it needs --mode=single, one --gpus count and no --cuda-graph";
+}
+
+void validate_simulate(const BenchOptions& o) {
+  const auto& s = o.simulate;
+  DPB_CHECK(o.mode != ParallelMode::single)
+      << "--simulate predicts a parallel mode at several device counts: give --mode=ddp, dp or mp";
+  DPB_CHECK(s.profile_path.empty() != (s.single_step_s <= 0))
+      << (s.profile_path.empty()
+              ? "--simulate needs a one-device profile: --profile=REPORT (a dpbench --layer-profile report) or "
+                "--single-step-s=SECONDS with --model, --batch and --hardware (an analytic profile)"
+              : "--profile and --single-step-s are two profiles; give one");
+  DPB_CHECK(s.jitter < 1 && (s.jitter >= 0 || s.jitter == -1)) << "--sim-jitter is a relative standard deviation in [0, 1), got " << s.jitter;
+  DPB_CHECK(s.contention < 0 || s.contention <= 100) << "--contention must be in [0, 100], got " << s.contention;
+  DPB_CHECK(o.ddp.bucket_mb > 0 && o.ddp.bucket_mb <= 1024 * 1024)
+      << "--bucket-mb must be positive (and at most 1048576), got " << o.ddp.bucket_mb;
+  DPB_CHECK(!s.ranks.empty()) << "--simulate needs device counts (--gpus=2,4,8 or --gpus=2..1024)";
 }
 
 void validate_collectives(const BenchOptions& o) {

@@ -17,7 +17,7 @@
 
 namespace dpb::bench {
 
-enum class BenchKind { train, collectives };
+enum class BenchKind { train, collectives, simulate };
 enum class EvalMode { automatic, on, off };
 enum class DeviceMap { spread, same };  // ddp: rank r on device r, or every rank on device 0
 enum class Backend { automatic, gloo, nccl };
@@ -109,6 +109,18 @@ struct OutputOptions {
   bool doctor = false;
   bool nvtx = false;
   bool op_profile = false;
+  bool layer_profile = false;  // single device: the profile --simulate replays
+};
+
+// --simulate: predict instead of run (benchmarks/simulate).
+struct SimulateOptions {
+  std::vector<int> ranks;                  // --gpus: the counts to predict
+  std::string profile_path;                // --profile: a --layer-profile report
+  double single_step_s = 0;                // --single-step-s: an analytic profile
+  std::string hardware = "cpu-gloo-local"; // --hardware: preset name or file
+  std::vector<std::string> links;          // --link: collectives reports to fit
+  double jitter = -1;                      // --sim-jitter (< 0: a measured profile's step cv, else 0)
+  double contention = -1;                  // --contention (< 0: the preset's)
 };
 
 struct VerifyOptions {
@@ -134,12 +146,14 @@ struct BenchOptions {
   CollectiveOptions collectives;
   OutputOptions out;
   VerifyOptions verify;
+  SimulateOptions simulate;
 };
 
 // Flag combinations that do not fit together, and what the machine cannot run: one
 // dpb::Error naming the flags and the valid choices. Checked before any work.
 void validate(const BenchOptions& o);
 void validate_collectives(const BenchOptions& o);
+void validate_simulate(const BenchOptions& o);
 
 // Devices dp and mp can use: the GPUs, or as many logical CPU devices as the engine has.
 int visible_devices(const BenchOptions& o);

@@ -84,21 +84,21 @@ std::vector<int> balanced_split(const std::vector<double>& cost, int parts) {
   return starts;
 }
 
-std::vector<double> measure_unit_costs(Model& model, const Tensor& sample, int repeats) {
+UnitTimes measure_unit_times(Model& model, const Tensor& sample, int repeats) {
   DPB_CHECK(repeats >= 1) << "measure_unit_costs: repeats must be >= 1";
   auto units = pipeline_units(model);
   const Device d = sample.device();
   // Measuring trains nothing: BatchNorm's running statistics are put back afterwards.
   std::vector<Tensor> saved;
   for (auto& [name, b] : model.named_buffers()) saved.push_back(b->clone());
-  std::vector<std::vector<int64_t>> times(units.size());
+  std::vector<std::vector<int64_t>> fwd(units.size()), bwd(units.size()), total(units.size());
   for (int r = 0; r <= repeats; ++r) {  // r == 0 warms up
     Tensor h = sample;
     for (size_t u = 0; u < units.size(); ++u) {
       const int64_t t0 = now_ns();
       h = units[u].module->forward(h);
       ops::synchronize(d);
-      if (r > 0) times[u].push_back(now_ns() - t0);
+      if (r > 0) fwd[u].push_back(now_ns() - t0);
     }
     // The gradient of a mean over the outputs.
     Tensor g = Tensor::full(h.shape(), 1.0f / static_cast<float>(h.numel()), h.device());
@@ -107,15 +107,26 @@ std::vector<double> measure_unit_costs(Model& model, const Tensor& sample, int r
       const int64_t t0 = now_ns();
       g = units[u].module->backward(g);
       ops::synchronize(d);
-      if (r > 0) times[u].back() += now_ns() - t0;
+      if (r > 0) {
+        bwd[u].push_back(now_ns() - t0);
+        total[u].push_back(fwd[u].back() + bwd[u].back());
+      }
     }
   }
   model.zero_grad();
   auto buffers = model.named_buffers();
   for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second->copy_from(saved[i]);
-  std::vector<double> cost;
-  for (auto& t : times) cost.push_back(static_cast<double>(median_of(t)) * 1e-9);
-  return cost;
+  UnitTimes out;
+  for (size_t u = 0; u < units.size(); ++u) {
+    out.forward_s.push_back(static_cast<double>(median_of(fwd[u])) * 1e-9);
+    out.backward_s.push_back(static_cast<double>(median_of(bwd[u])) * 1e-9);
+    out.total_s.push_back(static_cast<double>(median_of(total[u])) * 1e-9);
+  }
+  return out;
+}
+
+std::vector<double> measure_unit_costs(Model& model, const Tensor& sample, int repeats) {
+  return measure_unit_times(model, sample, repeats).total_s;
 }
 
 std::vector<int> resolve_split(const std::vector<std::string>& starts_given, const std::vector<PipelineUnit>& units,

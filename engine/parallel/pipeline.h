@@ -52,6 +52,13 @@ std::vector<int> balanced_split(const std::vector<double>& cost, int parts);
 // Median forward + backward seconds of each unit on `sample` (a batch on the model's
 // device), after one warm-up pass.
 std::vector<double> measure_unit_costs(Model& model, const Tensor& sample, int repeats = 3);
+// The same passes, forward and backward apart (median seconds of each), for a layer
+// profile. Each unit is timed to the device's completion (a synchronize after it): a
+// profiling pass of its own, not a measured training step.
+struct UnitTimes {
+  std::vector<double> forward_s, backward_s, total_s;
+};
+UnitTimes measure_unit_times(Model& model, const Tensor& sample, int repeats = 3);
 
 // The split a user gave (--split=layer3.0 or =6): unit indices or unit names, the first
 // unit of each stage after the first; a dpb::Error lists the units when something does

@@ -58,8 +58,9 @@ std::optional<Place> place(const std::string& file) {
   // dpbench: files by name (without extension), cli -> launch -> rank -> benchmark ...
   static const std::map<std::string, int> dpbench{
       {"collectives/spec", 0}, {"options", 1},     {"setup", 2},   {"metrics", 2},   {"collectives/runner", 3},
-      {"gather", 3},           {"summary", 3},     {"trace_export", 4}, {"verify", 5}, {"benchmark", 5},
-      {"rank", 6},             {"sweep", 6},       {"launch", 7},  {"cli", 8},       {"main", 9}};
+      {"gather", 3},           {"summary", 3},     {"trace_export", 4}, {"layer_profile", 4}, {"verify", 5},
+      {"benchmark", 5},        {"rank", 6},        {"sweep", 6},   {"predict", 6},   {"launch", 7},
+      {"cli", 8},              {"main", 9}};
   static const std::map<std::string, int> dpdoctor{
       {"evidence", 0}, {"kineto_reader", 0}, {"rules", 1}, {"torch_trace", 1}, {"doctor", 2}, {"main", 3}};
   const fs::path p(file);
@@ -77,6 +78,8 @@ std::optional<Place> place(const std::string& file) {
     if (!dpdoctor.count(name)) return std::nullopt;
     return Place{"dpdoctor/" + name, 30 + dpdoctor.at(name)};
   }
+  // The simulator knows the engine and the report, nothing of dpbench, which uses it.
+  if (starts_with(file, "benchmarks/simulate/")) return Place{"simulate", 35};
   if (starts_with(file, "benchmarks/dpbench/")) {
     std::string name = stem.substr(std::string("benchmarks/dpbench/").size());
     if (starts_with(name, "collectives/") && name != "collectives/runner" && name != "collectives/spec")

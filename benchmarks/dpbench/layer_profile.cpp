@@ -1,0 +1,53 @@
+#include "benchmarks/dpbench/layer_profile.h"
+
+#include <algorithm>
+
+#include "benchmarks/simulate/profile.h"
+#include "engine/backend/ops.h"
+#include "engine/core/clock.h"
+#include "engine/core/rng.h"
+#include "engine/core/stats.h"
+#include "engine/parallel/pipeline.h"
+
+namespace dpb::bench {
+
+reports::LayerProfile measure_layer_profile(Model& model, int64_t batch, Device device,
+                                            const OptimizerOptions& optimizer, double step_median_s, double step_cv,
+                                            uint64_t seed) {
+  reports::LayerProfile p = sim::layer_skeleton(model, batch);
+  p.source = "measured";
+  std::vector<int64_t> dims{batch};
+  for (auto d : model.spec().input.dims()) dims.push_back(d);
+  Generator g(seed);
+  std::vector<float> v(static_cast<size_t>(Shape(dims).numel()));
+  for (auto& e : v) e = static_cast<float>(g.normal());
+  const UnitTimes t = measure_unit_times(model, Tensor::from_vector(Shape(dims), v, device), 5);
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    p.layers[i].forward_s = t.forward_s[i];
+    p.layers[i].backward_s = t.backward_s[i];
+  }
+  // The optimizer's step, on a copy (the run's weights stay as trained).
+  auto copy = model.clone();
+  for (Parameter* q : copy->parameters()) {
+    q->set_grad(Tensor::zeros(q->data().shape(), q->data().device()));
+    q->note_grad_written();  // a gradient to step on, as after a backward
+  }
+  auto opt = make_optimizer(optimizer, copy->parameters());
+  std::vector<double> steps;
+  for (int r = 0; r <= 5; ++r) {
+    const int64_t t0 = now_ns();
+    opt->step();
+    ops::synchronize(device);
+    if (r > 0) steps.push_back(static_cast<double>(now_ns() - t0) * 1e-9);
+  }
+  p.optimizer_s = summarize(steps).median;
+  p.other_s = std::max(0.0, step_median_s - p.compute_s() - p.optimizer_s);
+  p.step_cv = step_cv;
+  p.evidence = std::string("each layer timed to the device's completion (") +
+               (device.is_cuda() ? "host clock around a synchronize" : "host clock: the logical CPU device's own") +
+               "), median of 5 passes on a batch of " + std::to_string(batch) +
+               "; other_s is the run's median step minus layers and optimizer";
+  return p;
+}
+
+}  // namespace dpb::bench

@@ -1,0 +1,17 @@
+#pragma once
+// --layer-profile: after a single-device run, each layer's forward and backward time on
+// a batch of the run's size, the optimizer's step on a copy of the model, and the rest of
+// the measured step: the profile `dpbench --simulate --profile=REPORT` replays.
+#include "engine/models/model.h"
+#include "engine/optim/optimizer.h"
+#include "reports/layer_profile.h"
+
+namespace dpb::bench {
+
+// `step_median_s`: the run's measured median step. The model's weights and BatchNorm
+// statistics stay as trained (its gradients are overwritten).
+reports::LayerProfile measure_layer_profile(Model& model, int64_t batch, Device device,
+                                            const OptimizerOptions& optimizer, double step_median_s, double step_cv,
+                                            uint64_t seed);
+
+}  // namespace dpb::bench

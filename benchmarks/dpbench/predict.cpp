@@ -1,0 +1,108 @@
+#include "benchmarks/dpbench/predict.h"
+
+#include <fmt/format.h>
+
+#include "benchmarks/simulate/simulator.h"
+#include "engine/core/clock.h"
+#include "engine/core/log.h"
+#include "reports/model.h"
+#include "reports/report.h"
+
+namespace dpb::bench {
+
+namespace {
+
+bool imagenet_model(const std::string& name) { return name == "resnet50" || name == "resnet101" || name == "vgg16"; }
+
+reports::RunReport prediction_report(const BenchOptions& o, const std::vector<std::string>& argv,
+                                     const sim::Simulation& s) {
+  reports::RunReport report;
+  report.tool = reports::this_tool();
+  report.command = argv;
+  report.env = reports::collect_environment();
+  reports::RunConfig& c = report.config;
+  c.mode = o.mode;
+  c.model = s.profile.model;
+  c.dataset = "none (predicted)";
+  c.devices = s.link.hardware.gpu.find("core") != std::string::npos ? DeviceKind::cpu : DeviceKind::cuda;
+  c.gpus = o.simulate.ranks;
+  c.gpus_requested = o.simulate.ranks.back();
+  c.batch_per_device = s.profile.batch;
+  c.global_batch = s.profile.batch;
+  c.bucket_mb = o.ddp.bucket_mb;
+  c.sweep_batch = o.mode == ParallelMode::pipeline ? "batch (the stages share it)" : "per rank";
+  int64_t params = 0;
+  for (const auto& l : s.profile.layers)
+    for (const auto& p : l.params) params += p.bytes / 4;
+  c.parameters = params;
+  report.sweep.emplace();
+  for (const sim::SimPoint& r : s.points) {
+    reports::SweepPoint p;
+    p.world_size = r.world_size;
+    p.mode = o.mode;
+    p.batch_per_device = s.profile.batch;
+    p.global_batch = o.mode == ParallelMode::pipeline ? s.profile.batch : s.profile.batch * r.world_size;
+    p.throughput_samples_per_s = r.throughput;
+    p.scaling_efficiency = r.efficiency;
+    p.predicted = true;
+    p.step_time_s = r.step_s;
+    p.exposed_comm_s = r.exposed_comm_s;
+    p.overlap = r.comm_s > 0 ? reports::Num(r.overlap) : std::nullopt;
+    report.sweep->push_back(p);
+  }
+  report.simulation = s.to_json();
+  return report;
+}
+
+}  // namespace
+
+int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, std::ostream& out) {
+  const SimulateOptions& so = o.simulate;
+  sim::LinkModel link = sim::load_preset(so.hardware);
+  if (!so.links.empty()) link = sim::fit_link(so.links, link);
+  if (so.contention >= 0) link.contention = so.contention;
+  ModelOptions mo;
+  if (imagenet_model(o.data.model)) mo.classes = 1000;
+  const sim::StepProfile profile = so.profile_path.empty()
+                                       ? sim::analytic_profile(o.data.model, o.train.batch, so.single_step_s,
+                                                               link.hardware, mo)
+                                       : sim::profile_from_report(so.profile_path);
+  sim::SimOptions opt;
+  opt.mode = o.mode;
+  opt.bucket_bytes = o.ddp.bucket_mb * (1 << 20);
+  opt.first_bucket_bytes = std::min(opt.bucket_bytes, 1.0 * (1 << 20));
+  // Ranks vary step to step as the profiled device did, unless told otherwise.
+  opt.jitter = so.jitter >= 0 ? so.jitter : profile.step_cv;
+  opt.micro_batches = o.pipeline.micro_batches > 0 ? o.pipeline.micro_batches : 4;
+  const int64_t t0 = now_ns();
+  const sim::Simulation s = sim::simulate(profile, link, so.ranks, opt);
+  const double took = static_cast<double>(now_ns() - t0) * 1e-9;
+
+  out << fmt::format("dpbench --simulate | {} | model {} | batch {} per device | {} layers, {:.1f} MiB of gradients\n",
+                     parallel_mode_name(o.mode), profile.model, profile.batch, profile.layers.size(),
+                     static_cast<double>(profile.gradient_bytes()) / (1 << 20));
+  out << fmt::format("  profile: {} ({}): one-device step {:.2f} ms\n", profile.source, profile.evidence,
+                     profile.step_s() * 1e3);
+  out << fmt::format("  link: {} ({}), {} per node; contention {:.3f} ({}); jitter {:.3f}\n", link.name, link.source,
+                     link.gpus_per_node, link.contention,
+                     link.contention_scope == sim::LinkModel::ContentionScope::transfers ? "while an all-reduce runs"
+                                                                                       : "while all-reduces are in flight",
+                     opt.jitter);
+  if (o.mode == ParallelMode::ddp)
+    out << fmt::format("  buckets: {:g} MiB (the first 1 MiB)\n", o.ddp.bucket_mb);
+  out << fmt::format("\n{:>7} {:>11} {:>12} {:>6} {:>10} {:>13} {:>8} {:>8}  {}\n", "ranks", "step (ms)", "samples/s",
+                     "E(N)", "comm (ms)", "exposed (ms)", "overlap", "buckets", "what ends the step");
+  for (const auto& r : s.points)
+    out << fmt::format("{:>7} {:>11.2f} {:>12.1f} {:>6.3f} {:>10.2f} {:>13.2f} {:>8} {:>8}  {}\n", r.world_size,
+                       r.step_s * 1e3, r.throughput, r.efficiency, r.comm_s * 1e3, r.exposed_comm_s * 1e3,
+                       r.comm_s > 0 ? fmt::format("{:.2f}", r.overlap) : "-", r.buckets ? std::to_string(r.buckets) : "-",
+                       r.critical_path);
+  out << fmt::format("\npredicted {} point(s) in {:.3f} s (all predicted: nothing ran)\n", s.points.size(), took);
+  if (!o.out.json_path.empty()) {
+    reports::write_report(o.out.json_path, prediction_report(o, argv, s).to_json());
+    log::info("report written to {}", o.out.json_path);
+  }
+  return 0;
+}
+
+}  // namespace dpb::bench

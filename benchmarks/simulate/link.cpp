@@ -1,0 +1,212 @@
+#include "benchmarks/simulate/link.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "engine/core/error.h"
+#include "engine/core/text.h"
+#include "reports/collectives_report.h"
+#include "reports/json_view.h"
+
+namespace dpb::sim {
+
+// The built-in presets' files, embedded at build time (presets.cpp, generated).
+const std::vector<std::pair<std::string, std::string>>& builtin_presets();
+
+const char* algorithm_name(Algorithm a) { return a == Algorithm::ring ? "ring" : "tree"; }
+
+namespace {
+
+int nodes_of(int ranks, int per_node) { return (ranks + per_node - 1) / per_node; }
+
+// The bus bandwidth a collective over `ranks` gets: within a node the intra tier, across
+// nodes the slower of the two.
+double bus_bandwidth(const LinkModel& l, int ranks) {
+  if (nodes_of(ranks, l.gpus_per_node) <= 1) return l.intra.bus_bandwidth;
+  return std::min(l.intra.bus_bandwidth, l.inter.bus_bandwidth);
+}
+
+// Latency of a ring over `ranks`: each of its steps crosses the slowest hop in it.
+double ring_alpha(const LinkModel& l, int ranks) {
+  return nodes_of(ranks, l.gpus_per_node) <= 1 ? l.intra.alpha_s : std::max(l.intra.alpha_s, l.inter.alpha_s);
+}
+
+const FittedAllReduce* fitted_at(const LinkModel& l, int ranks) {
+  auto it = l.fitted.find(ranks);
+  return it == l.fitted.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+double LinkModel::allreduce_s(double bytes, int ranks, Algorithm* chosen) const {
+  if (chosen) *chosen = Algorithm::ring;
+  if (ranks <= 1) return 0;
+  const double n = ranks, share = 2.0 * (n - 1) / n;
+  if (const FittedAllReduce* f = fitted_at(*this, ranks))
+    return 2.0 * (n - 1) * f->alpha_s + share * bytes / f->bus_bandwidth;
+  const double bw = bus_bandwidth(*this, ranks);
+  const double ring = 2.0 * (n - 1) * ring_alpha(*this, ranks) + share * bytes / bw;
+  const int nodes = nodes_of(ranks, gpus_per_node);
+  if (nodes <= 1 || tree_bandwidth_share <= 0) return ring;
+  const int g = std::min(ranks, gpus_per_node);
+  const double tree = 2.0 * (std::ceil(std::log2(static_cast<double>(nodes))) * inter.alpha_s + (g - 1) * intra.alpha_s) +
+                      share * bytes / (bw * tree_bandwidth_share);
+  if (tree < ring) {
+    if (chosen) *chosen = Algorithm::tree;
+    return tree;
+  }
+  return ring;
+}
+
+double LinkModel::reduce_scatter_s(double bytes, int ranks) const {
+  if (ranks <= 1) return 0;
+  const double n = ranks;
+  if (const FittedAllReduce* f = fitted_at(*this, ranks))
+    return (n - 1) * f->alpha_s + (n - 1) / n * bytes / f->bus_bandwidth;
+  return (n - 1) * ring_alpha(*this, ranks) + (n - 1) / n * bytes / bus_bandwidth(*this, ranks);
+}
+
+double LinkModel::all_gather_s(double bytes, int ranks) const { return reduce_scatter_s(bytes, ranks); }
+
+double LinkModel::send_s(double bytes, bool across_nodes) const {
+  const Tier& t = across_nodes ? inter : intra;
+  return t.alpha_s + bytes / t.bus_bandwidth;
+}
+
+nlohmann::json LinkModel::to_json() const {
+  nlohmann::json j{{"name", name},
+                   {"source", source},
+                   {"gpus_per_node", gpus_per_node},
+                   {"intra_node", {{"alpha_s", intra.alpha_s}, {"bus_bandwidth_bytes_per_s", intra.bus_bandwidth}}},
+                   {"inter_node", {{"alpha_s", inter.alpha_s}, {"bus_bandwidth_bytes_per_s", inter.bus_bandwidth}}},
+                   {"tree_bandwidth_share", tree_bandwidth_share},
+                   {"contention", contention},
+                   {"contention_scope", contention_scope == ContentionScope::in_flight ? "in-flight" : "transfers"},
+                   {"hardware",
+                    {{"gpu", hardware.gpu},
+                     {"peak_flops", hardware.peak_flops},
+                     {"memory_bandwidth_bytes_per_s", hardware.memory_bandwidth}}},
+                   {"citations", citations}};
+  if (!fitted.empty()) {
+    nlohmann::json f = nlohmann::json::array();
+    for (const auto& [ranks, p] : fitted)
+      f.push_back({{"ranks", ranks},
+                   {"alpha_s", p.alpha_s},
+                   {"bus_bandwidth_bytes_per_s", p.bus_bandwidth},
+                   {"points", p.points},
+                   {"max_relative_residual", p.max_residual}});
+    j["fitted_allreduce"] = f;
+  }
+  return j;
+}
+
+LinkModel preset_from_json(const nlohmann::json& j, const std::string& document) {
+  const reports::JsonView v(j, document);
+  LinkModel l;
+  l.name = v.str("name", 128);
+  l.source = "preset " + l.name;
+  for (const auto& c : v.items("sources", 64)) l.citations.push_back(c.text(4096));
+  DPB_CHECK(!l.citations.empty()) << document << ": a preset cites its sources (\"sources\" is empty)";
+  l.gpus_per_node = static_cast<int>(v.integer("gpus_per_node", 1, 1 << 16));
+  const auto tier = [&](const char* key) {
+    const reports::JsonView t = v.member(key);
+    Tier out;
+    out.alpha_s = t.number("alpha_s", 0, 1);
+    out.bus_bandwidth = t.number("bus_bandwidth_bytes_per_s", 1, 1e15);
+    return out;
+  };
+  l.intra = tier("intra_node");
+  l.inter = tier("inter_node");
+  l.tree_bandwidth_share = v.number("tree_bandwidth_share", 0, 4);
+  l.contention = v.number("contention", 0, 100);
+  l.contention_scope = v.choice("contention_scope", {std::pair<std::string_view, LinkModel::ContentionScope>{
+                                                         "in-flight", LinkModel::ContentionScope::in_flight},
+                                                     {"transfers", LinkModel::ContentionScope::transfers}});
+  const reports::JsonView hw = v.member("hardware");
+  l.hardware.gpu = hw.str("device", 128);
+  l.hardware.peak_flops = hw.number("peak_flops", 1, 1e20);
+  l.hardware.memory_bandwidth = hw.number("memory_bandwidth_bytes_per_s", 1, 1e16);
+  return l;
+}
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, text] : builtin_presets()) names.push_back(name);
+  return names;
+}
+
+LinkModel load_preset(const std::string& name_or_path) {
+  for (const auto& [name, text] : builtin_presets())
+    if (name == name_or_path) return preset_from_json(nlohmann::json::parse(text), "preset '" + name + "'");
+  if (name_or_path.find('/') == std::string::npos && name_or_path.find(".json") == std::string::npos) {
+    std::string valid;
+    for (const auto& n : preset_names()) valid += (valid.empty() ? "" : ", ") + n;
+    DPB_FAIL() << "unknown hardware preset '" << escape_untrusted(name_or_path) << "' (valid: " << valid
+               << ", or a preset file's path)";
+  }
+  const nlohmann::json j = reports::read_json_file(name_or_path, "hardware preset", size_t{1} << 20);
+  return preset_from_json(j, "hardware preset '" + escape_untrusted(name_or_path) + "'");
+}
+
+FittedAllReduce fit_allreduce(const std::vector<std::pair<double, double>>& bytes_seconds, int ranks) {
+  DPB_CHECK(ranks >= 2) << "an all-reduce fit needs at least 2 ranks, got " << ranks;
+  DPB_CHECK(bytes_seconds.size() >= 2) << "an all-reduce fit needs at least 2 sizes, got " << bytes_seconds.size();
+  const double n = ranks, steps = 2.0 * (n - 1), share = 2.0 * (n - 1) / n;
+  // t = steps * alpha + share * S * beta, beta = 1 / busbw; least squares weighted by
+  // 1/t so small and large sizes count alike (relative error).
+  double sww = 0, swx = 0, swxx = 0, swy = 0, swxy = 0;
+  for (const auto& [s, t] : bytes_seconds) {
+    const double w = 1.0 / (t * t), x = share * s;
+    sww += w, swx += w * x, swxx += w * x * x, swy += w * t, swxy += w * x * t;
+  }
+  const double det = sww * swxx - swx * swx;
+  DPB_CHECK(det > 0) << "an all-reduce fit needs at least 2 different sizes";
+  double beta = (sww * swxy - swx * swy) / det;
+  double a = (swy - beta * swx) / sww;
+  if (a < 0) {  // latency below resolution: a line through the origin
+    a = 0;
+    beta = swxy / swxx;
+  }
+  if (beta <= 0) {  // times that do not grow with size: latency alone, a vanishing byte cost
+    beta = 1e-15;
+    a = swy / sww;
+  }
+  FittedAllReduce f;
+  f.alpha_s = a / steps;
+  f.bus_bandwidth = 1.0 / beta;
+  f.points = static_cast<int>(bytes_seconds.size());
+  for (const auto& [s, t] : bytes_seconds)
+    f.max_residual = std::max(f.max_residual, std::fabs(a + share * s * beta - t) / t);
+  return f;
+}
+
+LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base) {
+  LinkModel l = base;
+  l.fitted.clear();
+  std::string sources;
+  for (const auto& path : paths) {
+    const reports::CollectivesReport r = reports::CollectivesReport::read(path);
+    std::vector<std::pair<double, double>> points;
+    for (const auto& row : r.results)
+      if (row.op == "allreduce" && row.time_us && *row.time_us > 0 && row.bytes > 0 && row.wrong == 0)
+        points.emplace_back(static_cast<double>(row.bytes), *row.time_us * 1e-6);
+    DPB_CHECK(points.size() >= 2) << "collectives report '" << escape_untrusted(path)
+                                  << "' has fewer than 2 correct all-reduce sizes to fit a link on (run dpbench "
+                                     "--bench=collectives --ops=allreduce)";
+    DPB_CHECK(r.config.world_size >= 2) << "collectives report '" << escape_untrusted(path)
+                                        << "' ran on 1 rank: a link needs at least 2";
+    l.fitted[r.config.world_size] = fit_allreduce(points, r.config.world_size);
+    sources += (sources.empty() ? "" : ", ") + path;
+  }
+  // Beyond the measured rank counts the tiers take the fit at the largest count.
+  const FittedAllReduce& top = l.fitted.rbegin()->second;
+  l.intra = {top.alpha_s, top.bus_bandwidth};
+  if (l.gpus_per_node < l.fitted.rbegin()->first) l.gpus_per_node = l.fitted.rbegin()->first;
+  l.name = base.name + " fitted";
+  l.source = "fitted from " + sources;
+  return l;
+}
+
+}  // namespace dpb::sim

@@ -1,0 +1,88 @@
+#pragma once
+// The link model of `dpbench --simulate`: how long a collective over N ranks takes.
+//
+// Ranks fill nodes of `gpus_per_node`. Each tier (within a node, between nodes) has a
+// latency alpha (seconds per algorithm step) and a bus bandwidth (nccl-tests' busbw: the
+// per-rank bandwidth that makes the ring's 2(n-1)/n bytes per byte of data take
+// bytes / busbw). A collective spanning nodes is bounded by the slower tier.
+//   ring all-reduce:  2(n-1) alpha + 2(n-1)/n * S / busbw
+//   tree all-reduce:  2 (log2(nodes) alpha_inter + (g-1) alpha_intra)
+//                     + 2(n-1)/n * S / (busbw * tree_bandwidth_share)
+//   reduce-scatter, all-gather: half the ring all-reduce ((n-1) steps, (n-1)/n * S).
+// Like NCCL, an all-reduce takes whichever of ring and tree is faster at its size.
+//
+// A link comes from a preset (a JSON file under benchmarks/simulate/presets, citing its
+// sources: GPUs per node, fabrics, NICs, the GPU's peak FLOP/s and memory bandwidth), or
+// is fitted from a `--bench=collectives` report or nccl-tests' -J JSON: per rank count, a
+// least-squares line through the measured all-reduce times gives alpha and busbw.
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dpb::sim {
+
+enum class Algorithm { ring, tree };
+const char* algorithm_name(Algorithm a);
+
+struct Tier {
+  double alpha_s = 0;        // per algorithm step
+  double bus_bandwidth = 0;  // bytes/s, nccl-tests' busbw
+};
+
+// A fitted point: all-reduce at exactly this rank count, from measurements.
+struct FittedAllReduce {
+  double alpha_s = 0, bus_bandwidth = 0;
+  double max_residual = 0;  // largest relative error of the fit over the measured sizes
+  int points = 0;
+};
+
+struct Hardware {
+  std::string gpu;
+  double peak_flops = 0;        // per device, the precision the profile ran in
+  double memory_bandwidth = 0;  // bytes/s per device
+};
+
+struct LinkModel {
+  std::string name, source;  // what it is; where its numbers come from
+  std::vector<std::string> citations;
+  int gpus_per_node = 1;
+  Tier intra, inter;
+  double tree_bandwidth_share = 1.0;  // tree busbw as a share of ring busbw
+  // Compute runs this much slower (0.25: 25 % slower) while communication shares the
+  // device; fitted, see the preset. Where it applies:
+  //   in_flight  from the step's first all-reduce launch to its last one's end (GPUs:
+  //              NCCL's kernels hold SMs and memory bandwidth across that window);
+  //   transfers  only while an all-reduce runs (CPUs: Gloo's thread takes the core).
+  enum class ContentionScope { in_flight, transfers };
+  double contention = 0;
+  ContentionScope contention_scope = ContentionScope::in_flight;
+  Hardware hardware;
+  // From measurements: exact rank counts override the tiers.
+  std::map<int, FittedAllReduce> fitted;
+
+  double allreduce_s(double bytes, int ranks, Algorithm* chosen = nullptr) const;
+  double reduce_scatter_s(double bytes, int ranks) const;
+  double all_gather_s(double bytes, int ranks) const;
+  // Point-to-point transfer between neighbouring devices (pipeline stages).
+  double send_s(double bytes, bool across_nodes) const;
+
+  nlohmann::json to_json() const;
+};
+
+// A preset by name (built in: dgx1-v100, dgx-h100, pcie-a100-25gbe, cpu-gloo-local) or a
+// preset file's path. Throws dpb::Error naming the valid presets.
+LinkModel load_preset(const std::string& name_or_path);
+std::vector<std::string> preset_names();
+LinkModel preset_from_json(const nlohmann::json& j, const std::string& document);
+
+// Fits a link from a dpbench.collectives/1 report or nccl-tests -J output (one rank count
+// per file; several files give several counts). Throws dpb::Error naming what is missing.
+LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base);
+
+// Least-squares fit of t = alpha_steps * alpha + bytes_factor * S / busbw over (S, t).
+FittedAllReduce fit_allreduce(const std::vector<std::pair<double, double>>& bytes_seconds, int ranks);
+
+}  // namespace dpb::sim

@@ -1,0 +1,305 @@
+#include "benchmarks/simulate/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <sstream>
+
+#include "engine/core/error.h"
+
+namespace dpb::sim {
+
+std::vector<BucketPlan> bucket_plan(const StepProfile& p, double first_bucket_bytes, double bucket_bytes) {
+  DPB_CHECK(first_bucket_bytes > 0 && bucket_bytes > 0) << "bucket sizes must be positive";
+  // (layer, parameter) in registration order, then reversed: the Reducer's order.
+  std::vector<std::pair<size_t, const ParamInfo*>> order;
+  for (size_t l = 0; l < p.layers.size(); ++l)
+    for (const auto& q : p.layers[l].params) order.emplace_back(l, &q);
+  std::vector<BucketPlan> plan;
+  double bytes = 0;
+  for (size_t k = order.size(); k-- > 0;) {
+    if (plan.empty() || bytes >= (plan.size() == 1 ? first_bucket_bytes : bucket_bytes)) {
+      plan.emplace_back();
+      plan.back().ready_after_layer = order[k].first;
+      bytes = 0;
+    }
+    BucketPlan& b = plan.back();
+    b.bytes += order[k].second->bytes;
+    b.params.push_back(order[k].second->name);
+    b.ready_after_layer = std::min(b.ready_after_layer, order[k].first);
+    bytes += static_cast<double>(order[k].second->bytes);
+  }
+  return plan;
+}
+
+double expected_max_normal(int n) {
+  if (n <= 1) return 0;
+  // E[max] = integral of x * n * phi(x) * Phi(x)^(n-1), by the midpoint rule on [-9, 9].
+  const int steps = 4000;
+  const double lo = -9, h = 18.0 / steps;
+  double sum = 0;
+  for (int i = 0; i < steps; ++i) {
+    const double x = lo + (i + 0.5) * h;
+    const double phi = std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    sum += x * n * phi * std::pow(cdf, n - 1);
+  }
+  return sum * h;
+}
+
+namespace {
+
+std::string ms(double s) {
+  std::ostringstream o;
+  o.precision(3);
+  o << s * 1e3 << " ms";
+  return o.str();
+}
+
+std::string mib(double bytes) {
+  std::ostringstream o;
+  o.precision(3);
+  o << bytes / (1 << 20) << " MiB";
+  return o.str();
+}
+
+SimPoint simulate_ddp(const StepProfile& p, const LinkModel& link, int ranks, const SimOptions& o) {
+  SimPoint r;
+  r.world_size = ranks;
+  const double stretch = 1 + o.jitter * expected_max_normal(ranks);
+  double forward = 0;
+  for (const auto& l : p.layers) forward += l.forward_s * stretch;
+  if (ranks == 1) {
+    r.compute_s = p.compute_s() * stretch;
+    r.step_s = r.compute_s + p.optimizer_s + p.other_s;
+    r.critical_path = "compute (one device: no communication)";
+    return r;
+  }
+  const std::vector<BucketPlan> plan = bucket_plan(p, o.first_bucket_bytes, o.bucket_bytes);
+  r.buckets = static_cast<int>(plan.size());
+  std::vector<double> comm_time(plan.size());
+  int64_t largest = 0;
+  for (size_t b = 0; b < plan.size(); ++b) {
+    Algorithm a;
+    comm_time[b] = link.allreduce_s(static_cast<double>(plan[b].bytes), ranks, &a);
+    r.comm_s += comm_time[b];
+    if (plan[b].bytes > largest) largest = plan[b].bytes, r.algorithm = algorithm_name(a);
+  }
+  // Buckets completed by each layer's backward (in bucket order, which is backward order).
+  std::vector<std::vector<size_t>> completes(p.layers.size());
+  for (size_t b = 0; b < plan.size(); ++b) completes[plan[b].ready_after_layer].push_back(b);
+
+  // Compute is slowed while communication shares the device (the link's contention
+  // scope: the step's all-reduces in flight, or only while one runs).
+  const double slow = 1 + link.contention;
+  double t = forward, overlap = 0;
+  std::deque<size_t> queue;  // launched, not finished; the front is running
+  double running_left = 0;   // of the front
+  size_t last_done = 0, done = 0;
+  bool launched = false;
+  auto launch = [&](size_t b) {
+    if (queue.empty()) running_left = comm_time[b];
+    queue.push_back(b);
+    launched = true;
+  };
+  auto finish_front = [&]() {
+    last_done = queue.front();
+    ++done;
+    queue.pop_front();
+    if (!queue.empty()) running_left = comm_time[queue.front()];
+  };
+  const bool transfers = link.contention_scope == LinkModel::ContentionScope::transfers;
+  double comm_wall = 0;
+  for (size_t i = p.layers.size(); i-- > 0;) {
+    double work = p.layers[i].backward_s * stretch;  // at full speed
+    while (work > 0) {
+      const bool contended = transfers ? !queue.empty() : launched && done < plan.size();
+      const double rate = contended ? 1 / slow : 1.0;
+      if (queue.empty()) {
+        t += work / rate;
+        work = 0;
+        break;
+      }
+      // Sharing a core (transfers), the all-reduce slows as much as compute does.
+      const double comm_rate = transfers ? 1 / slow : 1.0;
+      const double compute_dt = work / rate, comm_dt = running_left / comm_rate;
+      const double dt = std::min(compute_dt, comm_dt);
+      t += dt;
+      overlap += dt;
+      comm_wall += dt;
+      work -= dt * rate;
+      running_left -= dt * comm_rate;
+      if (compute_dt >= comm_dt) {
+        running_left = 0;
+        finish_front();
+      }
+      if (compute_dt <= comm_dt) work = 0;
+    }
+    for (size_t b : completes[i]) launch(b);
+  }
+  const double backward_end = t;
+  while (!queue.empty()) {
+    t += running_left;
+    comm_wall += running_left;
+    running_left = 0;
+    finish_front();
+  }
+  r.exposed_comm_s = t - backward_end;
+  r.compute_s = backward_end;
+  r.overlap = comm_wall > 0 ? std::min(1.0, overlap / comm_wall) : 0;
+  r.step_s = t + p.optimizer_s + p.other_s;
+  if (r.exposed_comm_s > 1e-12) {
+    r.critical_path = "bucket " + std::to_string(last_done) + " (" + mib(static_cast<double>(plan[last_done].bytes)) +
+                      ", " + std::to_string(plan[last_done].params.size()) + " parameters from " +
+                      plan[last_done].params.back() + ") ends the step: its all-reduce finishes " +
+                      ms(r.exposed_comm_s) + " after the backward";
+  } else {
+    r.critical_path = "compute: the backward ends after every all-reduce";
+  }
+  return r;
+}
+
+SimPoint simulate_dp(const StepProfile& p, const LinkModel& link, int ranks) {
+  SimPoint r;
+  r.world_size = ranks;
+  r.compute_s = p.compute_s();
+  if (ranks > 1) {
+    const double bytes = static_cast<double>(p.gradient_bytes());
+    // Parameters broadcast to the replicas, gradients reduced onto the primary: each
+    // about half an all-reduce's traffic.
+    r.comm_s = link.reduce_scatter_s(bytes, ranks) + link.all_gather_s(bytes, ranks);
+    r.exposed_comm_s = r.comm_s;
+    r.critical_path = "broadcast of the parameters and reduction of the gradients onto the primary (" +
+                      ms(r.comm_s) + ", not overlapped)";
+  } else {
+    r.critical_path = "compute (one device)";
+  }
+  r.step_s = r.compute_s + r.comm_s + p.optimizer_s + p.other_s;
+  return r;
+}
+
+SimPoint simulate_mp(const StepProfile& p, const LinkModel& link, int stages, int micro) {
+  SimPoint r;
+  r.world_size = stages;
+  const size_t n = p.layers.size();
+  stages = std::min<int>(stages, static_cast<int>(n));
+  // Contiguous stages balanced by time: the smallest largest-stage time (binary search on
+  // the bound, greedy packing).
+  std::vector<double> cost(n);
+  double total = 0, biggest = 0;
+  for (size_t i = 0; i < n; ++i) {
+    cost[i] = p.layers[i].forward_s + p.layers[i].backward_s;
+    total += cost[i];
+    biggest = std::max(biggest, cost[i]);
+  }
+  auto fits = [&](double bound, std::vector<size_t>* cuts) {
+    int used = 1;
+    double acc = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (acc + cost[i] > bound && acc > 0) {
+        ++used;
+        acc = 0;
+        if (cuts) cuts->push_back(i);
+      }
+      acc += cost[i];
+    }
+    return used <= stages;
+  };
+  double lo = biggest, hi = total;
+  for (int it = 0; it < 60; ++it) {
+    const double mid = (lo + hi) / 2;
+    (fits(mid, nullptr) ? hi : lo) = mid;
+  }
+  std::vector<size_t> cuts;
+  fits(hi, &cuts);
+  const double slot = hi / micro;
+  double transfer = 0;
+  for (size_t c : cuts) {
+    const double bytes = static_cast<double>(p.layers[c - 1].output_bytes) / micro;
+    transfer += 2 * link.send_s(bytes, false);  // activations forward, their gradients back
+  }
+  const double slots = micro + static_cast<int>(cuts.size());
+  r.compute_s = slots * slot;
+  r.comm_s = transfer * micro;
+  r.exposed_comm_s = r.comm_s;
+  r.bubble = static_cast<double>(cuts.size()) / slots;
+  r.step_s = r.compute_s + r.comm_s + p.optimizer_s + p.other_s;
+  r.critical_path = "the slowest of " + std::to_string(cuts.size() + 1) + " stages (" + ms(hi) +
+                    " per step); bubble " + std::to_string(static_cast<int>(std::lround(r.bubble * 100))) + " %";
+  return r;
+}
+
+}  // namespace
+
+SimPoint simulate_point(const StepProfile& p, const LinkModel& link, int ranks, const SimOptions& o) {
+  DPB_CHECK(ranks >= 1) << "a simulated run needs at least 1 rank, got " << ranks;
+  DPB_CHECK(!p.layers.empty()) << "the profile has no layers";
+  SimPoint r;
+  switch (o.mode) {
+    case ParallelMode::dp: r = simulate_dp(p, link, ranks); break;
+    case ParallelMode::pipeline: r = simulate_mp(p, link, ranks, std::max(1, o.micro_batches)); break;
+    default: r = simulate_ddp(p, link, ranks, o); break;
+  }
+  const double global_batch =
+      static_cast<double>(p.batch) * (o.mode == ParallelMode::pipeline ? 1 : ranks);
+  r.throughput = r.step_s > 0 ? global_batch / r.step_s : 0;
+  return r;
+}
+
+Simulation simulate(const StepProfile& p, const LinkModel& link, const std::vector<int>& ranks, const SimOptions& o) {
+  Simulation s{p, link, o, {}};
+  const SimPoint one = simulate_point(p, link, 1, o);
+  for (int n : ranks) {
+    SimPoint r = simulate_point(p, link, n, o);
+    // Throughput over n devices against n independent devices (the pipeline's global
+    // batch stays one device's).
+    r.efficiency = one.throughput > 0 ? r.throughput / (n * one.throughput) : 0;
+    if (o.mode == ParallelMode::pipeline) r.efficiency = one.step_s / (r.step_s * n);
+    s.points.push_back(r);
+  }
+  return s;
+}
+
+double fit_contention(const StepProfile& p, LinkModel link, int ranks, double measured_step_s, const SimOptions& o) {
+  DPB_CHECK(ranks >= 2) << "contention is fitted on a run of at least 2 ranks, got " << ranks;
+  DPB_CHECK(measured_step_s > 0) << "a measured step time must be positive, got " << measured_step_s;
+  double lo = 0, hi = 10;
+  link.contention = lo;
+  const double at_lo = simulate_point(p, link, ranks, o).step_s;
+  link.contention = hi;
+  const double at_hi = simulate_point(p, link, ranks, o).step_s;
+  DPB_CHECK(at_lo <= measured_step_s && measured_step_s <= at_hi)
+      << "no contention in [0, 10] gives the measured " << measured_step_s << " s at " << ranks
+      << " ranks (the simulation gives " << at_lo << " to " << at_hi
+      << " s): the profile or the link does not describe that run";
+  for (int it = 0; it < 60; ++it) {
+    link.contention = (lo + hi) / 2;
+    (simulate_point(p, link, ranks, o).step_s < measured_step_s ? lo : hi) = link.contention;
+  }
+  return (lo + hi) / 2;
+}
+
+nlohmann::json Simulation::to_json() const {
+  nlohmann::json pts = nlohmann::json::array();
+  for (const auto& r : points)
+    pts.push_back({{"world_size", r.world_size},
+                   {"step_time_s", r.step_s},
+                   {"compute_s", r.compute_s},
+                   {"comm_s", r.comm_s},
+                   {"exposed_comm_s", r.exposed_comm_s},
+                   {"overlap", r.overlap},
+                   {"bubble", r.bubble},
+                   {"buckets", r.buckets},
+                   {"algorithm", r.algorithm},
+                   {"critical_path", r.critical_path}});
+  return {{"mode", parallel_mode_name(options.mode)},
+          {"bucket_bytes", options.bucket_bytes},
+          {"first_bucket_bytes", options.first_bucket_bytes},
+          {"jitter", options.jitter},
+          {"micro_batches", options.micro_batches},
+          {"profile", profile.to_json()},
+          {"link", link.to_json()},
+          {"points", pts}};
+}
+
+}  // namespace dpb::sim

@@ -1,0 +1,80 @@
+#pragma once
+// `dpbench --simulate`: one training step at N ranks, replayed from a one-device profile
+// and a link model (DESIGN §8).
+//
+// ddp: forward; backward layer by layer in reverse; gradients go into buckets exactly as
+//   the Reducer forms them (parameters in reverse registration order, the first bucket
+//   closing at --first-bucket-mb, the others at --bucket-mb); a bucket's all-reduce is
+//   queued on the one communication stream when its last gradient is ready, in bucket
+//   order; while a communication kernel runs, compute runs (1 + contention) times slower;
+//   after the backward the step waits for the last all-reduce (exposed communication),
+//   then the optimizer. With jitter, every rank's compute varies (normal, relative sigma)
+//   and each collective waits for the slowest: compute stretches by sigma times the
+//   expected maximum of N standard normals. N = 1 is the one-device step (no DDP).
+// dp: one process: parameters broadcast to the N devices, their batches' forward and
+//   backward side by side, gradients reduced onto the primary, the optimizer there; no
+//   overlap (DataParallel's order).
+// mp: N pipeline stages (contiguous layers, balanced by time), m micro-batches (GPipe):
+//   (m + N - 1) slots of the slowest stage's micro-batch work, plus the activations and
+//   their gradients sent across each boundary; bubble (N - 1) / (m + N - 1).
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "benchmarks/simulate/link.h"
+#include "benchmarks/simulate/profile.h"
+#include "engine/parallel/modes.h"
+
+namespace dpb::sim {
+
+struct SimOptions {
+  ParallelMode mode = ParallelMode::ddp;
+  double bucket_bytes = 25.0 * (1 << 20);
+  double first_bucket_bytes = 1.0 * (1 << 20);
+  double jitter = 0;     // relative standard deviation of a rank's compute per step
+  int micro_batches = 4;  // mp
+};
+
+struct BucketPlan {
+  int64_t bytes = 0;
+  std::vector<std::string> params;
+  size_t ready_after_layer = 0;  // the layer whose backward completes it
+};
+// The Reducer's buckets for this profile.
+std::vector<BucketPlan> bucket_plan(const StepProfile& p, double first_bucket_bytes, double bucket_bytes);
+
+struct SimPoint {
+  int world_size = 1;
+  double step_s = 0, throughput = 0, efficiency = 0;
+  double compute_s = 0;     // forward + backward as they ran (contention included)
+  double comm_s = 0;        // communication kernels' total time
+  double exposed_comm_s = 0;
+  double overlap = 0;       // |comm ∩ compute| / |comm|; 0 without communication
+  double bubble = 0;        // mp
+  int buckets = 0;
+  std::string algorithm;    // ring | tree (the largest bucket's)
+  std::string critical_path;
+};
+
+struct Simulation {
+  StepProfile profile;
+  LinkModel link;
+  SimOptions options;
+  std::vector<SimPoint> points;
+  nlohmann::json to_json() const;
+};
+
+SimPoint simulate_point(const StepProfile& p, const LinkModel& link, int ranks, const SimOptions& o);
+// Every count in `ranks`; efficiency against the one-device step of the same profile.
+Simulation simulate(const StepProfile& p, const LinkModel& link, const std::vector<int>& ranks, const SimOptions& o);
+
+// The contention that makes the simulated step at `ranks` take `measured_step_s`
+// (bisection over [0, 10]; the step grows with it). Throws dpb::Error when even 0 gives a
+// longer step, or 10 a shorter one, naming both.
+double fit_contention(const StepProfile& p, LinkModel link, int ranks, double measured_step_s, const SimOptions& o);
+
+// E[max of n standard normals] (0 for n = 1).
+double expected_max_normal(int n);
+
+}  // namespace dpb::sim

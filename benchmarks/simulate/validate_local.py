@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Checks `dpbench --simulate` against this machine: for each model, a single-device
+--layer-profile run and a Gloo --bench=collectives run give the prediction of E(2) for
+--mode=ddp --threads=1; a measured --gpus=1,2 sweep gives E(2) itself. Prints both, side
+by side, and exits 1 when any prediction is more than --tolerance away.
+
+  python3 benchmarks/simulate/validate_local.py [--dpbench build/benchmarks/dpbench/dpbench]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+MODELS = [("lenet", 64), ("resnet18", 16)]
+
+
+def run(cmd):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        sys.exit("validate_local: failed: " + " ".join(cmd) + "\n" + r.stdout)
+    return r.stdout
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dpbench", default=os.path.join(root, "build/benchmarks/dpbench/dpbench"))
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--tolerance", type=float, default=0.05)
+    a = ap.parse_args()
+    d = a.dpbench
+    work = tempfile.mkdtemp(prefix="dpb-validate-")
+    common = ["--threads=1", f"--steps={a.steps}", "--warmup=5", "--progress=none"]
+    link = os.path.join(work, "gloo2.json")
+    run([d, "--bench=collectives", "--gpus=2", "--ops=allreduce", "-b", "1K", "-e", "64M", "-f", "4", "-n", "20",
+         "--json=" + link])
+    print(f"{'model':10s} {'batch':>5s} {'E(2) measured':>14s} {'E(2) predicted':>15s} {'difference':>11s}")
+    worst = 0.0
+    for model, batch in MODELS:
+        profile = os.path.join(work, f"profile_{model}.json")
+        measured = os.path.join(work, f"measured_{model}.json")
+        predicted = os.path.join(work, f"predicted_{model}.json")
+        run([d, "--mode=single", f"--model={model}", f"--batch={batch}", "--layer-profile", "--json=" + profile,
+             *common])
+        run([d, "--mode=ddp", "--gpus=1,2", f"--model={model}", f"--batch={batch}", "--json=" + measured, *common])
+        run([d, "--simulate", "--mode=ddp", "--gpus=2", "--profile=" + profile, "--link=" + link,
+             "--hardware=cpu-gloo-local", "--json=" + predicted])
+        e_meas = next(p["scaling_efficiency"] for p in json.load(open(measured))["sweep"] if p["world_size"] == 2)
+        e_pred = next(p["scaling_efficiency"] for p in json.load(open(predicted))["sweep"] if p["world_size"] == 2)
+        diff = e_pred - e_meas
+        worst = max(worst, abs(diff))
+        print(f"{model:10s} {batch:5d} {e_meas:14.3f} {e_pred:15.3f} {diff:+11.3f}", flush=True)
+    print(f"\nworst difference {worst:.3f} (tolerance {a.tolerance}); files in {work}")
+    return 0 if worst <= a.tolerance else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+#include "reports/layer_profile.h"
+
+#include "engine/core/error.h"
+#include "reports/json_view.h"
+
+namespace dpb::reports {
+
+double LayerProfile::compute_s() const {
+  double s = 0;
+  for (const auto& l : layers) s += l.forward_s + l.backward_s;
+  return s;
+}
+
+int64_t LayerProfile::gradient_bytes() const {
+  int64_t b = 0;
+  for (const auto& l : layers)
+    for (const auto& p : l.params) b += p.bytes;
+  return b;
+}
+
+nlohmann::json LayerProfile::to_json() const {
+  nlohmann::json layers_j = nlohmann::json::array();
+  for (const auto& l : layers) {
+    nlohmann::json params = nlohmann::json::array();
+    for (const auto& p : l.params) params.push_back({{"name", p.name}, {"bytes", p.bytes}});
+    layers_j.push_back({{"name", l.name},
+                        {"forward_s", l.forward_s},
+                        {"backward_s", l.backward_s},
+                        {"flops", l.flops},
+                        {"output_bytes", l.output_bytes},
+                        {"params", params}});
+  }
+  return {{"model", model},       {"batch_per_device", batch},  {"source", source},
+          {"evidence", evidence}, {"optimizer_s", optimizer_s}, {"other_s", other_s},
+          {"step_cv", step_cv},     {"layers", layers_j}};
+}
+
+LayerProfile LayerProfile::from_json(const JsonView& v) {
+  LayerProfile p;
+  p.model = v.str("model", 128);
+  p.batch = v.integer("batch_per_device", 1, int64_t{1} << 32);
+  p.source = v.str("source", 64);
+  p.evidence = v.maybe_str("evidence", 4096).value_or("");
+  p.optimizer_s = v.number("optimizer_s", 0, 1e6);
+  p.other_s = v.number("other_s", 0, 1e6);
+  p.step_cv = v.maybe_number("step_cv", 0, 100).value_or(0);
+  for (const auto& l : v.items("layers", 1 << 20)) {
+    ProfiledLayer c;
+    c.name = l.str("name", 1024);
+    c.forward_s = l.number("forward_s", 0, 1e6);
+    c.backward_s = l.number("backward_s", 0, 1e6);
+    c.flops = l.number("flops", 0, 1e30);
+    c.output_bytes = l.integer("output_bytes", 0, int64_t{1} << 50);
+    for (const auto& q : l.items("params", 1 << 16))
+      c.params.push_back({q.str("name", 1024), q.integer("bytes", 0, int64_t{1} << 50)});
+    p.layers.push_back(std::move(c));
+  }
+  DPB_CHECK(!p.layers.empty()) << v.where() << ": the layer profile has no layers";
+  return p;
+}
+
+}  // namespace dpb::reports

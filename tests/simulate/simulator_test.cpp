@@ -1,0 +1,225 @@
+// The step simulation of `dpbench --simulate`: the reducer's exact buckets, the link
+// model and its fit, the presets, and how predictions move with bandwidth, bucket size
+// and stages.
+#include "benchmarks/simulate/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "engine/core/error.h"
+#include "engine/parallel/reducer.h"
+#include "reports/json_view.h"
+#include "tests/support/ranks.h"
+
+namespace dpb::sim {
+namespace {
+
+Hardware test_hardware() { return {"test", 10e12, 500e9}; }
+
+StepProfile profile_of(const std::string& model, int64_t batch = 32, double step = 0.1) {
+  ModelOptions imagenet;
+  imagenet.classes = 1000;
+  return analytic_profile(model, batch, step, test_hardware(), imagenet);
+}
+
+TEST(BucketPlan, IsTheReducersOwn) {
+  // The same model's parameters through the engine's Reducer (one rank) and through the
+  // simulator's plan: the same buckets with the same parameters, for two bucket sizes.
+  Generator g(0);
+  auto model = build_model("resnet18", g);
+  const StepProfile p = analytic_profile("resnet18", 8, 0.05, test_hardware());
+  for (double mb : {25.0, 2.0}) {
+    std::vector<std::vector<std::string>> engine;
+    test::run_ranks_ok(1, [&](int, comm::ProcessGroup& pg) {
+      Reducer r(model->named_parameters(), pg, 1 << 20, static_cast<int64_t>(mb * (1 << 20)));
+      engine = r.bucket_params();
+    });
+    const auto plan = bucket_plan(p, 1 << 20, mb * (1 << 20));
+    ASSERT_EQ(plan.size(), engine.size()) << mb << " MiB";
+    for (size_t b = 0; b < plan.size(); ++b) EXPECT_EQ(plan[b].params, engine[b]) << "bucket " << b;
+  }
+}
+
+TEST(Profile, AnalyticSplitsTheStepAndKeepsTheModelsParameters) {
+  const StepProfile p = profile_of("resnet50");
+  EXPECT_NEAR(p.step_s(), 0.1, 1e-9);
+  EXPECT_EQ(p.gradient_bytes(), 25557032 * 4);
+  double forward = 0, backward = 0;
+  for (const auto& l : p.layers) forward += l.forward_s, backward += l.backward_s;
+  EXPECT_NEAR(backward, 2 * forward, 1e-12);
+  EXPECT_EQ(p.layers.front().name, "conv1");
+  EXPECT_EQ(p.layers[4].name, "layer1.0");
+  EXPECT_EQ(p.layers.back().name, "fc");
+  // Round trip through its JSON.
+  const nlohmann::json j = p.to_json();
+  const StepProfile q = StepProfile::from_json(reports::JsonView(j, "profile"));
+  EXPECT_EQ(q.layers.size(), p.layers.size());
+  EXPECT_EQ(q.gradient_bytes(), p.gradient_bytes());
+  EXPECT_THROW(analytic_profile("resnet50", 32, 0, test_hardware()), Error);
+}
+
+TEST(Link, FitRecoversAlphaAndBusBandwidth) {
+  const double alpha = 20e-6, busbw = 3e9;
+  for (int n : {2, 4}) {
+    std::vector<std::pair<double, double>> pts;
+    for (double s = 1024; s <= 64 << 20; s *= 4) pts.emplace_back(s, 2.0 * (n - 1) * alpha + 2.0 * (n - 1) / n * s / busbw);
+    const FittedAllReduce f = fit_allreduce(pts, n);
+    EXPECT_NEAR(f.alpha_s, alpha, 1e-9);
+    EXPECT_NEAR(f.bus_bandwidth / busbw, 1, 1e-6);
+    EXPECT_LT(f.max_residual, 1e-6);
+  }
+  EXPECT_THROW(fit_allreduce({{1024, 1e-3}}, 2), Error);
+}
+
+TEST(Link, RingOrTreeByWhicheverIsFaster) {
+  LinkModel l = load_preset("dgx1-v100");
+  Algorithm a;
+  // Within a node there is only the ring.
+  l.allreduce_s(64 << 20, 8, &a);
+  EXPECT_EQ(a, Algorithm::ring);
+  // Across 128 nodes a small message pays 2(n-1) ring steps; the tree pays log2(nodes).
+  const double tree = l.allreduce_s(4096, 1024, &a);
+  EXPECT_EQ(a, Algorithm::tree);
+  EXPECT_LT(tree, 2.0 * 1023 * l.inter.alpha_s);
+  l.allreduce_s(1 << 30, 16, &a);
+  EXPECT_EQ(a, Algorithm::ring) << "large messages take the ring (full bandwidth)";
+}
+
+TEST(Presets, EveryOneLoadsAndCitesItsSources) {
+  for (const auto& name : {"dgx1-v100", "dgx-h100", "pcie-a100-25gbe", "cpu-gloo-local"}) {
+    const LinkModel l = load_preset(name);
+    EXPECT_EQ(l.name, name);
+    EXPECT_FALSE(l.citations.empty()) << name;
+    EXPECT_GT(l.intra.bus_bandwidth, 0) << name;
+    EXPECT_GT(l.hardware.peak_flops, 0) << name;
+  }
+  try {
+    load_preset("dgx2");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("valid: cpu-gloo-local, dgx-h100, dgx1-v100, pcie-a100-25gbe"),
+              std::string::npos)
+        << e.what();
+  }
+  const std::string bad = testing::TempDir() + "/bad_preset.json";
+  std::ofstream(bad) << R"({"name": "x", "sources": ["y"], "gpus_per_node": 0})";
+  EXPECT_THROW(load_preset(bad), Error);
+}
+
+TEST(Simulate, OneRankIsTheProfilesStep) {
+  const StepProfile p = profile_of("resnet50");
+  const SimPoint one = simulate_point(p, load_preset("dgx1-v100"), 1, {});
+  EXPECT_NEAR(one.step_s, p.step_s(), 1e-12);
+  EXPECT_EQ(one.comm_s, 0);
+}
+
+TEST(Simulate, FasterLinksNeverSlowAStep) {
+  const StepProfile p = profile_of("resnet50");
+  for (int n : {2, 16, 256}) {
+    double previous = INFINITY;
+    for (double scale : {0.01, 0.1, 0.5, 1.0, 2.0, 10.0}) {
+      LinkModel l = load_preset("dgx1-v100");
+      l.intra.bus_bandwidth *= scale;
+      l.inter.bus_bandwidth *= scale;
+      const double step = simulate_point(p, l, n, {}).step_s;
+      EXPECT_LE(step, previous * (1 + 1e-12)) << n << " ranks, bandwidth x" << scale;
+      previous = step;
+    }
+  }
+}
+
+TEST(Simulate, EfficiencyFallsWithTinyBucketsAndSlowNetworks) {
+  const StepProfile p = profile_of("resnet50");
+  // A network where each collective's latency counts (200 us a step): smaller buckets,
+  // more collectives, until each parameter is its own bucket.
+  LinkModel latent = load_preset("dgx1-v100");
+  latent.intra.alpha_s = latent.inter.alpha_s = 200e-6;
+  double previous = 2;
+  for (double mb : {25.0, 4.0, 1.0, 0.05}) {
+    SimOptions o;
+    o.bucket_bytes = mb * (1 << 20);
+    o.first_bucket_bytes = std::min(o.first_bucket_bytes, o.bucket_bytes);
+    const double e = simulate(p, latent, {64}, o).points[0].efficiency;
+    EXPECT_LT(e, previous) << mb << " MiB buckets";
+    previous = e;
+  }
+  const LinkModel l = load_preset("dgx1-v100");
+  previous = 2;
+  for (double gbps : {45.0, 5.0, 1.0, 0.1}) {
+    LinkModel slow = l;
+    slow.inter.bus_bandwidth = gbps * 1e9;
+    const double e = simulate(p, slow, {64}, {}).points[0].efficiency;
+    EXPECT_LT(e, previous) << gbps << " GB/s between nodes";
+    previous = e;
+  }
+  // Within one node the inter-node link does not matter.
+  LinkModel slow = l;
+  slow.inter.bus_bandwidth = 1e6;
+  EXPECT_DOUBLE_EQ(simulate_point(p, slow, 8, {}).step_s, simulate_point(p, l, 8, {}).step_s);
+}
+
+TEST(Simulate, ASlowLinkExposesTheLastBucket) {
+  const StepProfile p = profile_of("resnet50");
+  LinkModel l = load_preset("pcie-a100-25gbe");
+  l.inter.bus_bandwidth = 1e9;  // 8 Gb/s between nodes
+  const SimPoint r = simulate_point(p, l, 16, {});
+  EXPECT_GT(r.exposed_comm_s, 0.1 * r.step_s);
+  EXPECT_LT(r.overlap, 1);
+  EXPECT_NE(r.critical_path.find("ends the step"), std::string::npos) << r.critical_path;
+  EXPECT_NEAR(r.step_s, r.compute_s + r.exposed_comm_s + p.optimizer_s + p.other_s, 1e-12);
+}
+
+TEST(Simulate, JitterWaitsForTheSlowestRank) {
+  EXPECT_NEAR(expected_max_normal(2), 0.5642, 0.01);
+  EXPECT_NEAR(expected_max_normal(10), 1.5388, 0.01);
+  EXPECT_NEAR(expected_max_normal(1000), 3.2414, 0.02);
+  const StepProfile p = profile_of("resnet50");
+  const LinkModel l = load_preset("dgx1-v100");
+  SimOptions o;
+  o.jitter = 0.05;
+  EXPECT_GT(simulate_point(p, l, 64, o).step_s, simulate_point(p, l, 64, {}).step_s);
+}
+
+TEST(Simulate, ContentionIsFittedBackFromAStep) {
+  const StepProfile p = profile_of("resnet50");
+  LinkModel l = load_preset("dgx1-v100");
+  l.contention = 0.3;
+  const double step = simulate_point(p, l, 4, {}).step_s;
+  EXPECT_NEAR(fit_contention(p, l, 4, step, {}), 0.3, 1e-6);
+  EXPECT_THROW(fit_contention(p, l, 4, p.step_s() * 0.5, {}), Error);
+}
+
+TEST(Simulate, PipelineBubbleAndDataParallelCosts) {
+  // Equal layers: (p - 1) / (m + p - 1) of the slots are bubble.
+  StepProfile p;
+  p.model = "equal";
+  p.batch = 8;
+  for (int i = 0; i < 8; ++i) {
+    LayerCost c;
+    c.name = "l" + std::to_string(i);
+    c.forward_s = 0.001;
+    c.backward_s = 0.002;
+    c.output_bytes = 1024;
+    c.params.push_back({c.name + ".weight", 4096});
+    p.layers.push_back(c);
+  }
+  const LinkModel l = load_preset("dgx1-v100");
+  SimOptions o;
+  o.mode = ParallelMode::pipeline;
+  o.micro_batches = 4;
+  const SimPoint mp = simulate_point(p, l, 4, o);
+  EXPECT_NEAR(mp.bubble, 3.0 / 7.0, 1e-12);
+  EXPECT_NEAR(mp.compute_s, 7 * (0.024 / 4) / 4, 1e-9);
+  o.mode = ParallelMode::dp;
+  const SimPoint dp = simulate_point(p, l, 4, o);
+  o.mode = ParallelMode::ddp;
+  const SimPoint ddp = simulate_point(p, l, 4, o);
+  EXPECT_GT(dp.exposed_comm_s, 0);
+  EXPECT_GE(dp.step_s, p.step_s());
+  EXPECT_GT(ddp.step_s, 0);
+}
+
+}  // namespace
+}  // namespace dpb::sim

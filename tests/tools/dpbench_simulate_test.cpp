@@ -1,0 +1,103 @@
+// dpbench --simulate end to end: a prediction from an analytic profile and from a
+// --layer-profile run, its report (schema, predicted points), dpreport reading it and
+// plotting it beside measurements, and the flags it refuses.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "reports/model.h"
+#include "tests/support/process.h"
+#include "tests/support/schemas.h"
+
+namespace {
+
+namespace test = dpb::test;
+using test::checked_report;
+using test::Proc;
+
+Proc dpbench(const std::string& args) {
+  return test::run_command(test::binary("DPBENCH_BIN", DPBENCH_BIN) + " " + args);
+}
+Proc dpreport(const std::string& args) {
+  return test::run_command(test::binary("DPREPORT_BIN", DPREPORT_BIN) + " " + args);
+}
+std::string temp(const std::string& name) {
+  return std::filesystem::temp_directory_path() / ("dpb_sim_" + std::to_string(::getpid()) + "_" + name);
+}
+
+TEST(DpbenchSimulate, PredictsAThousandRanksFromAPublishedStep) {
+  const std::string json = temp("r50.json");
+  const Proc r = dpbench("--simulate --mode=ddp --model=resnet50 --batch=32 --hardware=dgx1-v100 "
+                         "--single-step-s=0.097 --gpus=2..1024 --json=" + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("what ends the step"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("   1024 "), std::string::npos) << r.out;
+  const auto rep = checked_report(json);
+  EXPECT_TRUE(rep["runs"].empty());
+  ASSERT_EQ(rep["sweep"].size(), 10u);
+  for (const auto& p : rep["sweep"]) {
+    EXPECT_TRUE(p["predicted"].get<bool>());
+    EXPECT_GT(p["step_time_s"].get<double>(), 0.097);
+    EXPECT_GT(p["scaling_efficiency"].get<double>(), 0.5);
+    EXPECT_LE(p["scaling_efficiency"].get<double>(), 1.0);
+  }
+  EXPECT_EQ(rep["sweep"].back()["world_size"], 1024);
+  EXPECT_EQ(rep["simulation"]["link"]["name"], "dgx1-v100");
+  // The typed model reads it back; dpreport shows it; dpdoctor says there is no run.
+  EXPECT_EQ(dpb::reports::RunReport::read(json).sweep->size(), 10u);
+  const Proc show = dpreport("show " + json);
+  EXPECT_EQ(show.code, 0) << show.err;
+  EXPECT_NE(show.out.find("predicted"), std::string::npos) << show.out;
+  std::remove(json.c_str());
+}
+
+TEST(DpbenchSimulate, ALayerProfileFeedsThePredictionAndThePageShowsBoth) {
+  const std::string profile = temp("profile.json"), measured = temp("measured.json"), predicted = temp("pred.json"),
+                    html = temp("page.html");
+  const Proc p = dpbench("--mode=single --model=lenet --batch=16 --steps=3 --warmup=1 --threads=1 --layer-profile "
+                         "--progress=none --json=" + profile);
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto prof = checked_report(profile)["runs"][0]["layer_profile"];
+  ASSERT_EQ(prof["layers"].size(), 12u);
+  EXPECT_EQ(prof["layers"][0]["name"], "conv1");
+  EXPECT_GT(prof["layers"][3]["backward_s"].get<double>(), 0);
+  EXPECT_GT(prof["optimizer_s"].get<double>(), 0);
+  EXPECT_EQ(prof["source"], "measured");
+  const Proc s = dpbench("--simulate --mode=ddp --gpus=2,4 --profile=" + profile + " --json=" + predicted);
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_NE(s.out.find("profile: measured"), std::string::npos) << s.out;
+  const Proc m = dpbench("--mode=ddp --gpus=1,2 --model=lenet --batch=16 --steps=3 --warmup=1 --threads=1 "
+                         "--progress=none --json=" + measured);
+  ASSERT_EQ(m.code, 0) << m.err;
+  const Proc h = dpreport("html " + measured + " --predicted=" + predicted + " -o " + html);
+  ASSERT_EQ(h.code, 0) << h.err;
+  const std::string page = test::slurp(html);
+  EXPECT_NE(page.find("class=\"measured\""), std::string::npos);
+  EXPECT_NE(page.find("class=\"predicted\""), std::string::npos);
+  // A measured report is no prediction.
+  EXPECT_EQ(dpreport("html " + measured + " --predicted=" + measured + " -o " + html).code, 2);
+  for (const auto& f : {profile, measured, predicted, html}) std::remove(f.c_str());
+}
+
+TEST(DpbenchSimulate, RefusesWhatItCannotPredict) {
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  for (const Case& c : {Case{"--simulate --mode=ddp --gpus=2", "--single-step-s"},
+                        Case{"--simulate --mode=ddp --gpus=2 --profile=x.json --single-step-s=0.1", "give one"},
+                        Case{"--simulate --gpus=2 --single-step-s=0.1", "--mode=ddp, dp or mp"},
+                        Case{"--simulate --mode=ddp --gpus=4..2 --single-step-s=0.1", "must go up"},
+                        Case{"--simulate --mode=ddp --gpus=2 --single-step-s=0.1 --hardware=dgx2", "valid: cpu-gloo-local"},
+                        Case{"--simulate --mode=ddp --gpus=2 --profile=/nonexistent.json", "nonexistent"},
+                        Case{"--mode=ddp --gpus=2 --layer-profile", "--layer-profile"}}) {
+    const Proc r = dpbench(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
+}  // namespace
