@@ -182,22 +182,67 @@ FittedAllReduce fit_allreduce(const std::vector<std::pair<double, double>>& byte
   return f;
 }
 
+namespace {
+
+struct Measured {
+  int ranks = 0;
+  std::vector<std::pair<double, double>> points;  // bytes, seconds
+};
+
+// nccl-tests' -J output (version 2): all_reduce_perf's results, out-of-place times in us.
+// Each "devices" entry is one process of nthreads x ngpus ranks.
+Measured from_nccl_tests(const nlohmann::json& j, const std::string& doc) {
+  const reports::JsonView v(j, doc);
+  Measured m;
+  const auto args = v.items("args", 1 << 12);
+  DPB_CHECK(!args.empty() && args.front().text(4096).find("all_reduce") != std::string::npos)
+      << doc << " is nccl-tests output of '" << (args.empty() ? "" : escape_untrusted(args.front().text(4096)))
+      << "'; a link is fitted on all_reduce_perf";
+  const reports::JsonView config = v.member("config");
+  const int64_t per_process = config.integer("nthreads", 1, 1 << 16) * config.integer("ngpus", 1, 1 << 16);
+  const int64_t processes = std::max<int64_t>(1, static_cast<int64_t>(config.maybe_items("devices", 1 << 20).size()));
+  DPB_CHECK(per_process * processes <= (1 << 20)) << doc << ": more than 1048576 ranks";
+  m.ranks = static_cast<int>(per_process * processes);
+  for (const auto& row : v.items("results", 1 << 16)) {
+    const auto oop = row.maybe_member("out_of_place");
+    if (!oop || oop->is_null() || !oop->has("time")) continue;
+    const reports::JsonView time = oop->member("time");
+    if (!time.raw().is_number()) continue;  // "nan": not measured
+    const double us = time.number(0, 1e12);
+    const auto wrong = oop->maybe_number("nwrong", 0, 1e18);
+    if (us > 0 && (!wrong || *wrong == 0))
+      m.points.emplace_back(static_cast<double>(row.integer("size", 1, int64_t{1} << 50)), us * 1e-6);
+  }
+  return m;
+}
+
+Measured from_dpbench(const nlohmann::json& j, const std::string& doc) {
+  const reports::CollectivesReport r = reports::CollectivesReport::from_json(j, doc);
+  Measured m;
+  m.ranks = r.config.world_size;
+  for (const auto& row : r.results)
+    if (row.op == "allreduce" && row.time_us && *row.time_us > 0 && row.bytes > 0 && row.wrong == 0)
+      m.points.emplace_back(static_cast<double>(row.bytes), *row.time_us * 1e-6);
+  return m;
+}
+
+}  // namespace
+
 LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base) {
+  DPB_CHECK(!paths.empty()) << "--link needs at least one collectives report";
   LinkModel l = base;
   l.fitted.clear();
   std::string sources;
   for (const auto& path : paths) {
-    const reports::CollectivesReport r = reports::CollectivesReport::read(path);
-    std::vector<std::pair<double, double>> points;
-    for (const auto& row : r.results)
-      if (row.op == "allreduce" && row.time_us && *row.time_us > 0 && row.bytes > 0 && row.wrong == 0)
-        points.emplace_back(static_cast<double>(row.bytes), *row.time_us * 1e-6);
-    DPB_CHECK(points.size() >= 2) << "collectives report '" << escape_untrusted(path)
-                                  << "' has fewer than 2 correct all-reduce sizes to fit a link on (run dpbench "
-                                     "--bench=collectives --ops=allreduce)";
-    DPB_CHECK(r.config.world_size >= 2) << "collectives report '" << escape_untrusted(path)
-                                        << "' ran on 1 rank: a link needs at least 2";
-    l.fitted[r.config.world_size] = fit_allreduce(points, r.config.world_size);
+    const std::string doc = "link '" + escape_untrusted(path) + "'";
+    const nlohmann::json j = reports::read_json_file(path, "collectives report", size_t{64} << 20);
+    const bool nccl_tests = j.is_object() && j.contains("results") && j.contains("config") && !j.contains("schema");
+    const Measured m = nccl_tests ? from_nccl_tests(j, doc) : from_dpbench(j, doc);
+    DPB_CHECK(m.points.size() >= 2) << doc
+                                    << " has fewer than 2 correct all-reduce sizes to fit a link on (dpbench "
+                                       "--bench=collectives --ops=allreduce, or nccl-tests' all_reduce_perf -J)";
+    DPB_CHECK(m.ranks >= 2) << doc << " ran on 1 rank: a link needs at least 2";
+    l.fitted[m.ranks] = fit_allreduce(m.points, m.ranks);
     sources += (sources.empty() ? "" : ", ") + path;
   }
   // Beyond the measured rank counts the tiers take the fit at the largest count.

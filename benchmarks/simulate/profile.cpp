@@ -6,7 +6,7 @@
 #include "engine/core/error.h"
 #include "engine/core/text.h"
 #include "engine/parallel/pipeline.h"
-#include "reports/json_view.h"
+#include "reports/model.h"
 
 namespace dpb::sim {
 
@@ -79,17 +79,13 @@ StepProfile analytic_profile(const std::string& model_name, int64_t batch, doubl
 }
 
 StepProfile profile_from_report(const std::string& path) {
-  const nlohmann::json j = reports::read_json_file(path, "report", size_t{256} << 20);
+  const reports::RunReport r = reports::RunReport::read(path);
   const std::string doc = "report '" + escape_untrusted(path) + "'";
-  DPB_CHECK(j.is_object() && j.contains("runs") && j["runs"].is_array() && !j["runs"].empty())
-      << doc << " has no runs to take a layer profile from";
-  const nlohmann::json& run = j["runs"][0];
-  DPB_CHECK(run.is_object() && run.contains("layer_profile") && run["layer_profile"].is_object())
+  DPB_CHECK(!r.runs.empty() && r.runs.front().layer_profile)
       << doc << " has no layer profile (runs[0].layer_profile): record one with dpbench --mode=single "
       << "--layer-profile --json=FILE";
-  DPB_CHECK(!run.contains("world_size") || run["world_size"] == 1)
-      << doc << ": a layer profile comes from a single-device run";
-  return StepProfile::from_json(reports::JsonView(run["layer_profile"], doc, "runs[0].layer_profile"));
+  DPB_CHECK(r.runs.front().world_size == 1) << doc << ": a layer profile comes from a single-device run";
+  return *r.runs.front().layer_profile;
 }
 
 }  // namespace dpb::sim

@@ -223,3 +223,28 @@ TEST(Simulate, PipelineBubbleAndDataParallelCosts) {
 
 }  // namespace
 }  // namespace dpb::sim
+
+namespace dpb::sim {
+namespace {
+
+TEST(Link, FitsNcclTestsJsonOutput) {
+  // all_reduce_perf -J (nccl-tests' JSON, version 2), constructed from alpha 10 us and
+  // busbw 100 GB/s over 8 GPUs in one process.
+  const LinkModel l = fit_link({std::string(DPB_SOURCE_DIR) + "/tests/fuzz/corpus/collectives/nccl_tests_allreduce_8gpus.json"},
+                               load_preset("dgx-h100"));
+  ASSERT_EQ(l.fitted.count(8), 1u);
+  EXPECT_NEAR(l.fitted.at(8).alpha_s, 10e-6, 1e-8);
+  EXPECT_NEAR(l.fitted.at(8).bus_bandwidth / 100e9, 1, 1e-3);
+  EXPECT_NE(l.source.find("fitted from"), std::string::npos);
+  const std::string bad = testing::TempDir() + "/not_allreduce.json";
+  std::ofstream(bad) << R"({"args": ["./all_gather_perf"], "config": {"nthreads": 1, "ngpus": 2}, "results": []})";
+  try {
+    fit_link({bad}, load_preset("dgx-h100"));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("all_reduce_perf"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dpb::sim
