@@ -10,6 +10,7 @@
 #include "benchmarks/dpbench/metrics.h"
 #include "benchmarks/dpbench/summary.h"
 #include "benchmarks/dpbench/trace_export.h"
+#include "benchmarks/dpbench/what_if.h"
 #include "diagnostics/dpdoctor/doctor.h"
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/backend/op_profile.h"
@@ -296,7 +297,8 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   print_summary(report, extras, out);
   if (o.out.doctor) {
     // dpdoctor's rules on what this run measured: into the report and onto the console.
-    const auto d = doctor::diagnose(report);
+    auto d = doctor::diagnose(report);
+    add_simulated_fixes(report, d.findings);
     report.findings = d.findings;
     out << "\ndpdoctor:\n";
     doctor::print_diagnosis(d, out);

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "benchmarks/dpbench/what_if.h"
 #include "diagnostics/dpdoctor/doctor.h"
 #include "engine/core/error.h"
 #include "engine/core/log.h"
@@ -194,7 +195,8 @@ int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
   report.sweep = std::move(sweep);
   report.findings.clear();
   if (o.out.doctor) {
-    const auto d = doctor::diagnose(report);  // the largest run
+    auto d = doctor::diagnose(report);  // the largest run
+    add_simulated_fixes(report, d.findings);
     report.findings = d.findings;
     std::cout << "\ndpdoctor (the largest run):\n";
     doctor::print_diagnosis(d, std::cout);

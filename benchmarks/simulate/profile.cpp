@@ -42,7 +42,7 @@ StepProfile layer_skeleton(Model& model, int64_t batch) {
 }
 
 StepProfile analytic_profile(const std::string& model_name, int64_t batch, double single_step_s, const Hardware& hw,
-                             const ModelOptions& options) {
+                             const ModelOptions& options, std::optional<double> optimizer_s) {
   DPB_CHECK(batch >= 1) << "--batch must be at least 1, got " << batch;
   DPB_CHECK(single_step_s > 0) << "--single-step-s must be a positive number of seconds, got " << single_step_s;
   DPB_CHECK(hw.peak_flops > 0 && hw.memory_bandwidth > 0)
@@ -65,7 +65,7 @@ StepProfile analytic_profile(const std::string& model_name, int64_t batch, doubl
     weight.push_back(w);
     total += 3 * w;  // forward, and backward at twice its cost
   }
-  p.optimizer_s = 20.0 * static_cast<double>(params) / hw.memory_bandwidth;
+  p.optimizer_s = optimizer_s ? *optimizer_s : 20.0 * static_cast<double>(params) / hw.memory_bandwidth;
   const double layers_s = single_step_s - p.optimizer_s;
   DPB_CHECK(layers_s > 0) << "--single-step-s " << single_step_s << " s is shorter than the optimizer alone on "
                           << hw.gpu << " (" << p.optimizer_s << " s)";

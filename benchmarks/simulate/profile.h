@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,8 +47,10 @@ std::vector<ProfileUnit> profile_units(Model& model);
 StepProfile layer_skeleton(Model& model, int64_t batch);
 
 // Splits a one-device step time across `model_name`'s layers (see above).
+// `optimizer_s`: the optimizer's measured time, instead of the estimate (the step's
+// remainder goes to the layers).
 StepProfile analytic_profile(const std::string& model_name, int64_t batch, double single_step_s, const Hardware& hw,
-                             const ModelOptions& options = {});
+                             const ModelOptions& options = {}, std::optional<double> optimizer_s = std::nullopt);
 
 // A single-device report's layer profile. Throws dpb::Error naming what is missing.
 StepProfile profile_from_report(const std::string& path);

@@ -1,0 +1,74 @@
+// The doctor's exposed-communication finding gets a simulated fix from the run's own
+// measurements (benchmarks/dpbench/what_if.h).
+#include "benchmarks/dpbench/what_if.h"
+
+#include <gtest/gtest.h>
+
+namespace dpb::bench {
+namespace {
+
+// ResNet-18 over 2 ranks with 0.05 MiB buckets, each all-reduce paying about 10 ms of
+// latency: many small collectives, more of them than backward can hide.
+reports::RunReport tiny_buckets_run(double measured_step_s) {
+  reports::RunReport r;
+  r.config.mode = ParallelMode::ddp;
+  r.config.model = "resnet18";
+  r.config.bucket_mb = 0.05;
+  reports::RunMetrics run;
+  run.world_size = 2;
+  run.batch_per_device = 16;
+  run.step_time_s.median = measured_step_s;
+  run.buckets.emplace();
+  for (int i = 0; i < 4; ++i) {
+    reports::BucketStats b;
+    b.index = i;
+    b.bytes = i % 2 ? 100000 : 60000;
+    b.comm_start_ms = 10.0 * i;
+    b.comm_end_ms = 10.0 * i + (i % 2 ? 10.08 : 10.05);
+    run.buckets->push_back(b);
+  }
+  run.overlap.emplace();
+  run.overlap->ab = reports::OverlapAB{measured_step_s, 0.30, 0.01, std::nullopt, std::nullopt};
+  r.runs.push_back(run);
+  return r;
+}
+
+reports::Finding exposed() {
+  reports::Finding f;
+  f.id = "exposed-communication";
+  f.fix = "fewer, larger exchanges.";
+  return f;
+}
+
+TEST(WhatIf, QuotesTheBucketSizeThatHelpsAndItsSimulatedGain) {
+  std::vector<reports::Finding> findings{exposed()};
+  add_simulated_fixes(tiny_buckets_run(0.80), findings);
+  ASSERT_TRUE(findings[0].evidence.contains("simulated_fix")) << findings[0].evidence.dump();
+  const auto& s = findings[0].evidence["simulated_fix"];
+  EXPECT_TRUE(s["reproduces_measured_step"].get<bool>()) << s.dump();
+  EXPECT_NEAR(s["simulated_step_s"].get<double>(), 0.80, 0.80 * 0.15);
+  EXPECT_GT(s["best_bucket_mb"].get<double>(), 0.05) << s.dump();
+  EXPECT_GT(s["gain"].get<double>(), 0.02) << s.dump();
+  EXPECT_NE(findings[0].fix.find("Simulated on this run: --bucket-mb="), std::string::npos) << findings[0].fix;
+}
+
+TEST(WhatIf, SaysSoWhenItCannotReproduceTheRunAndLeavesOtherFindingsAlone) {
+  reports::Finding other;
+  other.id = "straggler-rank";
+  std::vector<reports::Finding> findings{exposed(), other};
+  add_simulated_fixes(tiny_buckets_run(30.0), findings);  // far beyond what its parts add up to
+  ASSERT_TRUE(findings[0].evidence.contains("simulated_fix"));
+  EXPECT_FALSE(findings[0].evidence["simulated_fix"]["reproduces_measured_step"].get<bool>());
+  EXPECT_NE(findings[0].fix.find("does not reproduce this run"), std::string::npos) << findings[0].fix;
+  EXPECT_FALSE(findings[1].evidence.contains("simulated_fix"));
+  // Without the A/B's step without communication there is no profile: nothing is added.
+  reports::RunReport no_ab = tiny_buckets_run(0.40);
+  no_ab.runs[0].overlap->ab.reset();
+  std::vector<reports::Finding> again{exposed()};
+  add_simulated_fixes(no_ab, again);
+  EXPECT_FALSE(again[0].evidence.contains("simulated_fix"));
+  EXPECT_EQ(again[0].fix, "fewer, larger exchanges.");
+}
+
+}  // namespace
+}  // namespace dpb::bench
