@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <functional>
 #include <thread>
 
+#include "engine/comm/store.h"
 #include "engine/core/error.h"
 #include "tests/support/ranks.h"
 
@@ -150,6 +152,31 @@ TEST(GlooGroup, LaterCallsOnABrokenGroupFailAtOnce) {
       },
       o);
   EXPECT_EQ(errors[0], "");
+}
+
+// A peer that dies mid-collective closes its sockets; Gloo's next write to them raises
+// SIGPIPE, which by default kills this rank before it can name the peer. Joining a group
+// ignores SIGPIPE (the write then fails with EPIPE and the collective reports the peer),
+// unless the program has its own handler, which stays.
+sighandler_t sigpipe_after_joining() {
+  ProcessGroupGloo pg(std::make_shared<MemoryStore>(), 0, 1, GroupOptions{});
+  struct sigaction now {};
+  ::sigaction(SIGPIPE, nullptr, &now);
+  return now.sa_handler;
+}
+
+TEST(GlooGroup, JoiningIgnoresSigpipeSoADeadPeerIsAnErrorNotADeath) {
+  ::signal(SIGPIPE, SIG_DFL);
+  EXPECT_EQ(sigpipe_after_joining(), SIG_IGN);
+  ::signal(SIGPIPE, SIG_DFL);
+}
+
+void on_sigpipe(int) {}
+
+TEST(GlooGroup, JoiningKeepsTheProgramsOwnSigpipeHandler) {
+  const sighandler_t old = ::signal(SIGPIPE, on_sigpipe);
+  EXPECT_EQ(sigpipe_after_joining(), &on_sigpipe);
+  ::signal(SIGPIPE, old);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <sstream>
 
@@ -213,6 +214,14 @@ class P2pWork : public Work {
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, GroupOptions options)
     : ProcessGroup(rank, size, std::move(options)), store_(std::move(store)) {
   DPB_CHECK(size >= 1 && rank >= 0 && rank < size) << "gloo: rank " << rank << " outside a group of " << size;
+  // Gloo's TCP pairs write to their sockets without MSG_NOSIGNAL, so a peer that dies mid-
+  // collective raises SIGPIPE here and would kill this rank before it could say which peer
+  // failed. Ignored (as a Python process running torch.distributed has it), the write fails
+  // with EPIPE and the collective reports the peer. A handler the program installed is kept.
+  {
+    struct sigaction old {};
+    if (::sigaction(SIGPIPE, nullptr, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+  }
   gloo::transport::tcp::attr attr;
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) attr.iface = ifname;
   else attr.hostname = options_.host.empty() ? "127.0.0.1" : options_.host;
