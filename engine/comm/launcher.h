@@ -25,7 +25,10 @@ struct LaunchOptions {
   int master_port = 29500;
   std::vector<std::string> argv;  // every rank runs this command (argv[0]: the program)
   std::string run_dir;            // one node: the file store's directory (created, removed after)
-  std::chrono::milliseconds report_window{2000};  // after a death, before SIGTERM
+  // After a death, before SIGTERM: long enough for slow survivors (sanitizer builds on a
+  // busy machine) to print what they saw, short enough that a job ends within its
+  // --timeout + 5 s when a rank hangs.
+  std::chrono::milliseconds report_window{3000};
   std::chrono::milliseconds grace{3000};          // after SIGTERM, before SIGKILL
 };
 
