@@ -1,15 +1,14 @@
 #pragma once
 // ResNet BasicBlock (torchvision): conv3x3-bn-relu-conv3x3-bn, plus the shortcut
 // (identity, or conv1x1-bn "downsample" when stride or width change), add, relu.
-#include "engine/core/rng.h"
 #include "engine/nn/batchnorm2d.h"
 #include "engine/nn/conv2d.h"
 #include "engine/nn/relu.h"
-#include "engine/nn/sequential.h"
+#include "engine/nn/residual_block.h"
 
 namespace dpb {
 
-class BasicBlock : public Module {
+class BasicBlock : public ResidualBlock {
  public:
   BasicBlock(int64_t in_channels, int64_t out_channels, int stride, Generator* gen);
 
@@ -17,7 +16,6 @@ class BasicBlock : public Module {
   Tensor backward(const Tensor& grad_out) override;
   std::string type_name() const override { return "BasicBlock"; }
   int64_t forward_flops(const Shape& input, Shape* output) const override;
-  void set_needs_input_grad(bool on) override;
   std::unique_ptr<Module> clone_structure() const override;
 
  private:
@@ -29,8 +27,6 @@ class BasicBlock : public Module {
   Conv2d* conv2_;
   BatchNorm2d* bn2_;
   ReLU* relu2_;
-  Sequential* downsample_;  // null for an identity shortcut
-  Layout shortcut_layout_ = Layout::plain;  // of the downsample output, for its gradient
 };
 
 }  // namespace dpb

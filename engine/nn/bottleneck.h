@@ -2,15 +2,14 @@
 // ResNet Bottleneck (torchvision's ResNet-50/101, "v1.5": the stride sits on the 3x3):
 // conv1x1-bn-relu-conv3x3(stride)-bn-relu-conv1x1(x4 width)-bn, plus the shortcut
 // (identity, or conv1x1-bn "downsample" when stride or width change), add, relu.
-#include "engine/core/rng.h"
 #include "engine/nn/batchnorm2d.h"
 #include "engine/nn/conv2d.h"
 #include "engine/nn/relu.h"
-#include "engine/nn/sequential.h"
+#include "engine/nn/residual_block.h"
 
 namespace dpb {
 
-class Bottleneck : public Module {
+class Bottleneck : public ResidualBlock {
  public:
   static constexpr int64_t expansion = 4;
   // `width` is the 3x3's channel count; the block outputs width * 4 channels.
@@ -20,7 +19,6 @@ class Bottleneck : public Module {
   Tensor backward(const Tensor& grad_out) override;
   std::string type_name() const override { return "Bottleneck"; }
   int64_t forward_flops(const Shape& input, Shape* output) const override;
-  void set_needs_input_grad(bool on) override;
   std::unique_ptr<Module> clone_structure() const override;
 
  private:
@@ -35,8 +33,6 @@ class Bottleneck : public Module {
   Conv2d* conv3_;
   BatchNorm2d* bn3_;
   ReLU* relu3_;
-  Sequential* downsample_;  // null for an identity shortcut
-  Layout shortcut_layout_ = Layout::plain;
 };
 
 }  // namespace dpb
