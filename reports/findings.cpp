@@ -23,13 +23,58 @@ const char* severity_name(Severity s) {
   return "info";
 }
 
+namespace {
+
+nlohmann::json rank_json(const std::optional<int>& rank) { return rank ? nlohmann::json(*rank) : nlohmann::json(); }
+
+nlohmann::json budget_json(const RankBudget& b) {
+  nlohmann::json explained = nlohmann::json::array();
+  for (const auto& [id, share] : b.explained) explained.push_back({{"finding", id}, {"share", share}});
+  nlohmann::json j = {{"rank", rank_json(b.rank)},
+                      {"device", b.device},
+                      {"window_s", b.window_s},
+                      {"idle_share", b.idle_share},
+                      {"exposed_comm_share", b.exposed_comm_share},
+                      {"explained", explained},
+                      {"unexplained_share", b.unexplained_share}};
+  if (!b.idle_causes.empty()) {
+    j["idle_causes"] = nlohmann::json::object();
+    for (const auto& [cause, share] : b.idle_causes) j["idle_causes"][cause] = share;
+  }
+  return j;
+}
+
+RankBudget budget_from_json(const JsonView& j) {
+  RankBudget b;
+  if (auto r = j.maybe_integer("rank", 0, 1 << 20)) b.rank = static_cast<int>(*r);
+  b.device = j.str("device", 256);
+  b.window_s = j.number("window_s", 0, kBig);
+  b.idle_share = j.number("idle_share", 0, 1);
+  b.exposed_comm_share = j.number("exposed_comm_share", 0, 1);
+  for (const auto& e : j.items("explained", 64)) b.explained.emplace_back(e.str("finding", 128), e.number("share", 0, 1));
+  b.unexplained_share = j.number("unexplained_share", 0, 1);
+  if (auto c = j.maybe_member("idle_causes")) {
+    c->expect_object();
+    for (auto it = c->raw().begin(); it != c->raw().end(); ++it)
+      b.idle_causes.emplace_back(it.key().substr(0, 64), c->number(it.key(), 0, 1));
+  }
+  return b;
+}
+
+}  // namespace
+
 nlohmann::json Finding::to_json() const {
-  return {{"id", id},
-          {"severity", severity_name(severity)},
-          {"title", title},
-          {"evidence", evidence},
-          {"explanation", explanation},
-          {"fix", fix}};
+  nlohmann::json j = {{"id", id},
+                      {"severity", severity_name(severity)},
+                      {"title", title},
+                      {"evidence", evidence},
+                      {"explanation", explanation},
+                      {"fix", fix}};
+  if (!explains.empty()) {
+    j["explains"] = nlohmann::json::array();
+    for (const auto& c : explains) j["explains"].push_back({{"rank", rank_json(c.rank)}, {"device", c.device}, {"share", c.share}});
+  }
+  return j;
 }
 
 Finding Finding::from_json(const JsonView& j) {
@@ -43,6 +88,13 @@ Finding Finding::from_json(const JsonView& j) {
   f.evidence = evidence.raw();
   f.explanation = j.str("explanation");
   f.fix = j.str("fix");
+  for (const auto& c : j.maybe_items("explains", 1 << 20)) {
+    Claim claim;
+    if (auto r = c.maybe_integer("rank", 0, 1 << 20)) claim.rank = static_cast<int>(*r);
+    claim.device = c.str("device", 256);
+    claim.share = c.number("share", 0, 1);
+    f.explains.push_back(claim);
+  }
   return f;
 }
 
@@ -102,11 +154,30 @@ nlohmann::json DiagnosisReport::to_json() const {
   for (const auto& b : ranks) rj.push_back(breakdown_json(b));
   nlohmann::json fj = nlohmann::json::array();
   for (const auto& f : findings) fj.push_back(f.to_json());
-  return {{"schema", kFindingsSchema},
-          {"verdict", healthy ? "healthy" : "problems"},
-          {"summary", sj},
-          {"ranks", rj},
-          {"findings", fj}};
+  nlohmann::json bj = nlohmann::json::array();
+  for (const auto& b : budget) bj.push_back(budget_json(b));
+  nlohmann::json j = {{"schema", kFindingsSchema},
+                      {"verdict", healthy ? "healthy" : "problems"},
+                      {"primary", primary.empty() ? nlohmann::json() : nlohmann::json(primary)},
+                      {"summary", sj},
+                      {"ranks", rj},
+                      {"budget", bj},
+                      {"findings", fj},
+                      {"notes", notes}};
+  if (job) {
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& f : job->files)
+      files.push_back({{"path", f.path}, {"rank", rank_json(f.rank)}, {"pid", f.pid ? nlohmann::json(*f.pid) : nlohmann::json()},
+                       {"host", f.host}});
+    j["job"] = {{"kind", job->ranks ? "ranks of one job" : "one run"}, {"reason", job->reason}, {"files", files}};
+  }
+  return j;
+}
+
+nlohmann::json jobs_json(const std::vector<DiagnosisReport>& jobs) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& d : jobs) all.push_back(d.to_json());
+  return {{"schema", kJobsSchema}, {"jobs", all}};
 }
 
 DiagnosisReport DiagnosisReport::from_json(const nlohmann::json& j, const std::string& document) {
@@ -137,6 +208,23 @@ DiagnosisReport DiagnosisReport::from_json(const nlohmann::json& j, const std::s
   }
   for (const auto& r : root.maybe_items("ranks", 1 << 20)) d.ranks.push_back(breakdown_from_json(r));
   for (const auto& f : root.items("findings", 1 << 16)) d.findings.push_back(Finding::from_json(f));
+  d.primary = root.maybe_str("primary", 128).value_or("");
+  for (const auto& b : root.maybe_items("budget", 1 << 20)) d.budget.push_back(budget_from_json(b));
+  for (const auto& n : root.maybe_items("notes", 1 << 10)) d.notes.push_back(n.text());
+  if (auto job = root.maybe_member("job")) {
+    TraceJobInfo info;
+    info.ranks = job->str("kind", 32) == "ranks of one job";
+    info.reason = job->str("reason");
+    for (const auto& f : job->items("files", 1 << 20)) {
+      TraceFileInfo file;
+      file.path = f.str("path", 4096);
+      if (auto r = f.maybe_integer("rank", 0, 1 << 20)) file.rank = static_cast<int>(*r);
+      file.pid = f.maybe_integer("pid", INT64_MIN, INT64_MAX);
+      file.host = f.maybe_str("host", 256).value_or("");
+      info.files.push_back(file);
+    }
+    d.job = info;
+  }
   return d;
 }
 

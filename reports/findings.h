@@ -16,9 +16,17 @@ namespace dpb::reports {
 class JsonView;
 
 inline constexpr const char* kFindingsSchema = "dpdoctor.findings/1";
+inline constexpr const char* kJobsSchema = "dpdoctor.jobs/1";
 
 enum class Severity { info, warning, error };
 const char* severity_name(Severity s);
+
+// What a finding explains: a share of one rank's (or device's) window.
+struct Claim {
+  std::optional<int> rank;
+  std::string device;
+  double share = 0;
+};
 
 struct Finding {
   std::string id;
@@ -27,6 +35,7 @@ struct Finding {
   nlohmann::json evidence = nlohmann::json::object();  // the measured numbers
   std::string explanation;
   std::string fix;
+  std::vector<Claim> explains;  // the time it accounts for (none: advice on configuration)
 
   nlohmann::json to_json() const;
   static Finding from_json(const JsonView& j);
@@ -53,15 +62,47 @@ struct DiagnosisSummary {
   std::optional<double> bubble_measured, bubble_theory;
 };
 
+// Where one rank's (or device's) window went: the share it lost (idle, and communication
+// compute did not hide), what each finding explains of that, and what none explains.
+struct RankBudget {
+  std::optional<int> rank;
+  std::string device;
+  double window_s = 0, idle_share = 0, exposed_comm_share = 0;
+  std::vector<std::pair<std::string, double>> explained;  // finding id, share of the window
+  double unexplained_share = 0;
+  // Profiler traces: idle time by what the device waited for, shares of the window.
+  std::vector<std::pair<std::string, double>> idle_causes;
+};
+
+// Profiler traces: the files a diagnosis covers, as which rank, and why they go together.
+struct TraceFileInfo {
+  std::string path;
+  std::optional<int> rank;
+  std::optional<int64_t> pid;
+  std::string host;
+};
+struct TraceJobInfo {
+  bool ranks = false;  // ranks of one job (else one run of one process)
+  std::string reason;
+  std::vector<TraceFileInfo> files;
+};
+
 struct DiagnosisReport {
   bool healthy = true;  // no error or warning
+  std::string primary;  // the finding that explains the most (errors first); empty when healthy
   DiagnosisSummary summary;
   std::vector<trace::Breakdown> ranks;
+  std::vector<RankBudget> budget;
   std::vector<Finding> findings;
+  std::optional<TraceJobInfo> job;
+  std::vector<std::string> notes;  // what lowers confidence in it
 
   nlohmann::json to_json() const;
   static DiagnosisReport from_json(const nlohmann::json& j, const std::string& document);
 };
+
+// Several jobs' diagnoses (dpdoctor.jobs/1): profiler traces that were not one job.
+nlohmann::json jobs_json(const std::vector<DiagnosisReport>& jobs);
 
 // A breakdown as the reports write it: {rank, host, device, window_s, idle_share,
 // compute_share, comm_share, memory_share, overlap, idle_breakdown{host_wait,

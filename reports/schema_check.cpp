@@ -62,6 +62,10 @@ void check(const nlohmann::json& s, const nlohmann::json& v, const std::string& 
     if (s.contains("properties"))
       for (auto it = s["properties"].begin(); it != s["properties"].end(); ++it)
         if (v.contains(it.key())) check(*it, v[it.key()], at + "/" + it.key(), out);
+    if (s.contains("additionalProperties") && s["additionalProperties"].is_object())
+      for (auto it = v.begin(); it != v.end(); ++it)
+        if (!s.contains("properties") || !s["properties"].contains(it.key()))
+          check(s["additionalProperties"], *it, at + "/" + it.key(), out);
   }
   if (v.is_array()) {
     if (s.contains("minItems") && v.size() < s["minItems"].get<size_t>())

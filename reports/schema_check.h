@@ -1,7 +1,7 @@
 #pragma once
 // Checks a JSON document against a JSON Schema, for the keywords dpbench's schemas
-// use: type (one or a list), enum, required, properties, items, minItems, minimum,
-// maximum. Other keywords are ignored. Each violation names its JSON pointer.
+// use: type (one or a list), enum, required, properties, additionalProperties (a schema),
+// items, minItems, minimum, maximum. Other keywords are ignored. Each violation names its JSON pointer.
 #include <nlohmann/json.hpp>
 
 #include <string>

@@ -21,6 +21,11 @@ const nlohmann::json& findings_schema() {
   return s;
 }
 
+const nlohmann::json& jobs_schema() {
+  static const nlohmann::json s = nlohmann::json::parse(generated::kJobsSchemaText);
+  return s;
+}
+
 void check_schema(const nlohmann::json& schema, const nlohmann::json& j, const std::string& document) {
   const auto violations = schema_violations(schema, j);
   if (violations.empty()) return;

@@ -6,6 +6,7 @@
 
 #include "diagnostics/dpdoctor/rules/rules.h"
 #include "engine/core/error.h"
+#include "engine/core/text.h"
 
 namespace dpb::doctor {
 
@@ -43,6 +44,8 @@ const std::vector<RuleInfo>& rules() {
       {"fewer-devices-than-requested", check::fewer_devices_than_requested},
       {"ranks-share-device", check::ranks_share_device},
       {"missing-distributed-sampler", check::missing_distributed_sampler},
+      {"cold-start", check::cold_start},
+      {"long-host-gaps", check::long_host_gaps},
       {"input-bound", check::input_bound},
       {"gpu-starved-by-host", check::gpu_starved_by_host},
       {"host-sync-stalls", check::host_sync_stalls},
@@ -61,6 +64,113 @@ const std::vector<RuleInfo>& rules() {
 
 Diagnosis diagnose(const reports::RunReport& report) { return diagnose(evidence_from_report(report)); }
 
+namespace {
+
+bool claim_matches(const reports::Claim& c, const std::optional<int>& rank, const std::string& device) {
+  return c.rank && rank ? *c.rank == *rank : c.device == device;
+}
+
+// Where each rank's (device's) window went: from the device timelines where there are
+// any (profiler traces), else from the breakdowns dpbench measured.
+std::vector<reports::RankBudget> budget_of(const Evidence& e, const std::vector<Finding>& findings) {
+  std::vector<reports::RankBudget> rows;
+  if (!e.timelines.empty()) {
+    for (const auto& t : e.timelines) {
+      reports::RankBudget b;
+      b.rank = t.rank;
+      b.device = t.device;
+      b.window_s = t.window_s();
+      b.idle_share = t.breakdown.idle_share.value_or(0);
+      b.exposed_comm_share = t.breakdown.overlap ? t.breakdown.comm_share.value_or(0) : 0.0;
+      if (t.launches_known && t.idle.window_ns > 0)
+        for (size_t c = 0; c < trace::kIdleCauses; ++c)
+          if (t.idle.ns[c] > 0) b.idle_causes.emplace_back(trace::idle_cause_name(static_cast<trace::IdleCause>(c)), t.share(t.idle.ns[c]));
+      rows.push_back(std::move(b));
+    }
+  } else {
+    for (const auto& br : e.breakdown) {
+      reports::RankBudget b;
+      b.rank = br.rank;
+      b.device = br.device;
+      b.window_s = br.window_s;
+      b.idle_share = br.idle_share.value_or(0);
+      b.exposed_comm_share = br.comm_share.value_or(0);
+      rows.push_back(std::move(b));
+    }
+  }
+  for (auto& b : rows) {
+    const double lost = std::min(1.0, b.idle_share + b.exposed_comm_share);
+    double explained = 0;
+    for (const auto& f : findings) {
+      double share = 0;
+      for (const auto& c : f.explains)
+        if (claim_matches(c, b.rank, b.device)) share += c.share;
+      share = std::min(share, lost - explained);
+      if (share <= 0) continue;
+      b.explained.emplace_back(f.id, share);
+      explained += share;
+    }
+    b.unexplained_share = std::max(0.0, lost - explained);
+  }
+  return rows;
+}
+
+// Causes that account for a device's idle time by the structure of the run (a pipeline's
+// schedule, DataParallel's primary or idle replicas, a rank the others wait for): where
+// one of them claims a device's idle time, the host-side symptom on that device
+// (gpu-starved-by-host: the host had not launched the next work) is the same time, seen
+// from the host. The symptom keeps only what is left, and goes when that is small.
+void yield_to_structure(std::vector<Finding>& findings) {
+  static const std::vector<std::string> kStructural{
+      "primary-device-hotspot", "naive-model-parallel",       "unbalanced-pipeline",      "pipeline-bubble",
+      "dataparallel-idle-gpus", "batch-smaller-than-devices", "forward-bypasses-scatter", "straggler-rank",
+      "ranks-share-device"};
+  auto starved = std::find_if(findings.begin(), findings.end(), [](const Finding& f) { return f.id == "gpu-starved-by-host"; });
+  if (starved == findings.end()) return;
+  double most = 0;
+  for (auto& c : starved->explains) {
+    for (const auto& f : findings) {
+      if (std::find(kStructural.begin(), kStructural.end(), f.id) == kStructural.end()) continue;
+      for (const auto& s : f.explains)
+        if (claim_matches(s, c.rank, c.device)) c.share = std::max(0.0, c.share - s.share);
+    }
+    most = std::max(most, c.share);
+  }
+  if (most < 0.05) findings.erase(starved);
+  else if (most < 0.15) starved->severity = Severity::info;
+}
+
+// The most any one rank (device) owes to the finding: a share of its window, or seconds.
+double largest_claim(const Finding& f, const std::vector<reports::RankBudget>& budget, bool seconds = false) {
+  double most = 0;
+  for (const auto& b : budget)
+    for (const auto& [id, share] : b.explained)
+      if (id == f.id) most = std::max(most, seconds && b.window_s > 0 ? share * b.window_s : share);
+  return most;
+}
+
+// Symptoms rather than causes: the device waits for host work in general, or for nothing
+// any rule names. A named cause explaining at least half as much time comes first.
+bool generic(const Finding& f) { return f.id == "gpu-starved-by-host" || f.id == "unexplained-idle"; }
+
+// The verdict's primary cause: the most severe finding, then the one that explains the
+// most lost time on any one rank (a named cause before a generic one at half its size).
+const Finding* primary_of(const std::vector<Finding>& findings, const std::vector<reports::RankBudget>& budget) {
+  const Finding* best = nullptr;
+  double best_time = -1;
+  for (const auto& f : findings) {
+    if (f.severity == Severity::info) continue;
+    const double time = f.id == "unexplained-idle" ? 0.0 : largest_claim(f, budget, true) * (generic(f) ? 0.5 : 1.0);
+    if (!best || f.severity > best->severity || (f.severity == best->severity && time > best_time)) {
+      best = &f;
+      best_time = time;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
 Diagnosis diagnose(const Evidence& e) {
   Diagnosis d;
   for (const auto& r : rules()) {
@@ -69,22 +179,34 @@ Diagnosis diagnose(const Evidence& e) {
       d.findings.push_back(std::move(*f));
     }
   }
-  // A general symptom yields to the specific cause that produces it: a GPU waiting for its
-  // host is what a slow loader, host syncs, DataParallel's primary, a naive pipeline or a
-  // straggling rank look like from the device.
-  static const std::vector<std::string> kStarvationCauses{
-      "input-bound",          "host-sync-stalls",       "pageable-copies",      "primary-device-hotspot",
-      "naive-model-parallel", "unbalanced-pipeline",    "pipeline-bubble",      "straggler-rank",       "dataparallel-idle-gpus",
-      "ranks-share-device",   "batch-smaller-than-devices", "forward-bypasses-scatter"};
-  const bool explained = std::any_of(d.findings.begin(), d.findings.end(), [](const Finding& f) {
-    return std::find(kStarvationCauses.begin(), kStarvationCauses.end(), f.id) != kStarvationCauses.end();
-  });
-  if (explained)
-    d.findings.erase(std::remove_if(d.findings.begin(), d.findings.end(),
-                                    [](const Finding& f) { return f.id == "gpu-starved-by-host"; }),
-                     d.findings.end());
-  // Last: idle time that nothing above explains (never "healthy" while a device idles).
-  if (auto f = check::unexplained_idle(e, d.findings)) {
+  yield_to_structure(d.findings);
+  d.budget = budget_of(e, d.findings);
+  const auto warned = [&] {
+    return std::any_of(d.findings.begin(), d.findings.end(), [](const Finding& f) { return f.severity != Severity::info; });
+  };
+  // Never healthy while a device idles a quarter of its window (or a sweep loses 15% of
+  // its efficiency): when only advice was given, the finding that explains the most of
+  // that time is the warning.
+  const bool idle_quarter =
+      std::any_of(d.budget.begin(), d.budget.end(), [](const reports::RankBudget& b) { return b.idle_share >= 0.25; });
+  const bool efficiency_lost = e.scaling_efficiency && *e.scaling_efficiency < 0.85;
+  if (!warned() && (idle_quarter || efficiency_lost)) {
+    Finding* best = nullptr;
+    double most = 0.02;  // a cause that explains next to nothing is not the answer
+    for (auto& f : d.findings)
+      if (const double c = largest_claim(f, d.budget); c > most) {
+        best = &f;
+        most = c;
+      }
+    if (best) {
+      best->severity = Severity::warning;
+      best->evidence["raised_to_warning"] =
+          idle_quarter ? "a device idles 25% of its window or more, and this explains the most of it"
+                       : fmt::format("the scaling efficiency is {:.2f}, and this explains the most lost time", *e.scaling_efficiency);
+    }
+  }
+  // Last: time that nothing above explains.
+  if (auto f = check::unexplained_idle(e, d.findings, d.budget)) {
     f->id = "unexplained-idle";
     d.findings.push_back(std::move(*f));
   }
@@ -92,6 +214,9 @@ Diagnosis diagnose(const Evidence& e) {
     if (f.severity != Severity::info) d.healthy = false;
   std::stable_sort(d.findings.begin(), d.findings.end(),
                    [](const Finding& a, const Finding& b) { return a.severity > b.severity; });
+  if (const Finding* p = primary_of(d.findings, d.budget)) d.primary = p->id;
+  d.notes = e.notes;
+  d.job = e.job;
   auto& s = d.summary;
   s.source = e.source;
   s.timeline_source = trace::timeline_source_name(e.timeline_source);
@@ -131,10 +256,39 @@ void print_breakdown(const Diagnosis& d, std::ostream& out) {
                        share(b.idle_breakdown.other));
 }
 
+// Which files are which rank, and why they were read together.
+void print_job(const Diagnosis& d, std::ostream& out) {
+  if (!d.job) return;
+  const auto& j = *d.job;
+  out << fmt::format("traces: {} file(s), {}: {}\n", j.files.size(), j.ranks ? "ranks of one job" : "one run", j.reason);
+  for (const auto& f : j.files)
+    out << fmt::format("  {:<8} {}\n", f.rank ? fmt::format("rank {}", *f.rank) : "", escape_untrusted(f.path, 200));
+}
+
+// Where each window went: the share lost, each finding's part of it, what is left.
+void print_budget(const Diagnosis& d, std::ostream& out) {
+  if (d.budget.empty()) return;
+  out << "where the time went (shares of each window; lost = idle + communication compute did not hide):\n";
+  for (const auto& b : d.budget) {
+    std::string parts;
+    for (const auto& [id, share] : b.explained) parts += fmt::format("{} {:.1f}%, ", id, 100 * share);
+    out << fmt::format("  {:<22} lost {:5.1f}% = {}unexplained {:.1f}%\n",
+                       b.rank ? fmt::format("rank {} ({})", *b.rank, b.device) : b.device,
+                       100 * (b.idle_share + b.exposed_comm_share), parts, 100 * b.unexplained_share);
+    if (!b.idle_causes.empty()) {
+      std::string causes;
+      for (const auto& [cause, share] : b.idle_causes)
+        if (share >= 0.0005) causes += fmt::format("{}{} {:.1f}%", causes.empty() ? "" : ", ", cause, 100 * share);
+      out << "    idle by cause: " << causes << "\n";
+    }
+  }
+}
+
 }  // namespace
 
 void print_diagnosis(const Diagnosis& d, std::ostream& out) {
   const auto& s = d.summary;
+  print_job(d, out);
   const bool samples = s.source != "PyTorch profiler trace";
   std::string devices;
   for (const auto& dev : s.devices)
@@ -156,6 +310,8 @@ void print_diagnosis(const Diagnosis& d, std::ostream& out) {
     out << "  fix: " << f.fix << "\n";
   }
   print_breakdown(d, out);
+  print_budget(d, out);
+  for (const auto& n : d.notes) out << "note: " << n << "\n";
   if (d.healthy) {
     const std::string mode = parallel_mode_name(s.mode);
     const std::string what = s.model.empty() ? mode : mode + " " + s.model;
@@ -175,7 +331,8 @@ void print_diagnosis(const Diagnosis& d, std::ostream& out) {
       errors += f.severity == Severity::error;
       warnings += f.severity == Severity::warning;
     }
-    out << fmt::format("problems: {} error(s), {} warning(s); {}\n", errors, warnings,
+    out << fmt::format("problems: {} error(s), {} warning(s){}; {}\n", errors, warnings,
+                       d.primary.empty() ? "" : fmt::format(", mainly {}", d.primary),
                        devices.empty() ? "no device activity recorded" : devices);
   }
 }

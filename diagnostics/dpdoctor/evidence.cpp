@@ -22,6 +22,10 @@ double stage_concurrency(const std::vector<reports::PipelineEventStats>& events)
 
 }  // namespace
 
+std::string TimelineEvidence::who() const {
+  return rank ? "rank " + std::to_string(*rank) + " (" + device + ")" : device;
+}
+
 double concurrency_share(const std::vector<std::vector<std::pair<double, double>>>& lanes, double lo, double hi) {
   if (hi <= lo) return 0;
   std::vector<std::pair<double, int>> edges;  // (time, +1 start / -1 end)

@@ -49,6 +49,17 @@ struct TimelineEvidence {
   trace::SyncStats syncs;
   trace::CopyStats copies;
   bool launches_known = false;
+  trace::IdleCauses idle;    // every gap charged to what the device waited for
+  trace::LostEvents lost;
+  // Across ranks (clocks that agree): the part of its exposed communication spent waiting
+  // for a later rank to reach the collective, over the window.
+  std::optional<double> wait_exposed_s;
+  double window_s() const { return breakdown.window_s; }
+  // A share of the window (0 when the window is empty).
+  double share(int64_t ns) const { return window_s() > 0 ? static_cast<double>(ns) * 1e-9 / window_s() : 0.0; }
+  double share(trace::IdleCause c) const { return share(idle[c]); }
+  // "rank 1 (cuda:1)", or "cuda:0" for one process.
+  std::string who() const;
 };
 
 struct Evidence {
@@ -102,6 +113,15 @@ struct Evidence {
   // Across ranks: collectives compared, and how many each rank started last.
   int collectives_compared = 0;
   std::vector<int> last_starts;
+  // Profiler traces of several ranks: the whole cross-rank analysis (arrival order, waits).
+  std::optional<trace::CrossRank> cross;
+  // dpbench: the scaling efficiency of the diagnosed run's sweep point, and per rank
+  // (rank order) the time a step's collectives waited for the slower rank to arrive.
+  std::optional<double> scaling_efficiency;
+  std::vector<double> wait_for_peers_s;
+  // Profiler traces: the files, as which ranks, and why; and what lowers confidence.
+  std::optional<reports::TraceJobInfo> job;
+  std::vector<std::string> notes;
 };
 
 // The evidence of a report's largest run (a sweep is diagnosed at its largest count).

@@ -1,7 +1,6 @@
 #include "diagnostics/dpdoctor/kineto_reader.h"
 
 #include <simdjson.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,9 +9,10 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <map>
+#include <limits>
 #include <thread>
 
+#include "diagnostics/dpdoctor/json_stream.h"
 #include "engine/core/error.h"
 #include "engine/core/text.h"
 
@@ -22,11 +22,12 @@ namespace {
 
 namespace sj = simdjson::ondemand;
 
-constexpr size_t kChunk = size_t{1} << 22;           // bytes read at a time
-constexpr size_t kMaxEvent = size_t{64} << 20;       // one event, or one top-level value we read
-constexpr size_t kMaxKept = size_t{40} << 20;        // events kept per file
-constexpr double kMaxMicros = 1e15;                  // ~31 years after the epoch
-constexpr int kMaxDepth = 256;
+constexpr size_t kMaxEvent = size_t{64} << 20;  // one event, or one top-level value we read
+constexpr size_t kMaxKept = size_t{40} << 20;   // events kept per file
+// A time must fit int64 nanoseconds: epoch microseconds up to the year 2262. Real traces
+// hold 1.6e15 to 1.8e15 (2020-2027) or relative times far below.
+constexpr int64_t kMaxMicros = std::numeric_limits<int64_t>::max() / 1000 - 1;
+constexpr const char* kHint = "write traces with torch.profiler's export_chrome_trace or tensorboard_trace_handler";
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
@@ -36,135 +37,11 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-// The decompressed bytes of a file, a chunk at a time, in a buffer that always keeps
-// simdjson's padding after the data.
-class Input {
- public:
-  explicit Input(const std::string& path) : path_(path) {
-    file_ = gzopen(path.c_str(), "rb");
-    DPB_CHECK(file_ != nullptr) << "cannot open trace '" << escape_untrusted(path) << "'";
-    gzbuffer(file_, 1 << 20);
-  }
-  ~Input() {
-    if (file_) gzclose(file_);
-  }
-  Input(const Input&) = delete;
-  Input& operator=(const Input&) = delete;
-
-  // Makes at least `n` bytes available from pos(); false at the end of the file.
-  bool have(size_t n) {
-    while (end_ - pos_ < n) {
-      if (eof_) return false;
-      if (pos_ > 0) {  // keep only what is not consumed yet
-        std::memmove(buf_.data(), buf_.data() + pos_, end_ - pos_);
-        offset_ += pos_;
-        end_ -= pos_;
-        pos_ = 0;
-      }
-      const size_t want = std::max(kChunk, n - (end_ - pos_));
-      if (buf_.size() < end_ + want + simdjson::SIMDJSON_PADDING) buf_.resize(end_ + want + simdjson::SIMDJSON_PADDING);
-      const int got = gzread(file_, buf_.data() + end_, static_cast<unsigned>(want));
-      if (got < 0) {
-        int code = 0;
-        const char* msg = gzerror(file_, &code);
-        fail(std::string("is corrupt (") + (msg ? msg : "unreadable") + ")");
-      }
-      if (got == 0) eof_ = true;
-      end_ += static_cast<size_t>(got);
-    }
-    return true;
-  }
-  int peek() { return have(1) ? static_cast<unsigned char>(buf_[pos_]) : -1; }
-  int get() {
-    const int c = peek();
-    if (c >= 0) ++pos_;
-    return c;
-  }
-  void skip_ws() {
-    for (int c = peek(); c == ' ' || c == '\n' || c == '\r' || c == '\t'; c = peek()) ++pos_;
-  }
-  void expect(char c, const char* what) {
-    skip_ws();
-    const int got = get();
-    if (got != c) fail(std::string("expected ") + what + " at byte " + std::to_string(offset_ + pos_ - (got >= 0)));
-  }
-  // The length of the JSON value at pos() (at most `limit` bytes), without consuming it.
-  // Strings are skipped with memchr to their closing quote (one not escaped by an odd run
-  // of backslashes); the rest byte by byte over what is buffered.
-  size_t extent(size_t limit) {
-    size_t i = 0;
-    int depth = 0;
-    bool in_string = false;
-    for (;;) {
-      if (i >= limit) fail("has a value larger than " + std::to_string(limit) + " bytes at byte " + at());
-      if (i >= end_ - pos_ && !have(i + 1)) {
-        if (depth == 0 && !in_string && i > 0) return i;  // a scalar at the very end
-        fail("ends in the middle of a value (truncated?) at byte " + at());
-      }
-      const char* p = buf_.data() + pos_;
-      const size_t avail = std::min(end_ - pos_, limit);
-      while (i < avail) {
-        if (in_string) {
-          const void* q = std::memchr(p + i, '"', avail - i);
-          if (q == nullptr) {
-            i = avail;
-            break;
-          }
-          const size_t at_quote = static_cast<size_t>(static_cast<const char*>(q) - p);
-          size_t slashes = 0;
-          while (slashes < at_quote && p[at_quote - 1 - slashes] == '\\') ++slashes;
-          i = at_quote + 1;
-          if (slashes % 2 == 1) continue;  // an escaped quote
-          in_string = false;
-          if (depth == 0) return i;
-          continue;
-        }
-        const char c = p[i];
-        if (c == '"') {
-          in_string = true;
-        } else if (c == '{' || c == '[') {
-          if (++depth > kMaxDepth) fail("nests deeper than " + std::to_string(kMaxDepth) + " levels at byte " + at());
-        } else if (c == '}' || c == ']') {
-          if (depth == 0) return i;  // the end of an enclosing container: a scalar ended
-          if (--depth == 0) return i + 1;
-        } else if (depth == 0 && (c == ',' || c == ' ' || c == '\n' || c == '\r' || c == '\t')) {
-          return i;
-        }
-        ++i;
-      }
-    }
-  }
-  // A key: a short string, returned raw (keys we look for have no escapes).
-  std::string key() {
-    skip_ws();
-    if (peek() != '"') fail("expected a key at byte " + at());
-    const size_t n = extent(4096);
-    std::string k(buf_.data() + pos_ + 1, n >= 2 ? n - 2 : 0);
-    pos_ += n;
-    return k;
-  }
-  const char* data() const { return buf_.data() + pos_; }
-  size_t capacity_from_pos() const { return buf_.size() - pos_; }
-  void advance(size_t n) { pos_ += n; }
-  std::string at() const { return std::to_string(offset_ + pos_); }
-  [[noreturn]] void fail(const std::string& what) const {
-    DPB_FAIL() << "trace '" << escape_untrusted(path_) << "' " << what
-               << " (write traces with torch.profiler's export_chrome_trace or tensorboard_trace_handler)";
-  }
-
- private:
-  std::string path_;
-  gzFile file_ = nullptr;
-  std::vector<char> buf_;
-  size_t pos_ = 0, end_ = 0;
-  uint64_t offset_ = 0;
-  bool eof_ = false;
-};
-
 // What one event says, as far as the analyses care.
 struct Event {
   std::string_view ph, cat, name;
-  double ts = NAN, dur = NAN;
+  bool has_ts = false, has_dur = false;
+  int64_t ts = 0, dur = 0;  // ns
   int64_t pid = -1, tid = 0;
   bool pid_known = false;
   int64_t device = -1, stream = -1, correlation = -1, bytes = -1;
@@ -200,11 +77,60 @@ bool read_int(sj::value v, int64_t* out) {
   return false;
 }
 
+enum class Time { ok, absent, out_of_range };
+
+// A time in microseconds, as decimal text ("1694128201426556", "5590677563691.019",
+// "1.5e3"), to nanoseconds: the integer and the first three fraction digits exactly, the
+// rest rounded. Not a number (null, a word): absent.
+Time micros_text_to_ns(std::string_view s, int64_t* ns) {
+  size_t i = 0;
+  const bool negative = i < s.size() && s[i] == '-';
+  if (negative) ++i;
+  const size_t digits_at = i;
+  int64_t whole = 0;
+  for (; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i) {
+    if (whole > kMaxMicros / 10) return Time::out_of_range;
+    whole = whole * 10 + (s[i] - '0');
+  }
+  if (i == digits_at) return Time::absent;
+  int64_t frac = 0;
+  int frac_digits = 0;
+  bool round_up = false;
+  if (i < s.size() && s[i] == '.') {
+    for (++i; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i, ++frac_digits) {
+      if (frac_digits < 3) frac = frac * 10 + (s[i] - '0');
+      else if (frac_digits == 3) round_up = s[i] >= '5';
+    }
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {  // an exponent: rare, read as a double
+    const double d = std::strtod(std::string(s).c_str(), nullptr);
+    if (!std::isfinite(d) || std::fabs(d) > static_cast<double>(kMaxMicros)) return Time::out_of_range;
+    *ns = static_cast<int64_t>(std::llround(d * 1e3));
+    return Time::ok;
+  }
+  while (frac_digits < 3) {
+    frac *= 10;
+    ++frac_digits;
+  }
+  if (whole > kMaxMicros) return Time::out_of_range;
+  const int64_t v = whole * 1000 + frac + (round_up ? 1 : 0);
+  *ns = negative ? -v : v;
+  return Time::ok;
+}
+
+Time micros_to_ns(sj::value v, int64_t* ns) {
+  std::string_view text;
+  if (!v.get_string().get(text)) return micros_text_to_ns(text, ns);  // a number written as a string
+  sj::json_type type;
+  if (v.type().get(type) || type != sj::json_type::number) return Time::absent;
+  return micros_text_to_ns(v.raw_json_token(), ns);
+}
+
 class Builder {
  public:
   explicit Builder(KinetoTrace& out) : out_(out) {}
 
-  void event(Input& in, size_t len) {
+  void event(JsonStream& in, size_t len) {
     sj::document doc;
     if (parser_.iterate(in.data(), len, in.capacity_from_pos()).get(doc)) in.fail("has an event that is not JSON at byte " + in.at());
     sj::object obj;
@@ -218,8 +144,8 @@ class Builder {
       if (k == "ph") take(v.get_string(), &e.ph);
       else if (k == "cat") take(v.get_string(), &e.cat);
       else if (k == "name") take(v.get_string(), &e.name);
-      else if (k == "ts") take(v.get_double(), &e.ts);
-      else if (k == "dur") take(v.get_double(), &e.dur);
+      else if (k == "ts") e.has_ts = time(in, v, &e.ts, "time");
+      else if (k == "dur") e.has_dur = time(in, v, &e.dur, "duration");
       else if (k == "pid") e.pid_known = read_int(v, &e.pid);
       else if (k == "tid") (void)read_int(v, &e.tid);
       else if (k == "args") args(v, e);
@@ -230,6 +156,14 @@ class Builder {
   }
 
  private:
+  bool time(JsonStream& in, sj::value v, int64_t* ns, const char* what) {
+    const Time t = micros_to_ns(v, ns);
+    if (t == Time::out_of_range)
+      in.fail(std::string("has a ") + what + " out of range (beyond what int64 nanoseconds hold, the year 2262) at byte " +
+              in.at());
+    return t == Time::ok;
+  }
+
   void args(sj::value v, Event& e) {
     sj::object a;
     if (v.get_object().get(a)) return;
@@ -245,17 +179,13 @@ class Builder {
     }
   }
 
-  int64_t ns(Input& in, double micros) {
-    if (!std::isfinite(micros) || std::fabs(micros) > kMaxMicros) in.fail("has a time out of range at byte " + in.at());
-    return static_cast<int64_t>(std::llround(micros * 1e3));
-  }
-
-  void keep(Input& in, const Event& e) {
-    if (e.ph != "X" || std::isnan(e.ts)) return;
-    if (std::isnan(e.dur) || e.dur < 0) return;
+  void keep(JsonStream& in, const Event& e) {
+    if (e.ph != "X" || !e.has_ts || !e.has_dur || e.dur < 0) return;
     auto& t = out_.timeline;
     const std::string cat = lower(e.cat);
-    const int64_t begin = ns(in, e.ts), end = begin + ns(in, e.dur);
+    const int64_t begin = e.ts;
+    int64_t end = 0;
+    if (__builtin_add_overflow(begin, e.dur, &end)) in.fail("has an event that ends beyond what int64 nanoseconds hold at byte " + in.at());
     if (++kept_ > kMaxKept) in.fail("has more than " + std::to_string(kMaxKept) + " events the analyses would keep");
     if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "memcpy" || cat == "memset") {
       trace::DeviceWork w;
@@ -286,16 +216,26 @@ class Builder {
       return;
     }
     if (cat == "gpu_user_annotation") return;  // the device's copy of the annotations
+    const bool host = cat == "cpu_op" || cat == "operator" || cat == "user_annotation" || cat == "python_function";
+    if (host && e.pid_known && out_.process < 0) out_.process = e.pid;
     if (starts_with(e.name, "ProfilerStep#")) {
       t.steps.emplace_back(begin, end);
+      const std::string_view number = e.name.substr(13);
+      if (!number.empty() && number.size() < 10 &&
+          std::all_of(number.begin(), number.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        const int n = std::stoi(std::string(number));
+        if (t.first_step_number < 0 || n < t.first_step_number) t.first_step_number = n;
+      }
     } else if (starts_with(e.name, "enumerate(DataLoader)#") && e.name.find("__next__") != std::string_view::npos) {
       t.data_waits.emplace_back(begin, end);
     } else if (e.name == "DataParallel.forward") {
       ++t.dp_forwards;
-    } else if (cat == "cpu_op" && starts_with(e.name, "aten::")) {
-      t.ops.push_back({begin, end, t.names.intern(e.name), e.tid});
+    } else if (starts_with(e.name, "Optimizer.step#") || starts_with(e.name, "Optimizer.zero_grad#")) {
+      if (starts_with(e.name, "Optimizer.step#")) t.optimizer_steps.emplace_back(begin, end);
+      t.ops.push_back({begin, end, t.names.intern(e.name), e.tid, trace::HostOpKind::optimizer});
+    } else if (cat == "cpu_op" || cat == "operator") {
+      t.ops.push_back({begin, end, t.names.intern(e.name), e.tid, trace::HostOpKind::op});
     }
-    if ((cat == "cpu_op" || cat == "user_annotation") && e.pid_known && out_.process < 0) out_.process = e.pid;
   }
 
   KinetoTrace& out_;
@@ -303,12 +243,20 @@ class Builder {
   size_t kept_ = 0;
 };
 
-// A top-level value we read whole: distributedInfo, deviceProperties.
-void top_level(Input& in, const std::string& key, size_t len, KinetoTrace& out) {
-  if (key != "distributedInfo" && key != "deviceProperties") return;
+// A top-level value we read whole: distributedInfo, deviceProperties, baseTimeNanoseconds.
+void top_level(JsonStream& in, const std::string& key, size_t len, KinetoTrace& out, int64_t* base_ns) {
+  if (key != "distributedInfo" && key != "deviceProperties" && key != "baseTimeNanoseconds") return;
   sj::parser parser;
   sj::document doc;
   if (parser.iterate(in.data(), len, in.capacity_from_pos()).get(doc)) in.fail("has a malformed " + key);
+  if (key == "baseTimeNanoseconds") {  // a scalar document: read as what it is
+    int64_t base = -1;
+    uint64_t u = 0;
+    if (!doc.get_uint64().get(u) && u <= static_cast<uint64_t>(INT64_MAX)) base = static_cast<int64_t>(u);
+    if (base < 0) in.fail("has a baseTimeNanoseconds that is not a count of nanoseconds since the epoch");
+    *base_ns = base;
+    return;
+  }
   if (key == "deviceProperties") {
     sj::array a;
     if (doc.get_array().get(a)) return;
@@ -325,12 +273,17 @@ void top_level(Input& in, const std::string& key, size_t len, KinetoTrace& out) 
     sj::value v;
     if (f.value().get(v)) return;
     int64_t x = 0;
-    if (k == "rank" && read_int(v, &x) && x >= 0 && x < (1 << 20)) out.timeline.rank = static_cast<int>(x);
+    std::string_view s;
+    if (k == "rank" && read_int(v, &x) && x >= 0 && x < (1 << 20)) {
+      out.timeline.rank = static_cast<int>(x);
+      out.distributed_info = true;
+    }
     if (k == "world_size" && read_int(v, &x) && x >= 1 && x <= (1 << 20)) out.timeline.world = static_cast<int>(x);
+    if (k == "backend" && !v.get_string().get(s)) out.backend = std::string(s.substr(0, 64));
   }
 }
 
-void event_array(Input& in, Builder& b) {
+void event_array(JsonStream& in, Builder& b) {
   in.skip_ws();
   if (in.peek() == ']') {
     in.get();
@@ -374,11 +327,12 @@ KinetoTrace read_kineto_trace(const std::string& path) {
   out.timeline.source = path;
   const auto [host, pid] = host_from_file_name(path);
   out.timeline.host = host;
-  Input in(path);
+  JsonStream in(path, kHint);
   Builder builder(out);
+  int64_t base_ns = 0;
   in.skip_ws();
   const int first = in.get();
-  if (first == '[') {  // the bare event array of a PyTorch without Kineto
+  if (first == '[') {  // the bare event array of a PyTorch without Kineto, or of the first Kineto
     event_array(in, builder);
   } else if (first == '{') {
     bool events = false;
@@ -394,7 +348,7 @@ KinetoTrace read_kineto_trace(const std::string& path) {
         events = true;
       } else {
         const size_t n = in.extent(kMaxEvent);
-        top_level(in, key, n, out);
+        top_level(in, key, n, out, &base_ns);
         in.advance(n);
       }
       in.skip_ws();
@@ -411,16 +365,22 @@ KinetoTrace read_kineto_trace(const std::string& path) {
   if (in.peek() >= 0) in.fail("has data after its end at byte " + in.at());
   if (out.process < 0) out.process = pid;
   auto& t = out.timeline;
+  // Relative times (PyTorch 2.x) count from baseTimeNanoseconds, which may stand after
+  // the events.
+  if (!t.shift(base_ns))
+    in.fail("has times that, added to its baseTimeNanoseconds, leave what int64 nanoseconds hold");
   std::sort(t.steps.begin(), t.steps.end());
+  std::sort(t.data_waits.begin(), t.data_waits.end());
+  std::sort(t.optimizer_steps.begin(), t.optimizer_steps.end());
+  out.span = t.extent();
   DPB_CHECK(!t.work.empty() || !t.steps.empty())
       << "trace '" << escape_untrusted(path) << "' has neither GPU activity nor profiler steps (profile with "
       << "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] and call prof.step() every iteration)";
   return out;
 }
 
-namespace {
-
-std::vector<std::string> expand(const std::vector<std::string>& paths) {
+std::vector<std::string> trace_files(const std::vector<std::string>& paths) {
+  DPB_CHECK(!paths.empty()) << "no profiler trace given";
   std::vector<std::string> files;
   for (const auto& p : paths) {
     if (!std::filesystem::is_directory(p)) {
@@ -441,33 +401,7 @@ std::vector<std::string> expand(const std::vector<std::string>& paths) {
   return files;
 }
 
-// Appends `b`'s events to `a` (another file of the same process).
-void append(trace::RankTimeline& a, trace::RankTimeline&& b) {
-  auto rename = [&](uint32_t id) { return a.names.intern(b.names.name(id)); };
-  for (auto w : b.work) {
-    w.name = rename(w.name);
-    a.work.push_back(w);
-  }
-  for (auto c : b.calls) {
-    c.name = rename(c.name);
-    a.calls.push_back(c);
-  }
-  for (auto o : b.ops) {
-    o.name = rename(o.name);
-    a.ops.push_back(o);
-  }
-  a.steps.insert(a.steps.end(), b.steps.begin(), b.steps.end());
-  std::sort(a.steps.begin(), a.steps.end());
-  a.data_waits.insert(a.data_waits.end(), b.data_waits.begin(), b.data_waits.end());
-  a.dp_forwards += b.dp_forwards;
-  a.world = std::max(a.world, b.world);
-  a.visible_devices = std::max(a.visible_devices, b.visible_devices);
-  a.source += ", " + b.source;
-}
-
-// The files read side by side, a thread per core; the first file's error (in file order)
-// is the one raised.
-std::vector<KinetoTrace> read_all(const std::vector<std::string>& files) {
+std::vector<KinetoTrace> read_kineto_traces(const std::vector<std::string>& files) {
   std::vector<KinetoTrace> traces(files.size());
   std::vector<std::exception_ptr> errors(files.size());
   std::atomic<size_t> next{0};
@@ -488,50 +422,6 @@ std::vector<KinetoTrace> read_all(const std::vector<std::string>& files) {
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
   return traces;
-}
-
-}  // namespace
-
-std::vector<trace::RankTimeline> read_kineto_ranks(const std::vector<std::string>& paths) {
-  DPB_CHECK(!paths.empty()) << "no profiler trace given";
-  // One process: the same rank, or (without distributedInfo) the same host and process.
-  std::map<std::string, trace::RankTimeline> by_process;
-  std::map<std::string, std::pair<std::string, int64_t>> who;  // the host and process each key came from
-  const std::vector<std::string> files = expand(paths);
-  std::vector<KinetoTrace> traces = read_all(files);
-  for (size_t i = 0; i < files.size(); ++i) {
-    const std::string& f = files[i];
-    KinetoTrace& t = traces[i];
-    const std::string key = t.timeline.rank ? "rank " + std::to_string(*t.timeline.rank)
-                                            : "process " + t.timeline.host + "/" + std::to_string(t.process);
-    const std::pair<std::string, int64_t> process{t.timeline.host, t.process};
-    auto it = by_process.find(key);
-    if (it == by_process.end()) {
-      who[key] = process;
-      by_process.emplace(key, std::move(t.timeline));
-      continue;
-    }
-    // The same rank from another host, or another process on the same host: two jobs.
-    const auto& first = who[key];
-    const bool other_host = !first.first.empty() && !process.first.empty() && first.first != process.first;
-    const bool other_process = first.first == process.first && first.second >= 0 && process.second >= 0 &&
-                               first.second != process.second;
-    DPB_CHECK(!other_host && !other_process)
-        << "traces '" << escape_untrusted(it->second.source) << "' and '" << escape_untrusted(f)
-        << "' come from two processes (" << escape_untrusted(first.first) << " pid " << first.second << ", "
-        << escape_untrusted(process.first) << " pid " << process.second << ") that both say they are "
-        << key << ": give the traces of one job";
-    append(it->second, std::move(t.timeline));
-  }
-  std::vector<trace::RankTimeline> ranks;
-  for (auto& [key, t] : by_process) ranks.push_back(std::move(t));
-  // Ranks in numerical order; processes that do not say theirs after them, in file order.
-  std::stable_sort(ranks.begin(), ranks.end(), [](const trace::RankTimeline& a, const trace::RankTimeline& b) {
-    return a.rank.value_or(INT32_MAX) < b.rank.value_or(INT32_MAX);
-  });
-  for (size_t i = 1; i < ranks.size(); ++i)
-    DPB_CHECK(!ranks[i].rank || ranks[i].rank != ranks[i - 1].rank) << "two processes both say they are rank " << *ranks[i].rank;
-  return ranks;
 }
 
 }  // namespace dpb::doctor

@@ -1,7 +1,9 @@
 // dpdoctor: why are the devices not all busy?
 //   dpdoctor REPORT.json [--json[=PATH]]     diagnose a dpbench report
 //   dpdoctor [--json[=PATH]] -- FLAGS...      run a short dpbench probe with FLAGS, diagnose it
-//   dpdoctor --torch-trace=PATH...            diagnose PyTorch profiler traces (one per rank)
+//   dpdoctor --torch-trace=PATH...            diagnose PyTorch profiler traces: files or folders,
+//                                             grouped into jobs (--grouping=auto|job|runs), one
+//                                             diagnosis per job
 // --json alone prints the findings as JSON instead of the text; --json=PATH writes them
 // to PATH as well as printing the text.
 // Exit code: 0 when no finding is an error (healthy, or warnings only), 1 when one is,
@@ -129,6 +131,12 @@ int main(int argc, char** argv) {
                  "PyTorch profiler (Kineto) trace to diagnose instead, .json or .json.gz: one per rank of a job "
                  "(repeat the flag, or give the folder tensorboard_trace_handler wrote)")
       ->take_all();
+  std::string grouping = "auto";
+  app.add_option("--grouping", grouping,
+                 "How --torch-trace files become jobs: auto (by distributedInfo, process and time: files recorded at "
+                 "the same time by different ranks or processes are one job, any other file a run of its own), job "
+                 "(every file a rank of one job), runs (every file on its own)")
+      ->check(CLI::IsMember({"auto", "job", "runs"}));
   auto* json_opt = app.add_option("--json", json_path,
                                   "--json: the findings as JSON (dpdoctor.findings/1) on standard output instead of the "
                                   "text; --json=PATH: also to that file (written atomically)");
@@ -145,15 +153,28 @@ int main(int argc, char** argv) {
                                                "--torch-trace=PATH"
                                              : "give one of: a report, -- and dpbench flags, --torch-trace=PATH");
     if (!json_path.empty() && json_path != "-") dpb::check_writable(json_path);  // before any work
-    const auto d = !torch_traces.empty() ? dpb::doctor::diagnose(dpb::doctor::read_torch_traces(torch_traces))
-                   : after             ? dpb::doctor::diagnose(probe(flags))
-                                       : dpb::doctor::diagnose(dpb::reports::RunReport::read(report_path));
-    const auto j = d.to_json();
-    if (json_stdout) std::cout << j.dump(2) << "\n";
-    else dpb::doctor::print_diagnosis(d, std::cout);
+    std::vector<dpb::doctor::Diagnosis> diagnoses;
+    if (!torch_traces.empty()) {
+      for (const auto& e : dpb::doctor::read_torch_traces(torch_traces, dpb::doctor::parse_grouping(grouping)))
+        diagnoses.push_back(dpb::doctor::diagnose(e));
+    } else {
+      diagnoses.push_back(after ? dpb::doctor::diagnose(probe(flags))
+                                : dpb::doctor::diagnose(dpb::reports::RunReport::read(report_path)));
+    }
+    // One diagnosis: dpdoctor.findings/1; several jobs: dpdoctor.jobs/1, one for each.
+    const auto j = diagnoses.size() == 1 ? diagnoses.front().to_json() : dpb::reports::jobs_json(diagnoses);
+    if (json_stdout) {
+      std::cout << j.dump(2) << "\n";
+    } else {
+      for (size_t i = 0; i < diagnoses.size(); ++i) {
+        if (diagnoses.size() > 1) std::cout << (i ? "\n" : "") << "== job " << i + 1 << " of " << diagnoses.size() << "\n";
+        dpb::doctor::print_diagnosis(diagnoses[i], std::cout);
+      }
+    }
     if (!json_stdout && !json_path.empty()) dpb::write_file_atomic(json_path, j.dump(2) + "\n");
-    for (const auto& f : d.findings)
-      if (f.severity == dpb::doctor::Severity::error) return 1;
+    for (const auto& d : diagnoses)
+      for (const auto& f : d.findings)
+        if (f.severity == dpb::doctor::Severity::error) return 1;
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "dpdoctor: error: " << e.what() << "\n";

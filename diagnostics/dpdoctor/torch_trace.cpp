@@ -33,6 +33,8 @@ TimelineEvidence timeline_evidence(const trace::RankAnalysis& a, const trace::De
   t.launches = a.launches;
   t.syncs = a.syncs;
   t.copies = a.copies;
+  t.idle = d.idle;
+  t.lost = a.lost;
   return t;
 }
 
@@ -142,7 +144,7 @@ Evidence evidence_from_timelines(const std::vector<trace::RankTimeline>& ranks) 
   DPB_CHECK(!ranks.empty()) << "no profiler trace given";
   std::vector<trace::RankAnalysis> analyses;
   for (const auto& t : ranks) analyses.push_back(trace::analyze_rank(t));
-  const bool distributed = ranks.size() > 1 || ranks.front().world > 1;
+  const bool distributed = ranks.size() > 1 || ranks.front().world > 1 || ranks.front().rank.has_value();
   Evidence e = distributed ? ranks_evidence(ranks, analyses) : process_evidence(ranks.front(), analyses.front());
   e.source = "PyTorch profiler trace";
   e.samples_known = false;
@@ -151,15 +153,53 @@ Evidence evidence_from_timelines(const std::vector<trace::RankTimeline>& ranks) 
   // Kineto's device times are CUPTI's activity records.
   e.timeline_source = e.device_activity ? trace::TimelineSource::cupti : trace::TimelineSource::host;
   if (distributed) {
-    const trace::CrossRank x = trace::analyze_ranks(ranks, analyses);
+    trace::CrossRank x = trace::analyze_ranks(ranks, analyses);
     e.collectives_compared = x.collectives;
     e.last_starts = x.last_starts;
+    if (x.clocks_agree)
+      for (size_t i = 0; i < e.timelines.size() && i < x.wait_exposed_ns.size(); ++i)
+        e.timelines[i].wait_exposed_s = seconds(x.wait_exposed_ns[i]);
+    else if (x.collectives > 0)
+      e.notes.push_back(fmt::format("the ranks' clocks disagree (a collective ends {:.2f} ms apart on different ranks): "
+                                    "the order in which they reach collectives is not judged",
+                                    static_cast<double>(x.end_spread_ns) * 1e-6));
+    e.cross = std::move(x);
+  }
+  // What the trace lost lowers confidence in what it says.
+  for (const auto& t : e.timelines) {
+    if (t.lost.share() < 0.01) continue;
+    e.notes.push_back(fmt::format("{} lost events: {} of {} launch calls have no device work and {} of {} kernels and "
+                                  "copies no launch call (buffers that overflowed, or a cut or sampled trace); "
+                                  "what its gaps are charged to is less certain",
+                                  t.who(), t.lost.launches_without_work, t.lost.launches, t.lost.work_without_launch,
+                                  t.lost.work));
   }
   return e;
 }
 
-Evidence read_torch_traces(const std::vector<std::string>& paths) {
-  return evidence_from_timelines(read_kineto_ranks(paths));
+Evidence evidence_from_job(TraceJob job) {
+  std::vector<trace::RankTimeline> timelines;
+  reports::TraceJobInfo info;
+  info.ranks = job.ranks;
+  info.reason = job.reason;
+  for (auto& t : job.traces) {
+    info.files.push_back({t.path, job.ranks ? t.timeline.rank : std::optional<int>(),
+                          t.process >= 0 ? std::optional<int64_t>(t.process) : std::nullopt, t.timeline.host});
+    timelines.push_back(std::move(t.timeline));
+  }
+  if (!job.ranks)
+    for (auto& t : timelines) t.rank.reset();  // one process: no rank to speak of
+  Evidence e = evidence_from_timelines(timelines);
+  e.job = std::move(info);
+  e.notes.insert(e.notes.begin(), job.notes.begin(), job.notes.end());
+  return e;
+}
+
+std::vector<Evidence> read_torch_traces(const std::vector<std::string>& paths, Grouping grouping) {
+  std::vector<Evidence> out;
+  for (auto& job : group_traces(read_kineto_traces(trace_files(paths)), grouping))
+    out.push_back(evidence_from_job(std::move(job)));
+  return out;
 }
 
 }  // namespace dpb::doctor

@@ -1,5 +1,7 @@
 #include "engine/trace/analysis.h"
 
+#include "engine/trace/host_index.h"
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -21,7 +23,6 @@ std::optional<double> median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
 
 // HTA's window: device work launched by host calls made before the last step began.
 Span64 hta_window(const RankTimeline& t, std::vector<bool>* eligible) {
@@ -128,6 +129,12 @@ bool classify_gap(int64_t gap_begin, int64_t gap_end, const DeviceWork* next, co
 
 }  // namespace
 
+double LostEvents::share() const {
+  const double l = launches > 0 ? static_cast<double>(launches_without_work) / static_cast<double>(launches) : 0.0;
+  const double k = work > 0 ? static_cast<double>(work_without_launch) / static_cast<double>(work) : 0.0;
+  return std::max(l, k);
+}
+
 const DeviceAnalysis* RankAnalysis::device(int d) const {
   for (const auto& a : devices)
     if (a.device == d) return &a;
@@ -166,14 +173,13 @@ RankAnalysis analyze_rank(const RankTimeline& t, const AnalysisOptions& o) {
     a.data_wait_share = waited + net > 0 ? waited / (waited + net) : 0;
   }
 
-  std::unordered_map<int64_t, size_t> call_of;
-  for (size_t i = 0; i < t.calls.size(); ++i)
-    if (t.calls[i].correlation >= 0) call_of.emplace(t.calls[i].correlation, i);
+  const HostIndex host(t);
   auto launch_call = [&](const DeviceWork& x) -> const HostCall* {
-    if (!o.launches_known || x.correlation < 0) return nullptr;
-    auto it = call_of.find(x.correlation);
-    return it == call_of.end() ? nullptr : &t.calls[it->second];
+    return o.launches_known ? host.call_of(x.correlation) : nullptr;
   };
+  const Iterations iterations = find_iterations(t, w);
+  // The profiler's start: the first step's time before the device's first work.
+  const int64_t lead_in = !steps.empty() && !t.work.empty() ? std::max<int64_t>(0, w.first - steps.front().first) : 0;
 
   // Per device: breakdown, idle by cause, per-step compute and communication.
   int64_t most = -1;
@@ -224,6 +230,8 @@ RankAnalysis analyze_rank(const RankTimeline& t, const AnalysisOptions& o) {
     } else if (dev.idle == 0) {
       da.breakdown.idle_breakdown = {0.0, 0.0, 0.0};
     }
+    da.idle = attribute_idle(host, mine, w, iterations, o.launches_known);
+    da.idle.lead_in_ns = lead_in;
     std::map<int64_t, std::vector<const DeviceWork*>> by_stream;
     for (const DeviceWork* x : mine) by_stream[x->stream].push_back(x);
     for (const auto& [stream, items] : by_stream) {
@@ -255,50 +263,38 @@ RankAnalysis analyze_rank(const RankTimeline& t, const AnalysisOptions& o) {
   if (linked > 0) a.launches.short_kernel_share = static_cast<double>(shorter) / static_cast<double>(linked);
   if (a.steps > 0) a.launches.kernels_per_step = static_cast<double>(a.launches.kernels) / a.steps;
 
+  // Lost events: each side of a launch without the other, within the window.
+  if (o.launches_known) {
+    // Work that ran before any linked work was queued before the trace began: not lost.
+    int64_t first_linked = std::numeric_limits<int64_t>::max();
+    for (const auto& x : t.work)
+      if (host.call_of(x.correlation)) first_linked = std::min(first_linked, x.begin_ns);
+    std::unordered_set<int64_t> launched_work;
+    for (const auto& x : t.work) {
+      if (x.correlation >= 0) launched_work.insert(x.correlation);
+      if (x.end_ns <= w.first || x.begin_ns >= w.second) continue;
+      ++a.lost.work;
+      if (host.call_of(x.correlation)) continue;
+      if (x.begin_ns < first_linked) ++a.lost.work_queued_before;
+      else ++a.lost.work_without_launch;
+    }
+    for (const auto& c : t.calls) {
+      if (c.kind != CallKind::launch || c.begin_ns < w.first || c.end_ns > w.second) continue;
+      ++a.lost.launches;
+      a.lost.launches_without_work += launched_work.count(c.correlation) == 0;
+    }
+  }
+
   // Host syncs: synchronize calls, and copy calls that returned only after their copy
   // finished, attributed to the outermost aten:: op they ran in.
-  std::map<int64_t, std::vector<const HostOp*>> ops_by_thread;
-  std::map<int64_t, int64_t> longest_op;
-  for (const auto& op : t.ops) {
-    ops_by_thread[op.thread].push_back(&op);
-    longest_op[op.thread] = std::max(longest_op[op.thread], op.end_ns - op.begin_ns);
-  }
-  for (auto& [thread, v] : ops_by_thread)
-    std::sort(v.begin(), v.end(), [](const HostOp* x, const HostOp* y) { return x->begin_ns < y->begin_ns; });
-  std::unordered_map<int64_t, const DeviceWork*> copy_of;
-  for (const auto& x : t.work)
-    if (x.work == Work::memory && x.correlation >= 0) copy_of.emplace(x.correlation, &x);
   std::map<std::string, SyncOp> by_op;
   for (const auto& c : t.calls) {
-    if (c.end_ns <= w.first || c.begin_ns >= w.second) continue;
-    bool blocking = c.kind == CallKind::sync;
-    if (c.kind == CallKind::copy) {
-      auto it = copy_of.find(c.correlation);
-      blocking = it != copy_of.end() && it->second->copy == CopyKind::d2h && c.end_ns >= it->second->end_ns;
-    }
-    if (!blocking) continue;
+    if (c.end_ns <= w.first || c.begin_ns >= w.second || !host.blocking(c)) continue;
     const int64_t blocked = c.end_ns - c.begin_ns;
     ++a.syncs.calls;
     a.syncs.blocked_s += seconds(blocked);
-    std::string name = t.names.name(c.name);
-    auto ops = ops_by_thread.find(c.thread);
-    if (ops != ops_by_thread.end()) {
-      const auto& v = ops->second;
-      auto it = std::upper_bound(v.begin(), v.end(), c.begin_ns,
-                                 [](int64_t b, const HostOp* op) { return b < op->begin_ns; });
-      const int64_t reach = longest_op[c.thread];
-      const HostOp* outer_aten = nullptr;
-      const HostOp* inner = nullptr;
-      while (it != v.begin()) {
-        --it;
-        if ((*it)->begin_ns < c.begin_ns - reach) break;
-        if ((*it)->end_ns < c.end_ns) continue;
-        if (!inner) inner = *it;
-        if (starts_with(t.names.name((*it)->name), "aten::")) outer_aten = *it;
-      }
-      if (outer_aten) name = t.names.name(outer_aten->name);
-      else if (inner) name = t.names.name(inner->name);
-    }
+    std::string name = host.op_around(c.thread, c.begin_ns, c.end_ns);
+    if (name.empty()) name = t.names.name(c.name);
     auto& op = by_op[name];
     op.name = name;
     op.seconds += seconds(blocked);
@@ -350,7 +346,12 @@ RankAnalysis analyze_rank(const RankTimeline& t, const AnalysisOptions& o) {
 
 CrossRank analyze_ranks(const std::vector<RankTimeline>& timelines, const std::vector<RankAnalysis>& analyses) {
   CrossRank x;
-  x.last_starts.assign(timelines.size(), 0);
+  const size_t n = timelines.size();
+  x.last_starts.assign(n, 0);
+  x.wait_exposed_ns.assign(n, 0);
+  x.made_others_wait_ns.assign(n, 0);
+  x.step_start_offset_ns.assign(n, 0);
+  x.compute_before_first_ns.assign(n, 0);
   std::vector<double> steps;
   for (const auto& a : analyses)
     if (a.step_s) steps.push_back(*a.step_s);
@@ -358,26 +359,67 @@ CrossRank analyze_ranks(const std::vector<RankTimeline>& timelines, const std::v
     const auto [lo, hi] = std::minmax_element(steps.begin(), steps.end());
     if (*lo > 0) x.step_spread = (*hi - *lo) / *lo;
   }
-  if (timelines.size() < 2 || timelines.size() != analyses.size()) return x;
+  if (n < 2 || n != analyses.size()) return x;
   // Each rank's collectives on its main device, in order: the k-th are the same call.
-  std::vector<std::vector<int64_t>> starts(timelines.size());
+  std::vector<std::vector<const DeviceWork*>> comm(n);
+  std::vector<std::vector<Span64>> compute(n);
   size_t common = std::numeric_limits<size_t>::max();
-  for (size_t r = 0; r < timelines.size(); ++r) {
+  for (size_t r = 0; r < n; ++r) {
     const auto& a = analyses[r];
-    for (const auto& wk : timelines[r].work)
-      if (wk.work == Work::communication && wk.device == a.main_device && wk.begin_ns >= a.window.first &&
-          wk.begin_ns < a.window.second)
-        starts[r].push_back(wk.begin_ns);
-    std::sort(starts[r].begin(), starts[r].end());
-    common = std::min(common, starts[r].size());
+    std::vector<Span64> c;
+    for (const auto& wk : timelines[r].work) {
+      if (wk.device != a.main_device) continue;
+      if (wk.work == Work::communication && wk.begin_ns >= a.window.first && wk.begin_ns < a.window.second)
+        comm[r].push_back(&wk);
+      if (wk.work == Work::compute) c.emplace_back(wk.begin_ns, wk.end_ns);
+    }
+    std::sort(comm[r].begin(), comm[r].end(),
+              [](const DeviceWork* p, const DeviceWork* q) { return p->begin_ns < q->begin_ns; });
+    compute[r] = merged(std::move(c), a.window.first, a.window.second);
+    common = std::min(common, comm[r].size());
   }
+  std::vector<double> end_spreads, lengths;
+  std::vector<std::vector<Span64>> waits(n);
   for (size_t k = 0; k < common; ++k) {
-    size_t last = 0;
-    for (size_t r = 1; r < starts.size(); ++r)
-      if (starts[r][k] > starts[last][k]) last = r;
-    ++x.last_starts[last];
+    CollectiveArrival c;
+    c.name = timelines[0].names.name(comm[0][k]->name);
+    int64_t first = comm[0][k]->begin_ns, first_end = comm[0][k]->end_ns, last_end = first_end;
+    for (size_t r = 1; r < n; ++r) {
+      if (comm[r][k]->begin_ns > comm[c.last][k]->begin_ns) c.last = r;
+      first = std::min(first, comm[r][k]->begin_ns);
+      first_end = std::min(first_end, comm[r][k]->end_ns);
+      last_end = std::max(last_end, comm[r][k]->end_ns);
+    }
+    const int64_t last_start = comm[c.last][k]->begin_ns;
+    c.spread_ns = last_start - first;
+    end_spreads.push_back(static_cast<double>(last_end - first_end));
+    for (size_t r = 0; r < n; ++r) {
+      lengths.push_back(static_cast<double>(comm[r][k]->end_ns - comm[r][k]->begin_ns));
+      const int64_t until = std::min(comm[r][k]->end_ns, last_start);
+      if (until > comm[r][k]->begin_ns) waits[r].emplace_back(comm[r][k]->begin_ns, until);
+      x.made_others_wait_ns[c.last] += std::max<int64_t>(0, until - comm[r][k]->begin_ns);
+    }
+    ++x.last_starts[c.last];
     ++x.collectives;
+    x.arrivals.push_back(std::move(c));
   }
+  if (x.collectives == 0) return x;
+  const double end_spread = *median(end_spreads);
+  x.end_spread_ns = static_cast<int64_t>(end_spread);
+  x.clocks_agree = end_spread <= std::max(100e3, 0.1 * *median(lengths));
+  for (size_t r = 0; r < n; ++r) {
+    const auto& a = analyses[r];
+    x.wait_exposed_ns[r] = total_length(difference(merged(waits[r], a.window.first, a.window.second), compute[r]));
+    // The step holding the first collective, and the compute before it.
+    const int64_t at = comm[r][0]->begin_ns;
+    int64_t step_begin = a.window.first;
+    for (const auto& s : timelines[r].steps)
+      if (s.first <= at && at < s.second) step_begin = s.first;
+    x.step_start_offset_ns[r] = step_begin;
+    x.compute_before_first_ns[r] = total_length(clip(compute[r], step_begin, at));
+  }
+  const int64_t earliest = *std::min_element(x.step_start_offset_ns.begin(), x.step_start_offset_ns.end());
+  for (auto& v : x.step_start_offset_ns) v -= earliest;
   return x;
 }
 

@@ -27,6 +27,7 @@
 
 #include "engine/trace/breakdown.h"
 #include "engine/trace/device_timeline.h"
+#include "engine/trace/idle_causes.h"
 
 namespace dpb::trace {
 
@@ -51,6 +52,8 @@ struct DeviceAnalysis {
   std::optional<double> compute_per_step_s, comm_per_step_s, exposed_comm_per_step_s;
   // Per step of the window: compute, and the idle time the host caused (host wait).
   std::vector<double> compute_steps_s, host_wait_steps_s;
+  // Every gap charged to what the device waited for (idle_causes.h).
+  IdleCauses idle;
   double busy_share() const { return 1.0 - breakdown.idle_share.value_or(1.0); }
 };
 
@@ -83,6 +86,17 @@ struct CopyStats {
   std::optional<double> per_step_s;
 };
 
+// Events a trace lost: launch calls whose device work is not in it, and device work
+// whose launch call is not (within the window). Kineto drops records when its buffers
+// fill, and a trace cut to a window or sampled loses one side of some pairs.
+struct LostEvents {
+  int64_t launches = 0, launches_without_work = 0;
+  int64_t work = 0, work_without_launch = 0;
+  int64_t work_queued_before = 0;  // ran before any launch the trace holds: queued before it began
+  // The larger of the two shares (0 when nothing was launched).
+  double share() const;
+};
+
 struct RankAnalysis {
   std::optional<int> rank;
   std::string host;
@@ -95,6 +109,7 @@ struct RankAnalysis {
   LaunchStats launches;
   SyncStats syncs;
   CopyStats copies;
+  LostEvents lost;
   const DeviceAnalysis* device(int d) const;
   const DeviceAnalysis& main() const;
 };
@@ -103,10 +118,32 @@ struct RankAnalysis {
 // `devices`.
 RankAnalysis analyze_rank(const RankTimeline& t, const AnalysisOptions& options = {});
 
+// One collective across the ranks (the k-th communication kernel of each rank's main
+// device): who started it last, and how long each rank's kernel waited for that.
+struct CollectiveArrival {
+  std::string name;      // the first rank's kernel
+  size_t last = 0;       // the rank (index) that started it last
+  int64_t spread_ns = 0;  // last start - first start
+};
+
 struct CrossRank {
   std::optional<double> step_spread;  // (slowest - fastest) / fastest median step
   int collectives = 0;                // collectives matched across ranks (by order)
   std::vector<int> last_starts;       // per rank (in the order given): collectives it started last
+  // Whether the ranks' clocks agree: each collective ends on every rank at about the same
+  // time (median spread of the ends under 100 us, or a tenth of the median kernel).
+  // Arrival order means something only then.
+  bool clocks_agree = false;
+  int64_t end_spread_ns = 0;          // median over the collectives of (last end - first end)
+  std::vector<CollectiveArrival> arrivals;  // every collective, in order
+  // Per rank, over the window: the time its communication kernels spent waiting for a
+  // later rank to arrive (exposed: not under its compute), and the time the others waited
+  // for it when it came last (summed over the others).
+  std::vector<int64_t> wait_exposed_ns, made_others_wait_ns;
+  // Per rank: when it started its step (the step holding its first collective) after the
+  // earliest rank did, and its device compute from its step start to its first
+  // collective: late arrival from a late start, or from more work.
+  std::vector<int64_t> step_start_offset_ns, compute_before_first_ns;
 };
 CrossRank analyze_ranks(const std::vector<RankTimeline>& timelines, const std::vector<RankAnalysis>& analyses);
 

@@ -1,6 +1,7 @@
 #include "engine/trace/device_timeline.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 namespace dpb::trace {
@@ -71,6 +72,39 @@ CallKind classify_runtime_call(std::string_view name) {
       name == "cuGraphLaunch")
     return CallKind::launch;
   return CallKind::other;
+}
+
+namespace {
+// Calls f(begin, end) on every span kept (const or not, as `t` is).
+template <typename T, typename F>
+void each_span(T& t, F f) {
+  for (auto& w : t.work) f(w.begin_ns, w.end_ns);
+  for (auto& c : t.calls) f(c.begin_ns, c.end_ns);
+  for (auto& o : t.ops) f(o.begin_ns, o.end_ns);
+  for (auto* v : {&t.steps, &t.data_waits, &t.optimizer_steps})
+    for (auto& s : *v) f(s.first, s.second);
+}
+}  // namespace
+
+Span64 RankTimeline::extent() const {
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  each_span(*this, [&](int64_t b, int64_t e) {
+    lo = std::min(lo, b);
+    hi = std::max(hi, e);
+  });
+  return lo > hi ? Span64{0, 0} : Span64{lo, hi};
+}
+
+bool RankTimeline::shift(int64_t ns) {
+  if (ns == 0) return true;
+  const auto [lo, hi] = extent();
+  int64_t x = 0;
+  if (__builtin_add_overflow(lo, ns, &x) || __builtin_add_overflow(hi, ns, &x)) return false;
+  each_span(*this, [&](int64_t& b, int64_t& e) {
+    b += ns;
+    e += ns;
+  });
+  return true;
 }
 
 std::vector<int> RankTimeline::devices() const {

@@ -72,11 +72,15 @@ struct HostCall {
 };
 
 // A host operator (aten::item, aten::copy_, a module's forward): what a host call ran
-// inside, for naming the ops that block on the device.
+// inside, for naming the ops that block on the device, and what the host thread did
+// while a device waited for it. The optimizer's step and zero_grad annotations are kept
+// as their own kind, so that host time between launches can be put down to them.
+enum class HostOpKind : uint8_t { op, optimizer };
 struct HostOp {
   int64_t begin_ns = 0, end_ns = 0;
   uint32_t name = 0;
   int64_t thread = 0;
+  HostOpKind kind = HostOpKind::op;
 };
 
 struct RankTimeline {
@@ -89,10 +93,17 @@ struct RankTimeline {
   std::vector<HostCall> calls;
   std::vector<HostOp> ops;
   std::vector<Span64> steps;       // optimizer steps (ProfilerStep#N)
+  int first_step_number = -1;      // the N of the first ProfilerStep#N (-1: none)
   std::vector<Span64> data_waits;  // the loop waiting for its input (DataLoader __next__)
+  std::vector<Span64> optimizer_steps;  // the optimizer's step (Optimizer.step#...): iteration ends
   int64_t dp_forwards = 0;         // DataParallel.forward calls
   // The devices that ran anything, in order.
   std::vector<int> devices() const;
+  // From the first to the last time anything kept begins or ends ({0, 0} when empty).
+  Span64 extent() const;
+  // Every time moved by `ns` (a trace's baseTimeNanoseconds); false, moving nothing, when
+  // a time would leave what int64 nanoseconds hold.
+  bool shift(int64_t ns);
 };
 
 }  // namespace dpb::trace

@@ -40,6 +40,18 @@ int64_t intersection_length(const std::vector<Span64>& a, const std::vector<Span
   return total;
 }
 
+std::vector<Span64> intersection(const std::vector<Span64>& a, const std::vector<Span64>& b) {
+  std::vector<Span64> out;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const int64_t lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
+    if (hi > lo) out.emplace_back(lo, hi);
+    if (a[i].second < b[j].second) ++i;
+    else ++j;
+  }
+  return out;
+}
+
 std::vector<Span64> difference(const std::vector<Span64>& a, const std::vector<Span64>& b) {
   std::vector<Span64> out;
   size_t j = 0;

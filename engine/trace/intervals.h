@@ -17,6 +17,8 @@ std::vector<Span64> merged(std::vector<Span64> spans, int64_t lo, int64_t hi);
 int64_t total_length(const std::vector<Span64>& disjoint);
 // |a ∩ b| for two lists of disjoint spans in order.
 int64_t intersection_length(const std::vector<Span64>& a, const std::vector<Span64>& b);
+// a ∩ b for two lists of disjoint spans in order.
+std::vector<Span64> intersection(const std::vector<Span64>& a, const std::vector<Span64>& b);
 // a \ b for two lists of disjoint spans in order.
 std::vector<Span64> difference(const std::vector<Span64>& a, const std::vector<Span64>& b);
 // a ∪ b for two lists of disjoint spans in order.

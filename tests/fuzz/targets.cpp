@@ -57,7 +57,8 @@ void report(const uint8_t* data, size_t size) {
 
 void torch_trace(const uint8_t* data, size_t size) {
   std::ostringstream sink;
-  doctor::print_diagnosis(doctor::diagnose(doctor::read_torch_traces({put("rank0.pt.trace.json", data, size)})), sink);
+  for (const auto& e : doctor::read_torch_traces({put("rank0.pt.trace.json", data, size)}))
+    doctor::print_diagnosis(doctor::diagnose(e), sink);
 }
 
 void safetensors_file(const uint8_t* data, size_t size) {

@@ -42,6 +42,21 @@ TimelineEvidence gpu_timeline(int rank = 0) {
   return t;
 }
 
+// What the trace analysis charged the idle time to: shares of the 100 ms window.
+void attribute(TimelineEvidence& t, std::initializer_list<std::pair<trace::IdleCause, double>> causes) {
+  auto& c = t.idle;
+  c = {};
+  c.window_ns = 100'000'000;
+  c.cold_start = {0, 0};
+  for (const auto& [cause, share] : causes) {
+    const auto ns = static_cast<int64_t>(share * 1e8);
+    c.ns[static_cast<size_t>(cause)] += ns;
+    c.idle_ns += ns;
+    c.small_gap_ns += ns;
+  }
+  t.breakdown.idle_share = static_cast<double>(c.idle_ns) / 1e8;
+}
+
 Evidence single_gpu(const TimelineEvidence& t) {
   Evidence e;
   e.source = "PyTorch profiler trace";
@@ -56,6 +71,13 @@ Evidence single_gpu(const TimelineEvidence& t) {
   e.breakdown.push_back(t.breakdown);
   e.timelines.push_back(t);
   return e;
+}
+
+std::vector<std::string> problems_of(const Diagnosis& d) {
+  std::vector<std::string> out;
+  for (const auto& f : d.findings)
+    if (f.severity != Severity::info) out.push_back(f.id);
+  return out;
 }
 
 std::vector<std::string> ids(const Evidence& e) {
@@ -78,29 +100,39 @@ TEST(TimelineRules, AHealthyGpuIsHealthy) {
 }
 
 TEST(TimelineRules, GpuStarvedByHost) {
+  using trace::IdleCause;
   auto t = gpu_timeline();
-  t.breakdown.idle_share = 0.78;
-  t.breakdown.idle_breakdown = {0.9, 0.05, 0.05};
+  attribute(t, {{IdleCause::launch_overhead, 0.70}, {IdleCause::device_wait, 0.08}});
   t.launches.short_kernel_share = 0.8;
   EXPECT_EQ(ids(single_gpu(t)), std::vector<std::string>{"gpu-starved-by-host"});
-  t.breakdown.idle_breakdown = {0.1, 0.1, 0.8};  // idle, but not for the host: something else
+  // Idle, but not for the host: work queued on the device waited on something else.
+  attribute(t, {{IdleCause::launch_overhead, 0.04}, {IdleCause::device_wait, 0.74}});
   EXPECT_EQ(ids(single_gpu(t)), std::vector<std::string>{"unexplained-idle"});
+  // Between launches 8% of the window: said as advice, not a warning.
+  attribute(t, {{IdleCause::launch_overhead, 0.08}, {IdleCause::device_wait, 0.04}});
+  const auto d = diagnose(single_gpu(t));
+  EXPECT_TRUE(d.healthy);
+  ASSERT_EQ(d.findings.size(), 1u);
+  EXPECT_EQ(d.findings[0].severity, Severity::info);
 }
 
 TEST(TimelineRules, HostSyncStallsNameTheirOps) {
+  using trace::IdleCause;
   auto t = gpu_timeline();
-  t.breakdown.idle_share = 0.4;
-  t.breakdown.idle_breakdown = {0.3, 0.2, 0.5};
   t.syncs.share = 0.35;
   t.syncs.per_step_s = 0.0035;
   t.syncs.calls = 100;
   t.syncs.top_ops = {{"aten::item", 0.03, 90}, {"aten::to", 0.005, 10}};
+  // The device drained while the host blocked in .item(), then waited for its launches.
+  attribute(t, {{IdleCause::host_sync, 0.33}, {IdleCause::launch_overhead, 0.03}, {IdleCause::device_wait, 0.04}});
+  t.idle.sync_ops = {{"aten::item", 30'000'000, 10, 4'000'000}, {"aten::to", 3'000'000, 1, 3'000'000}};
   const auto d = diagnose(single_gpu(t));
   ASSERT_EQ(d.findings.size(), 1u);
   EXPECT_EQ(d.findings[0].id, "host-sync-stalls");
   EXPECT_NE(d.findings[0].title.find("aten::item"), std::string::npos) << d.findings[0].title;
-  // The host waits on a busy device at the end of each step: harmless.
-  t.breakdown.idle_share = 0.05;
+  // The host blocks as long, but on a busy device (the gaps did not begin while it
+  // blocked): harmless, whatever the time it spent blocked.
+  attribute(t, {{IdleCause::launch_overhead, 0.03}, {IdleCause::device_wait, 0.02}});
   EXPECT_TRUE(ids(single_gpu(t)).empty());
 }
 
@@ -142,9 +174,18 @@ TEST(TimelineRules, ExposedCommunicationFromNcclKernels) {
   EXPECT_TRUE(ids(ddp(ranks)).empty());
   for (auto& t : ranks) {
     t.exposed_comm_per_step_s = 0.004;  // 40% of the step, hidden 16%
+    t.breakdown.comm_share = 0.4;       // communication not under compute: 40% of the window
+    t.breakdown.compute_share = 0.48;
     t.breakdown.overlap = 0.16;
   }
-  EXPECT_EQ(ids(ddp(ranks)), std::vector<std::string>{"exposed-communication"});
+  const auto d = diagnose(ddp(ranks));
+  ASSERT_EQ(d.findings.size(), 1u);
+  EXPECT_EQ(d.findings[0].id, "exposed-communication");
+  EXPECT_EQ(d.primary, "exposed-communication");
+  // It accounts for the exposed 40% of each rank's window; the 10% idle is left over.
+  ASSERT_EQ(d.budget.size(), 2u);
+  EXPECT_NEAR(d.budget[0].explained.at(0).second, 0.4, 1e-9);
+  EXPECT_NEAR(d.budget[0].unexplained_share, 0.1, 1e-9);
 }
 
 TEST(TimelineRules, StragglersOfBothKindsAtTwentyPercent) {
@@ -201,19 +242,25 @@ TEST(TimelineRules, DataParallelOnFewerGpusThanVisibleNamesTheIdleOnes) {
 }
 
 TEST(TimelineRules, NeverHealthyWhileADeviceIdlesAQuarter) {
+  using trace::IdleCause;
   auto t = gpu_timeline();
-  t.breakdown.idle_share = 0.24;
+  attribute(t, {{IdleCause::device_wait, 0.24}});
   EXPECT_TRUE(diagnose(single_gpu(t)).healthy);
-  t.breakdown.idle_share = 0.26;
+  attribute(t, {{IdleCause::device_wait, 0.26}});
   const auto d = diagnose(single_gpu(t));
   EXPECT_FALSE(d.healthy);
   ASSERT_EQ(d.findings.size(), 1u);
   EXPECT_EQ(d.findings[0].id, "unexplained-idle");
-  EXPECT_TRUE(d.findings[0].evidence.contains("idle_breakdown"));
+  EXPECT_NEAR(d.findings[0].evidence["idle_causes"]["device_wait"].get<double>(), 0.26, 1e-9);
   // An explained idle device gets its explanation, not "unexplained".
-  Evidence slow_input = single_gpu(t);
-  slow_input.data_wait_share = 0.4;
-  EXPECT_EQ(ids(slow_input), std::vector<std::string>{"input-bound"});
+  attribute(t, {{IdleCause::data_loading, 0.24}, {IdleCause::device_wait, 0.02}});
+  EXPECT_EQ(ids(single_gpu(t)), std::vector<std::string>{"input-bound"});
+  // Small causes that add up: the one that explains the most becomes the warning.
+  attribute(t, {{IdleCause::data_loading, 0.04}, {IdleCause::launch_overhead, 0.12}, {IdleCause::device_wait, 0.12}});
+  const auto small = diagnose(single_gpu(t));
+  EXPECT_FALSE(small.healthy);
+  EXPECT_EQ(small.primary, "gpu-starved-by-host");
+  EXPECT_EQ(problems_of(small), std::vector<std::string>{"gpu-starved-by-host"});
 }
 
 TEST(TimelineRules, ACpuOnlyTraceSaysItHasNoDeviceActivity) {

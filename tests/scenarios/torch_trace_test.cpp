@@ -11,6 +11,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -113,12 +115,31 @@ class TorchTrace : public ::testing::Test {
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   // The findings' ids for these traces, most severe first.
+  // The one job's evidence these traces are.
+  static Evidence one(const std::vector<std::string>& paths) {
+    auto jobs = read_torch_traces(paths);
+    EXPECT_EQ(jobs.size(), 1u);
+    return std::move(jobs.at(0));
+  }
   std::vector<std::string> ids(const std::vector<std::string>& paths) {
-    last_ = diagnose(read_torch_traces(paths));
+    last_ = diagnose(one(paths));
     summary_ = last_.to_json()["summary"];
     std::vector<std::string> out;
     for (const auto& f : last_.findings) out.push_back(f.id);
     return out;
+  }
+  // The warnings and errors only (info is advice, e.g. a few launch gaps).
+  std::vector<std::string> problems(const std::vector<std::string>& paths) {
+    ids(paths);
+    std::vector<std::string> out;
+    for (const auto& f : last_.findings)
+      if (f.severity != Severity::info) out.push_back(f.id);
+    return out;
+  }
+  const reports::Finding& finding(const std::string& id) const {
+    for (const auto& f : last_.findings)
+      if (f.id == id) return f;
+    throw std::runtime_error("no finding " + id);
   }
   // Two DDP ranks, 5 steps of 10 ms: each rank computes [0, compute_r) and all-reduces
   // over [comm_begin_r, comm_end_r) of every step, on GPU device_r.
@@ -167,14 +188,24 @@ TEST_F(TorchTrace, HealthyDdpOverlapsItsAllReduce) {
 
 TEST_F(TorchTrace, ExposedAllReduceIsExposedCommunication) {
   EXPECT_EQ(ids(ddp(2, {6, 6}, {6, 6}, {10, 10})), std::vector<std::string>{"exposed-communication"});
-  EXPECT_NEAR(last_.findings[0].evidence["exposed_share"].get<double>(), 4.0 / 9.9, 1e-6);  // of the 9.9 ms step
+  // 4 ms of each 10 ms step, as a share of HTA's window [0.1, 50] ms: 16 of 39.9 ms.
+  EXPECT_NEAR(last_.findings[0].evidence["exposed_share"].get<double>(), 16.0 / 39.9, 1e-3);
+  EXPECT_NEAR(last_.findings[0].evidence["exposed_per_step_s"].get<double>(), 0.004, 1e-9);
   EXPECT_NEAR(last_.findings[0].evidence["overlap_ratio"].get<double>(), 0.0, 1e-9);
+  EXPECT_EQ(last_.primary, "exposed-communication");
 }
 
-TEST_F(TorchTrace, AStragglerIsNamedNotTheNetwork) {
-  // Rank 1 computes 9 ms a step; rank 0 computes 3 ms and waits in its all-reduce.
-  EXPECT_EQ(ids(ddp(2, {3, 9}, {3, 9}, {10, 10})), std::vector<std::string>{"straggler-rank"});
-  EXPECT_EQ(last_.findings[0].evidence["slow_rank"], 1);
+TEST_F(TorchTrace, AStragglerIsNamedAndItsWaitIsTheExposedCommunication) {
+  // Rank 1 computes 9 ms a step; rank 0 computes 3 ms and waits in its all-reduce: its
+  // exposed communication is waiting for rank 1, which straggler-rank names, and why.
+  EXPECT_EQ(problems(ddp(2, {3, 9}, {3, 9}, {10, 10})),
+            (std::vector<std::string>{"exposed-communication", "straggler-rank"}));
+  EXPECT_EQ(finding("straggler-rank").evidence["slow_rank"], 1);
+  EXPECT_EQ(finding("straggler-rank").evidence["kind"], "more device work");
+  EXPECT_EQ(finding("straggler-rank").evidence["collectives"], 4);
+  // Rank 0's 7 ms of communication a step: 6 ms waiting for rank 1, 1 ms the transfer.
+  EXPECT_NEAR(finding("exposed-communication").evidence["exposed_share"].get<double>(), 28.0 / 39.9, 1e-3);
+  EXPECT_NEAR(finding("exposed-communication").evidence["waiting_share"].get<double>(), 24.0 / 39.9, 1e-3);
 }
 
 TEST_F(TorchTrace, RanksOnOneGpuShareIt) {
@@ -193,9 +224,12 @@ TEST_F(TorchTrace, WaitingForTheLoaderIsInputBound) {
     t.data_wait(o, o + 6);
     t.kernel(0, o + 6.5, o + 9.5);
   }
-  EXPECT_EQ(ids({t.write(path("single.json"))}), std::vector<std::string>{"input-bound"});
+  EXPECT_EQ(problems({t.write(path("single.json"))}), std::vector<std::string>{"input-bound"});
+  EXPECT_EQ(last_.primary, "input-bound");
   EXPECT_EQ(summary_["mode"], "single");
-  EXPECT_NEAR(last_.findings[0].evidence["data_wait_share"].get<double>(), 0.6, 1e-6);
+  EXPECT_NEAR(finding("input-bound").evidence["loop_data_wait_share"].get<double>(), 0.6, 1e-6);
+  // The device idles 7 ms a step, 6 of them while the host is in __next__.
+  EXPECT_NEAR(finding("input-bound").evidence["share_of_idle"].get<double>(), 6.0 / 7.0, 0.02);
 }
 
 TEST_F(TorchTrace, DataParallelPrimaryWorkingAloneIsAHotSpot) {
@@ -209,7 +243,8 @@ TEST_F(TorchTrace, DataParallelPrimaryWorkingAloneIsAHotSpot) {
     t.kernel(0, o + 0.05, o + 4);  // launched within its step (20 us before it starts)
     for (int d = 0; d < 4; ++d) t.kernel(d, o + 4, o + 9);
   }
-  EXPECT_EQ(ids({t.write(path("dp.json"))}), std::vector<std::string>{"primary-device-hotspot"});
+  EXPECT_EQ(problems({t.write(path("dp.json"))}), std::vector<std::string>{"primary-device-hotspot"});
+  EXPECT_EQ(last_.primary, "primary-device-hotspot");
   EXPECT_EQ(summary_["mode"], "dp");
   EXPECT_NEAR(last_.findings[0].evidence["primary_only_s_per_step"].get<double>(), 0.00395, 1e-9);
   // The same DataParallel without the primary's solo work: healthy.
@@ -230,8 +265,9 @@ TEST_F(TorchTrace, GpusTakingTurnsIsNaiveModelParallel) {
     naive.kernel(0, o + 0.5, o + 5);  // stage 0's forward, then stage 1's
     naive.kernel(1, o + 5, o + 9.5);
     piped.step(s, o, o + 10);
-    piped.kernel(0, o + 0.5, o + 8.5);  // micro-batches keep both busy
-    piped.kernel(1, o + 1.5, o + 9.5);
+    // Micro-batches keep both busy, each step's work queued while the last one ran.
+    piped.kernel(0, o + 0.5, o + 8.5, "void cutlass::Kernel<sm90_gemm>", std::max(0.0, o - 2));
+    piped.kernel(1, o + 1.5, o + 9.5, "void cutlass::Kernel<sm90_gemm>", std::max(0.0, o - 2));
   }
   EXPECT_EQ(ids({naive.write(path("naive.json"))}), std::vector<std::string>{"naive-model-parallel"});
   EXPECT_EQ(summary_["mode"], "mp");
@@ -250,7 +286,7 @@ TEST_F(TorchTrace, ReadsGzipAndFoldersAndOrdersRanksByTheirInfo) {
   r1.write(path("node-b_1234.1700000000123.pt.trace.json.gz"), /*gzip=*/true);
   r0.write(path("node-a_1235.1700000000456.pt.trace.json"));
   std::ofstream(path("notes.txt")) << "not a trace";
-  const Evidence e = read_torch_traces({dir_.string()});
+  const Evidence e = one({dir_.string()});
   ASSERT_EQ(e.ranks.size(), 2u);
   EXPECT_EQ(e.ranks[0].rank, 0);
   EXPECT_EQ(e.ranks[1].device, "cuda:1");
@@ -258,14 +294,14 @@ TEST_F(TorchTrace, ReadsGzipAndFoldersAndOrdersRanksByTheirInfo) {
   EXPECT_EQ(e.ranks[0].host, "node-a");  // from tensorboard_trace_handler's file name
   EXPECT_EQ(e.ranks[1].host, "node-b");
   EXPECT_FALSE(e.samples_known);
-  EXPECT_EQ(ids({dir_.string()}), std::vector<std::string>{"straggler-rank"});
+  EXPECT_EQ(problems({dir_.string()}), std::vector<std::string>{"straggler-rank"});
 }
 
 TEST_F(TorchTrace, WithoutProfilerStepsTheGpuSpanIsTheStep) {
   KinetoTrace t(0, 0, 1);
   t.kernel(0, 0, 4);
   t.kernel(0, 6, 10);
-  const Evidence e = read_torch_traces({t.write(path("nosteps.json"))});
+  const Evidence e = one({t.write(path("nosteps.json"))});
   EXPECT_EQ(e.steps, 1);
   EXPECT_NEAR(e.step_s, 0.010, 1e-9);
   ASSERT_EQ(e.device.size(), 1u);
@@ -310,39 +346,100 @@ TEST_F(TorchTrace, BadInputIsAClearError) {
             std::string::npos);
   fs::create_directories(dir_ / "empty");
   EXPECT_NE(message({(dir_ / "empty").string()}).find("no trace"), std::string::npos);
-  // Rank 0 from two hosts: two jobs' traces, not one rank's.
+  // Told to read two files that both say they are rank 0 as one job: which is which
+  // cannot be guessed.
   KinetoTrace a(0, 2, 8), b(0, 2, 8);
   a.kernel(0, 0, 1);
   b.kernel(1, 0, 1);
-  EXPECT_NE(message({a.write(path("node-a_1.17.pt.trace.json")), b.write(path("node-b_2.17.pt.trace.json"))})
-                .find("both say they are rank 0"),
-            std::string::npos);
+  const std::vector<std::string> both{a.write(path("node-a_1.17.pt.trace.json")), b.write(path("node-b_2.17.pt.trace.json"))};
+  try {
+    group_traces(read_kineto_traces(both), Grouping::one_job);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("two files say they are rank 0"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_grouping("ranks"), Error);
 }
 
-TEST_F(TorchTrace, SeveralFilesOfOneProcessAreOneRanksSteps) {
-  // A profiler schedule with repeat writes a file per cycle: the same rank, more steps.
-  KinetoTrace first(1, 2, 8), second(1, 2, 8), other(0, 2, 8);
-  for (int s = 0; s < 3; ++s) {
-    first.step(s, 10.0 * s, 10.0 * s + 10);
-    first.kernel(1, 10.0 * s + 1, 10.0 * s + 9);
-    second.step(s + 10, 100 + 10.0 * s, 110 + 10.0 * s);
-    second.kernel(1, 101 + 10.0 * s, 109 + 10.0 * s);
-    other.step(s, 10.0 * s, 10.0 * s + 10);
-    other.kernel(0, 10.0 * s + 1, 10.0 * s + 9);
+TEST_F(TorchTrace, JobsRunsAndRanksAreToldApart) {
+  // A profiler schedule with repeat writes a file per cycle and rank: two cycles of two
+  // ranks are two jobs of two ranks each, by their times.
+  std::vector<std::string> files;
+  for (int cycle = 0; cycle < 2; ++cycle)
+    for (int r = 0; r < 2; ++r) {
+      KinetoTrace t(r, 2, 8, 100 + r);
+      const double o = 1000.0 * cycle;
+      for (int s = 0; s < 3; ++s) {
+        t.step(s + 10 * cycle, o + 10.0 * s, o + 10.0 * s + 10);
+        t.kernel(r, o + 10.0 * s + 1, o + 10.0 * s + 9);
+      }
+      files.push_back(t.write(path(fmt::format("n_{}.{}.pt.trace.json", 100 + r, cycle))));
+    }
+  auto jobs = read_torch_traces(files);
+  ASSERT_EQ(jobs.size(), 2u);
+  for (const auto& e : jobs) {
+    ASSERT_TRUE(e.job.has_value());
+    EXPECT_TRUE(e.job->ranks);
+    ASSERT_EQ(e.ranks.size(), 2u);
+    EXPECT_EQ(e.ranks[0].rank, 0);
+    EXPECT_EQ(e.ranks[1].rank, 1);
+    EXPECT_NE(e.job->reason.find("ranks 0, 1 of world size 2"), std::string::npos) << e.job->reason;
+    // Each job is one cycle: three steps a rank (HTA's window leaves out the last), not six.
+    EXPECT_EQ(e.steps, 2);
   }
-  const auto ranks = read_kineto_ranks({first.write(path("n_7.1.pt.trace.json")), second.write(path("n_7.2.pt.trace.json")),
-                                        other.write(path("n_8.1.pt.trace.json"))});
-  ASSERT_EQ(ranks.size(), 2u);
-  EXPECT_EQ(ranks[0].rank, 0);
-  EXPECT_EQ(ranks[1].steps.size(), 6u);
+  EXPECT_NE(jobs[0].job->files[0].path.find(".0.pt"), std::string::npos);
+  // --grouping=runs: each file on its own, one process each.
+  EXPECT_EQ(read_torch_traces(files, Grouping::separate).size(), 4u);
+
+  // Single-GPU runs of one script, recorded one after another (separate processes), are
+  // runs, not ranks: no straggler between them, whatever their speeds.
+  std::vector<std::string> runs;
+  for (int k = 0; k < 3; ++k) {
+    KinetoTrace t(0, 0, 1, 200 + k);
+    const double o = 5000.0 * k;
+    for (int s = 0; s < 3; ++s) {
+      t.step(s, o + 10.0 * s, o + 10.0 * s + 10);
+      t.kernel(0, o + 10.0 * s + 1, o + 10.0 * s + 1 + 3 * (k + 1));
+    }
+    runs.push_back(t.write(path(fmt::format("run{}.json", k))));
+  }
+  auto separate = read_torch_traces(runs);
+  ASSERT_EQ(separate.size(), 3u);
+  for (const auto& e : separate) {
+    EXPECT_EQ(e.mode, ParallelMode::single);
+    EXPECT_FALSE(e.job->ranks);
+    EXPECT_NE(e.job->reason.find("a run of its own"), std::string::npos) << e.job->reason;
+    for (const auto& f : diagnose(e).findings) EXPECT_NE(f.id, "straggler-rank");
+  }
+  // The same process recorded twice, minutes apart: two runs, said so.
+  KinetoTrace early(0, 0, 1, 300), late(0, 0, 1, 300);
+  for (int s = 0; s < 3; ++s) {
+    early.step(s, 10.0 * s, 10.0 * s + 10);
+    early.kernel(0, 10.0 * s + 1, 10.0 * s + 9);
+    late.step(s + 50, 360e3 + 10.0 * s, 360e3 + 10.0 * s + 10);
+    late.kernel(0, 360e3 + 10.0 * s + 1, 360e3 + 10.0 * s + 9);
+  }
+  auto twice = read_torch_traces({early.write(path("w.1.pt.trace.json")), late.write(path("w.2.pt.trace.json"))});
+  ASSERT_EQ(twice.size(), 2u);
+  EXPECT_NE(twice[1].job->reason.find("another recording of the same process (360.0 s after an earlier one)"),
+            std::string::npos)
+      << twice[1].job->reason;
+  // Each recording's window is its own: no idle time between them.
+  EXPECT_LT(diagnose(twice[1]).budget.at(0).idle_share, 0.25);
+  // Forced into one job, the three runs become ranks in file order.
+  auto forced = read_torch_traces(runs, Grouping::one_job);
+  ASSERT_EQ(forced.size(), 1u);
+  EXPECT_EQ(forced[0].mode, ParallelMode::ddp);
+  EXPECT_EQ(forced[0].ranks.size(), 3u);
   // Ranks in numerical order: 10 after 2.
   KinetoTrace r10(10, 16, 8), r2(2, 16, 8);
   r10.kernel(2, 0, 1);
   r2.kernel(2, 0, 1);
-  const auto ordered = read_kineto_ranks({r10.write(path("r10.json")), r2.write(path("r2.json"))});
-  ASSERT_EQ(ordered.size(), 2u);
-  EXPECT_EQ(ordered[0].rank, 2);
-  EXPECT_EQ(ordered[1].rank, 10);
+  const Evidence ordered = one({r10.write(path("r10.json")), r2.write(path("r2.json"))});
+  ASSERT_EQ(ordered.ranks.size(), 2u);
+  EXPECT_EQ(ordered.ranks[0].rank, 2);
+  EXPECT_EQ(ordered.ranks[1].rank, 10);
+  EXPECT_FALSE(ordered.notes.empty());  // 14 of the 16 ranks are not in the files
 }
 
 TEST_F(TorchTrace, LaunchBoundHostSyncsAndPageableCopies) {

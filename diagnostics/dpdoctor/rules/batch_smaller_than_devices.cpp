@@ -2,6 +2,8 @@
 // B devices and nothing to the rest, which sit idle every step.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "diagnostics/dpdoctor/rules/rules.h"
 
 namespace dpb::doctor::check {
@@ -21,6 +23,10 @@ std::optional<Finding> batch_smaller_than_devices(const Evidence& e) {
       "DataParallel scatters the batch along dim 0 in torch.chunk pieces of ceil(B/N) samples; with B = {} < N = {} "
       "only {} chunk(s) exist, so the remaining devices run nothing while the step still waits for the busiest one.",
       e.global_batch, e.world, e.chunks.size());
+  std::vector<std::string> starved;
+  for (const auto& d : e.device)
+    if (d.samples == 0) starved.push_back(d.id);
+  f.explains = claim_idle(e, [&](const std::string& id) { return std::find(starved.begin(), starved.end(), id) != starved.end(); });
   f.fix = fmt::format("use a batch of at least {} (a multiple of {} keeps the chunks equal), or --gpus={}",
                       e.world, e.world, std::max<int64_t>(1, e.global_batch));
   return f;

@@ -1,3 +1,5 @@
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -12,7 +14,10 @@ double median_of(std::vector<double> v) {
   return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-double round3(double v) { return std::round(v * 1000) / 1000; }
+double significant4(double v) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  return std::stod(fmt::format("{:.4g}", v));
+}
 
 // The rank holding the others back by `values` (per rank: its per-step series), against
 // the others' median. Where every rank has the same steps, they are compared step by
@@ -73,7 +78,9 @@ double mean_busy_except_first(const Evidence& e) {
   return s / static_cast<double>(e.device.size() - 1);
 }
 
-nlohmann::json figure(const std::optional<double>& v) { return v ? nlohmann::json(round3(*v)) : nlohmann::json(nullptr); }
+nlohmann::json figure(const std::optional<double>& v) {
+  return v ? nlohmann::json(significant4(*v)) : nlohmann::json(nullptr);
+}
 
 nlohmann::json breakdown_table(const Evidence& e) {
   nlohmann::json t = nlohmann::json::array();
@@ -87,6 +94,50 @@ nlohmann::json breakdown_table(const Evidence& e) {
     t.push_back(row);
   }
   return t;
+}
+
+std::vector<Claim> claim_all(const Evidence& e, double share) {
+  std::vector<Claim> out;
+  for (const auto& b : e.breakdown) out.push_back({b.rank, b.device, std::clamp(share, 0.0, 1.0)});
+  return out;
+}
+
+Claim claim(const TimelineEvidence& t, double share) { return {t.rank, t.device, std::clamp(share, 0.0, 1.0)}; }
+
+std::string duration_text(double s) {
+  if (s >= 1) return fmt::format("{:.2f} s", s);
+  if (s >= 1e-3) return fmt::format("{:.1f} ms", s * 1e3);
+  return fmt::format("{:.1f} us", s * 1e6);
+}
+
+nlohmann::json calls_table(const std::vector<trace::NamedTime>& calls) {
+  nlohmann::json t = nlohmann::json::array();
+  for (const auto& c : calls)
+    t.push_back({{"call", c.name}, {"count", c.count}, {"in_gaps_s", figure(c.ns * 1e-9)}, {"longest_s", figure(c.longest_ns * 1e-9)}});
+  return t;
+}
+
+nlohmann::json gaps_table(const TimelineEvidence& t, bool cold) {
+  nlohmann::json rows = nlohmann::json::array();
+  const auto& c = t.idle;
+  for (const auto& g : c.longest) {
+    const bool in_cold = g.begin_ns < c.cold_start.second;
+    if (in_cold != cold || g.end_ns - g.begin_ns < 1'000'000) continue;
+    std::string host;
+    for (const auto& k : g.calls)
+      host += fmt::format("{}{} {}{}", host.empty() ? "" : ", ", k.name, duration_text(k.ns * 1e-9),
+                          k.count > 1 ? fmt::format(" ({} calls)", k.count) : "");
+    if (g.data_ns > 0) host += fmt::format("{}DataLoader __next__ {}", host.empty() ? "" : ", ", duration_text(g.data_ns * 1e-9));
+    nlohmann::json row = {{"at_s", figure((g.begin_ns - c.cold_start.first) * 1e-9)},
+                          {"length_s", figure((g.end_ns - g.begin_ns) * 1e-9)},
+                          {"cause", trace::idle_cause_name(g.cause)},
+                          {"ended_by", g.next.substr(0, 60)}};
+    if (!g.call.empty()) row["launched_by"] = fmt::format("{} ({})", g.call, duration_text(g.call_ns * 1e-9));
+    if (!g.op.empty()) row["in_op"] = g.op;
+    row["host"] = host.empty() ? "nothing recorded" : host;
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 std::optional<SlowestRank> slowest_rank(const Evidence& e) {
@@ -111,6 +162,15 @@ std::optional<SlowestRank> slowest_rank(const Evidence& e) {
     if (h.significant) return h;
   }
   return device;
+}
+
+std::optional<LateArrivals> late_arrivals(const Evidence& e) {
+  if (!e.cross || !e.cross->clocks_agree || e.cross->collectives == 0) return std::nullopt;
+  LateArrivals l;
+  for (const auto& t : e.timelines)
+    if (t.wait_exposed_s && t.window_s() > 0) l.worst_wait_share = std::max(l.worst_wait_share, *t.wait_exposed_s / t.window_s());
+  l.significant = l.worst_wait_share >= 0.10;
+  return l;
 }
 
 }  // namespace dpb::doctor::check

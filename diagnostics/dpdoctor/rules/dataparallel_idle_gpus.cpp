@@ -29,6 +29,7 @@ std::optional<Finding> dataparallel_idle_gpus(const Evidence& e) {
       "on the devices in device_ids (all visible GPUs by default) that receive a chunk of the batch: a device_ids list "
       "naming fewer GPUs, a batch smaller than the GPUs (torch.chunk gives the rest nothing), or a forward that calls "
       "the wrapped module directly leaves the others idle.";
+  f.explains = claim_idle(e, [&](const std::string& id) { return std::find(idle.begin(), idle.end(), id) != idle.end(); });
   f.fix = "construct DataParallel without device_ids (or with all of them), give it a batch of at least one sample "
           "per GPU, and call the wrapper (dp(x)) rather than dp.module(x); better, use DistributedDataParallel";
   return f;

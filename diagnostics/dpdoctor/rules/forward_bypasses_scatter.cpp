@@ -2,6 +2,8 @@
 // happened and only the primary device computed.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "diagnostics/dpdoctor/rules/rules.h"
 
 namespace dpb::doctor::check {
@@ -20,6 +22,7 @@ std::optional<Finding> forward_bypasses_scatter(const Evidence& e) {
       "Every step ran the model on the primary device only: the forward went to the wrapped module itself (as "
       "dp.module(x) or a custom forward that calls self.module does in PyTorch), so the batch was never scattered and "
       "the replicas were never used.";
+  f.explains = claim_idle(e, [&](const std::string& id) { return id != e.device[0].id; });
   f.fix = "call the DataParallel wrapper (dp(x), in dpbench --dp-forward=scatter), not its .module";
   return f;
 }

@@ -36,6 +36,7 @@ std::optional<Finding> pipeline_bubble(const Evidence& e) {
       p, 100 * e.bubble_theory, 100 * e.bubble);
   f.fix = "use more micro-batches (the bubble falls as 1/m; --micro-batches), keep them large enough to run efficiently, "
           "use fewer stages, or data parallelism (--mode=ddp) for a model that fits on one device";
+  f.explains = claim_idle(e, [](const std::string&) { return true; });
   return f;
 }
 

@@ -1,5 +1,7 @@
-// Never "healthy" while a device idles a quarter of its window: when no other rule
-// explains the idle time, say so, with the breakdown that the next person will need.
+// Never "healthy" while a device idles a quarter of its window, or while a sweep loses
+// 15% of its scaling efficiency, without a warning that says where the time went: when
+// the other findings leave a large share of a device's window unexplained, say so, with
+// the breakdown the next person will need.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,36 +10,60 @@
 
 namespace dpb::doctor::check {
 
-std::optional<Finding> unexplained_idle(const Evidence& e, const std::vector<Finding>& others) {
-  const DeviceEvidence* worst = nullptr;
-  for (const auto& d : e.device)
-    if (!worst || d.busy < worst->busy) worst = &d;
-  if (!worst || 1.0 - worst->busy < 0.25) return std::nullopt;
-  for (const auto& f : others)
-    if (f.severity != Severity::info) return std::nullopt;  // explained (or at least blamed)
+std::optional<Finding> unexplained_idle(const Evidence& e, const std::vector<Finding>& others,
+                                        const std::vector<reports::RankBudget>& budget) {
+  const bool warned =
+      std::any_of(others.begin(), others.end(), [](const Finding& f) { return f.severity != Severity::info; });
+  // The row with the most unexplained time, and the most idle one.
+  const reports::RankBudget* gap = nullptr;
+  const reports::RankBudget* idlest = nullptr;
+  for (const auto& b : budget) {
+    if (!gap || b.unexplained_share > gap->unexplained_share) gap = &b;
+    if (!idlest || b.idle_share > idlest->idle_share) idlest = &b;
+  }
+  // What is left unexplained is named beside other warnings only where the idle time was
+  // charged to causes (device timelines); on host timelines the warnings stand for it.
+  const bool attributed = std::any_of(e.timelines.begin(), e.timelines.end(),
+                                      [](const TimelineEvidence& t) { return t.launches_known && t.idle.window_ns > 0; });
+  const bool unexplained = attributed && gap && gap->unexplained_share >= 0.25 && gap->idle_share >= 0.25;
+  const bool idle_unwarned = !warned && idlest && idlest->idle_share >= 0.25;
+  const bool efficiency_lost = !warned && e.scaling_efficiency && *e.scaling_efficiency < 0.85;
+  if (!unexplained && !idle_unwarned && !efficiency_lost) return std::nullopt;
+  const reports::RankBudget* row = unexplained ? gap : idlest;
+  const std::string who = row ? (row->rank ? fmt::format("rank {} ({})", *row->rank, row->device) : row->device) : "";
   Finding f;
   f.severity = Severity::warning;
-  f.title = fmt::format("{} idles {:.0f}% of the window and no rule explains why", worst->id, 100 * (1 - worst->busy));
-  f.evidence = {{"device", worst->id},
-                {"idle_share", 1 - worst->busy},
-                {"time_source", trace::timeline_source_name(e.timeline_source)},
-                {"per_device", device_table(e)}};
+  if (unexplained || idle_unwarned)
+    f.title = fmt::format("{} idles {:.0f}% of the window and no finding explains {:.0f}% of it", who,
+                          100 * row->idle_share, 100 * row->unexplained_share);
+  else
+    f.title = fmt::format("the sweep's scaling efficiency is {:.2f} at {} devices and no finding says where the "
+                          "rest went",
+                          *e.scaling_efficiency, e.world);
+  f.evidence = {{"time_source", trace::timeline_source_name(e.timeline_source)}, {"per_device", device_table(e)}};
+  if (row) {
+    f.evidence["device"] = who;
+    f.evidence["idle_share"] = figure(row->idle_share);
+    f.evidence["unexplained_share"] = figure(row->unexplained_share);
+  }
+  if (e.scaling_efficiency) f.evidence["scaling_efficiency"] = figure(*e.scaling_efficiency);
   if (!e.breakdown.empty()) f.evidence["breakdown"] = breakdown_table(e);
   for (const auto& t : e.timelines)
-    if (t.device == worst->id || fmt::format("rank {} ({})", t.rank.value_or(-1), t.device) == worst->id) {
-      const auto& ib = t.breakdown.idle_breakdown;
-      f.evidence["idle_breakdown"] = {{"host_wait", figure(ib.host_wait)},
-                                      {"kernel_wait", figure(ib.kernel_wait)},
-                                      {"other", figure(ib.other)}};
+    if (row && t.who() == who) {
+      nlohmann::json causes = nlohmann::json::object();
+      for (size_t c = 0; c < trace::kIdleCauses; ++c)
+        if (t.idle.ns[c] > 0) causes[trace::idle_cause_name(static_cast<trace::IdleCause>(c))] = figure(t.share(t.idle.ns[c]));
+      f.evidence["idle_causes"] = causes;
     }
   f.explanation =
-      "The device did nothing for a large share of the measured window, and none of the known causes (waiting for "
-      "the input, for the host to launch, for host syncs, for communication, for another rank, pipeline bubbles, "
-      "DataParallel's primary) accounts for it. The idle breakdown says whether the gaps came after the host launched "
-      "late (host wait), between queued kernels (kernel wait), or elsewhere (other: dependencies on events or other "
-      "streams, other processes on the device).";
+      "The device did nothing for a large share of the measured window, and the known causes (waiting for the input, "
+      "for the host to launch, for host syncs, for set-up, for communication, for another rank, pipeline bubbles, "
+      "DataParallel's primary) do not account for it. Where the gaps' causes are known (idle_causes): device_wait is "
+      "work that was queued but waited on another stream or event; unknown is work whose launch the trace did not "
+      "record.";
   f.fix = "open the trace at the idle gaps (dpbench --trace, or the PyTorch trace, in ui.perfetto.dev): what runs on "
           "the host and on the other streams while this device waits is the cause";
+  if (row) f.explains.push_back({row->rank, row->device, row->unexplained_share});
   return f;
 }
 
