@@ -113,6 +113,9 @@ struct RankStats {
   std::vector<std::string> hardware;  // what it computed on: "core 2", "gpu 0000:1b:00.0"
   int64_t samples = 0;
   std::vector<Num> compute_steps_s;  // compute in each measured step (pairs the ranks step by step)
+  // Per measured step, the mean time this rank's all-reduces waited for the last rank to
+  // start them (all ranks on one host, whose steady clock they share; null otherwise).
+  Num wait_for_peers_s;
 };
 
 // One gradient bucket of the last measured step: ms from the start of its backward.
@@ -142,6 +145,9 @@ struct DpStats {
   std::vector<int64_t> last_chunks;
   std::vector<int64_t> full_chunks;  // the chunks of a full batch (empty in older reports)
   Num primary_only_s, primary_replica_s;  // per step
+  // Per step, the time no device worked and the loop was not waiting for data: the host
+  // scattering, gathering and handing work to the device threads.
+  Num host_only_s;
 };
 
 struct StageStats {
@@ -256,6 +262,8 @@ struct RunReport {
   std::vector<RunMetrics> runs;
   std::optional<std::vector<SweepPoint>> sweep;
   std::vector<Finding> findings;
+  // dpbench --doctor: the whole diagnosis (verdict, budget; its findings are findings[]).
+  std::optional<DiagnosisReport> diagnosis;
   // --simulate: the prediction's inputs (profile, link) and each point's detail (critical
   // path, buckets, algorithm), as the simulator writes them; runs is empty then.
   std::optional<nlohmann::json> simulation;

@@ -68,7 +68,8 @@ json ranks_json(const std::vector<RankStats>& ranks) {
                  {"device", m.device},
                  {"hardware", m.hardware},
                  {"samples", m.samples},
-                 {"compute_steps_s", nums(m.compute_steps_s)}});
+                 {"compute_steps_s", nums(m.compute_steps_s)},
+                 {"wait_for_peers_s", num(m.wait_for_peers_s)}});
   return a;
 }
 
@@ -88,6 +89,7 @@ RankStats rank_from(const JsonView& j) {
   m.hardware = strings(j, "hardware", 1 << 12);
   m.samples = j.integer("samples", 0, kCount);
   m.compute_steps_s = maybe_nums(j, "compute_steps_s");
+  m.wait_for_peers_s = j.maybe_number("wait_for_peers_s", 0, kBig);
   return m;
 }
 
@@ -153,7 +155,8 @@ json dp_json(const DpStats& d) {
           {"last_chunks", d.last_chunks},
           {"full_chunks", d.full_chunks},
           {"primary_only_s", num(d.primary_only_s)},
-          {"primary_replica_s", num(d.primary_replica_s)}};
+          {"primary_replica_s", num(d.primary_replica_s)},
+          {"host_only_s", num(d.host_only_s)}};
 }
 
 DpStats dp_from(const JsonView& j) {
@@ -165,6 +168,7 @@ DpStats dp_from(const JsonView& j) {
   if (j.has("full_chunks")) d.full_chunks = integers(j, "full_chunks", 0, kCount);
   d.primary_only_s = j.maybe_number("primary_only_s", 0, kBig);
   d.primary_replica_s = j.maybe_number("primary_replica_s", 0, kBig);
+  d.host_only_s = j.maybe_number("host_only_s", 0, kBig);
   return d;
 }
 
@@ -424,6 +428,7 @@ json RunReport::to_json() const {
   if (simulation) j["simulation"] = *simulation;
   j["findings"] = json::array();
   for (const auto& f : findings) j["findings"].push_back(f.to_json());
+  if (diagnosis) j["diagnosis"] = diagnosis->to_json();
   return j;
 }
 
@@ -444,6 +449,7 @@ RunReport RunReport::from_json(const json& j, const std::string& document) {
     for (const auto& p : root.items("sweep", 1 << 16)) r.sweep->push_back(sweep_point_from(p));
   }
   for (const auto& f : root.items("findings", 1 << 16)) r.findings.push_back(Finding::from_json(f));
+  if (root.has("diagnosis")) r.diagnosis = DiagnosisReport::from_json(j["diagnosis"], document + ", diagnosis");
   if (root.has("simulation")) {
     root.member("simulation").expect_object();
     r.simulation = j["simulation"];

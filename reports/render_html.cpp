@@ -36,6 +36,48 @@ const char* category_color(const std::string& cat) {
   return "#76b7b2";
 }
 
+// dpdoctor's verdict on the run, and where each device's window went.
+std::string diagnosis_html(const DiagnosisReport& d) {
+  std::ostringstream h;
+  const auto& s = d.summary;
+  std::string devices;
+  for (const auto& dev : s.devices)
+    devices += (devices.empty() ? "" : ", ") + dev.id + " " + fmt::format("{:.0f}% busy", 100 * dev.busy_fraction);
+  if (d.healthy) {
+    h << "<p class=\"sev-info\"><b>dpdoctor: healthy</b>: " << esc(parallel_mode_name(s.mode)) << " "
+      << esc(s.model) << " on " << s.world_size << " device(s)";
+    if (s.throughput_samples_per_s) h << fmt::format(", {:.1f} samples/s", *s.throughput_samples_per_s);
+    h << "; " << esc(devices) << " (" << esc(s.timeline_source) << " times)";
+    h << fmt::format("; data wait {:.1f}% of the time", 100 * s.data_wait_share);
+    if (s.overlap_ratio) h << fmt::format("; {:.0f}% of the all-reduce overlapped", 100 * *s.overlap_ratio);
+    h << ".</p>\n";
+  } else {
+    int errors = 0, warnings = 0;
+    for (const auto& f : d.findings) {
+      errors += f.severity == Severity::error;
+      warnings += f.severity == Severity::warning;
+    }
+    h << "<p class=\"sev-warning\"><b>dpdoctor: " << errors << " error(s), " << warnings << " warning(s)</b>";
+    if (!d.primary.empty()) h << ", mainly <code>" << esc(d.primary) << "</code>";
+    h << "; " << esc(devices) << " (" << esc(s.timeline_source) << " times).</p>\n";
+  }
+  if (!d.budget.empty()) {
+    h << "<table><tr><th>rank / device</th><th>lost (idle + exposed communication)</th><th>explained by</th>"
+         "<th>unexplained</th></tr>\n";
+    for (const auto& b : d.budget) {
+      std::string parts;
+      for (const auto& [id, share] : b.explained) parts += fmt::format("{}{} {:.1f}%", parts.empty() ? "" : ", ", id, 100 * share);
+      h << "<tr><td>" << esc(b.rank ? fmt::format("rank {} ({})", *b.rank, b.device) : b.device) << "</td><td>"
+        << fmt::format("{:.1f}%", 100 * (b.idle_share + b.exposed_comm_share)) << "</td><td>"
+        << esc(parts.empty() ? "-" : parts) << "</td><td>" << fmt::format("{:.1f}%", 100 * b.unexplained_share)
+        << "</td></tr>\n";
+    }
+    h << "</table>\n";
+  }
+  for (const auto& n : d.notes) h << "<p>note: " << esc(n) << "</p>\n";
+  return h.str();
+}
+
 std::string scaling_chart(const std::vector<Point>& points, const std::vector<Point>& predicted) {
   const double W = 560, H = 300, L = 70, R = 20, T = 20, B = 50;
   double max_n = 1, max_t = 1;
@@ -281,7 +323,9 @@ std::string render_html(const RunReport& report, const RunReport* prediction) {
   h << "<h2>Step times</h2>\n" << steps_chart(last) << "\n";
   if (last.timeline) h << "<h2>Timeline of the last measured step</h2>\n" << timeline_chart(*last.timeline, cfg) << "\n";
   h << "<h2>Findings</h2>\n";
-  if (report.findings.empty()) h << "<p>None recorded (<code>dpdoctor REPORT.json</code> diagnoses this report).</p>\n";
+  if (report.diagnosis) h << diagnosis_html(*report.diagnosis);
+  else if (report.findings.empty())
+    h << "<p>None recorded (<code>dpdoctor REPORT.json</code> diagnoses this report).</p>\n";
   for (const auto& f : report.findings) {
     const std::string sev = severity_name(f.severity);
     h << "<div class=\"finding\"><p class=\"sev-" << esc(sev) << "\"><b>" << esc(sev) << ": " << esc(f.title) << "</b> ["

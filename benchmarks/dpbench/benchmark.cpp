@@ -84,6 +84,7 @@ struct RankView {
 
 std::vector<reports::RankStats> rank_stats(const RankView& v) {
   std::vector<reports::RankStats> out;
+  const std::vector<double> waits = wait_for_peers(v.records);
   for (size_t r = 0; r < v.metrics.size(); ++r) {
     const RankMetrics& m = v.metrics[r];
     const RankPlacement& p = v.records[r].placement;
@@ -91,6 +92,7 @@ std::vector<reports::RankStats> rank_stats(const RankView& v) {
                          m.comm_s, m.overlap_ratio, m.exposed_comm_s, m.compute_s, p.host, p.device, p.hardware,
                          static_cast<int64_t>(m.samples), {}};
     for (double c : v.records[r].compute_steps_s) s.compute_steps_s.push_back(c);
+    if (r < waits.size()) s.wait_for_peers_s = waits[r];
     out.push_back(std::move(s));
   }
   return out;
@@ -300,6 +302,7 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
     auto d = doctor::diagnose(report);
     add_simulated_fixes(report, d.findings);
     report.findings = d.findings;
+    report.diagnosis = d;
     out << "\ndpdoctor:\n";
     doctor::print_diagnosis(d, out);
   }

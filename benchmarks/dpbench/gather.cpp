@@ -85,11 +85,19 @@ std::vector<RankRecord> gather_rank_records(comm::ProcessGroup& pg, const std::v
   mine["hashes"] = nlohmann::json::array();
   for (const auto& r : measured) mine["hashes"].push_back(r.data_hash);
   mine["compute"] = compute_per_step(measured, device.index);
+  mine["collectives"] = nlohmann::json::array();
+  for (const auto& r : measured) {
+    nlohmann::json step = nlohmann::json::array();
+    for (const auto& b : r.buckets) step.push_back({b.comm_start_ns, b.comm_end_ns});
+    mine["collectives"].push_back(step);
+  }
   std::vector<RankRecord> out;
   for (const auto& text : gather_strings(pg, mine.dump(), device)) {
     const auto j = nlohmann::json::parse(text);
-    out.push_back({{j["host"], j["device"], j["hardware"]}, j["hashes"].get<std::vector<uint64_t>>(),
-                   j["compute"].get<std::vector<double>>()});
+    out.push_back({{j["host"], j["device"], j["hardware"]},
+                   j["hashes"].get<std::vector<uint64_t>>(),
+                   j["compute"].get<std::vector<double>>(),
+                   j["collectives"].get<std::vector<std::vector<std::pair<int64_t, int64_t>>>>()});
   }
   return out;
 }

@@ -130,6 +130,32 @@ RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vec
   return m;
 }
 
+std::vector<double> wait_for_peers(const std::vector<RankRecord>& ranks) {
+  if (ranks.size() < 2) return {};
+  for (const auto& r : ranks)
+    if (r.placement.host != ranks.front().placement.host || r.collectives.size() != ranks.front().collectives.size())
+      return {};
+  const size_t steps = ranks.front().collectives.size();
+  if (steps == 0) return {};
+  std::vector<double> wait(ranks.size(), 0.0);
+  for (size_t k = 0; k < steps; ++k) {
+    const size_t buckets = ranks.front().collectives[k].size();
+    for (const auto& r : ranks)
+      if (r.collectives[k].size() != buckets) return {};
+    for (size_t b = 0; b < buckets; ++b) {
+      int64_t last = 0;
+      for (const auto& r : ranks) last = std::max(last, r.collectives[k][b].first);
+      for (size_t i = 0; i < ranks.size(); ++i) {
+        const auto [start, end] = ranks[i].collectives[k][b];
+        if (start <= 0 || end < start) return {};  // not recorded
+        wait[i] += seconds(std::clamp<int64_t>(last - start, 0, end - start));
+      }
+    }
+  }
+  for (auto& w : wait) w /= static_cast<double>(steps);
+  return wait;
+}
+
 reports::SameData same_data(const std::vector<RankRecord>& ranks) {
   size_t steps = ranks.empty() ? 0 : ranks.front().data_hashes.size();
   for (const auto& r : ranks) steps = std::min(steps, r.data_hashes.size());
@@ -155,9 +181,14 @@ std::vector<reports::BucketStats> bucket_stats(const StepRecord& step) {
 
 reports::DpStats dp_stats(const DataParallel& dp, bool bypass, bool replicate_input, int primary, const Window& w,
                           size_t measured_steps) {
-  std::vector<std::pair<int64_t, int64_t>> own, replica;
+  std::vector<std::pair<int64_t, int64_t>> own, replica, any_device, data;
   for (const auto& i : trace::timeline().intervals()) {
-    if (i.device != primary || i.cat == trace::Category::data) continue;
+    if (i.cat == trace::Category::data) {
+      data.emplace_back(i.begin_ns, i.end_ns);
+      continue;
+    }
+    any_device.emplace_back(i.begin_ns, i.end_ns);
+    if (i.device != primary) continue;
     (i.lane == "replica" ? replica : own).emplace_back(i.begin_ns, i.end_ns);
   }
   const double per_step = 1e-9 / static_cast<double>(std::max<size_t>(1, measured_steps));
@@ -169,6 +200,8 @@ reports::DpStats dp_stats(const DataParallel& dp, bool bypass, bool replicate_in
   s.full_chunks = dp.stats().full_chunks;
   s.primary_only_s = static_cast<double>(trace::union_ns(own, w.lo, w.hi)) * per_step;
   s.primary_replica_s = static_cast<double>(trace::union_ns(replica, w.lo, w.hi)) * per_step;
+  const auto busy_or_waiting = trace::unite(trace::merged(any_device, w.lo, w.hi), trace::merged(data, w.lo, w.hi));
+  s.host_only_s = static_cast<double>(w.hi - w.lo - trace::total_length(busy_or_waiting)) * per_step;
   return s;
 }
 

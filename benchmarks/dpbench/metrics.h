@@ -68,7 +68,14 @@ struct RankRecord {
   RankPlacement placement;
   std::vector<uint64_t> data_hashes;
   std::vector<double> compute_steps_s;  // compute in each measured step
+  // Per measured step, each bucket's all-reduce start and end (steady-clock ns).
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> collectives;
 };
+// Per rank, the mean time a measured step's all-reduces waited for the last rank to start
+// them: for each bucket, from the rank's own start until the last rank's, at most as long
+// as its all-reduce ran. Empty unless every rank recorded every step on one host (steady
+// clocks agree only within a host).
+std::vector<double> wait_for_peers(const std::vector<RankRecord>& ranks);
 // Measured steps in which every rank read exactly the same samples (no DistributedSampler)
 // among those every rank ran.
 reports::SameData same_data(const std::vector<RankRecord>& ranks);

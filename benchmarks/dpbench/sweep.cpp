@@ -198,6 +198,7 @@ int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
     auto d = doctor::diagnose(report);  // the largest run
     add_simulated_fixes(report, d.findings);
     report.findings = d.findings;
+    report.diagnosis = d;
     std::cout << "\ndpdoctor (the largest run):\n";
     doctor::print_diagnosis(d, std::cout);
   }

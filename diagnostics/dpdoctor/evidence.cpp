@@ -92,6 +92,7 @@ Evidence evidence_from_report(const reports::RunReport& report) {
     e.chunks = dp.full_chunks.empty() ? dp.last_chunks : dp.full_chunks;
     e.primary_only_s = dp.primary_only_s.value_or(-1);
     e.primary_replica_s = dp.primary_replica_s.value_or(-1);
+    e.host_only_s = dp.host_only_s.value_or(-1);
   }
   if (run.ranks)
     for (const auto& r : *run.ranks)
@@ -100,10 +101,17 @@ Evidence evidence_from_report(const reports::RunReport& report) {
                          run.steps > 0 ? static_cast<double>(r.samples) / static_cast<double>(run.steps) : 0.0,
                          {},
                          {}});
-  if (run.ranks)
+  if (run.ranks) {
     for (size_t k = 0; k < run.ranks->size(); ++k)
       for (const auto& c : (*run.ranks)[k].compute_steps_s)
         if (c) e.ranks[k].compute_steps_s.push_back(*c);
+    const bool waits = std::all_of(run.ranks->begin(), run.ranks->end(),
+                                   [](const reports::RankStats& r) { return r.wait_for_peers_s.has_value(); });
+    if (waits)
+      for (const auto& r : *run.ranks) e.wait_for_peers_s.push_back(*r.wait_for_peers_s);
+  }
+  // The sweep's efficiency at the diagnosed point (a sweep: the largest run).
+  if (run.scaling_efficiency && run.world_size > 1) e.scaling_efficiency = *run.scaling_efficiency;
   if (run.overlap) {
     e.overlap = run.overlap->ratio.value_or(-1);
     e.exposed_share = run.overlap->exposed_share.value_or(-1);

@@ -87,6 +87,7 @@ struct Evidence {
   int64_t scatter_calls = 0;
   std::vector<int64_t> chunks;
   double primary_only_s = -1, primary_replica_s = -1;
+  double host_only_s = -1;  // per step: no device busy, no data wait (the host's DataParallel work)
   // ddp
   std::vector<RankEvidence> ranks;
   double overlap = -1, exposed_share = -1, exposed_share_ab = -1;

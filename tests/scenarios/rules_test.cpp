@@ -222,6 +222,95 @@ TEST(DoctorRules, FewerDevicesThanRequested) {
   EXPECT_EQ(ids(r), std::vector<std::string>{"fewer-devices-than-requested"});
 }
 
+// Per device: its share of the window idle, and communication not under compute.
+std::vector<trace::Breakdown> breakdowns(const std::vector<std::pair<double, double>>& idle_comm, bool ranks) {
+  std::vector<trace::Breakdown> out;
+  for (size_t i = 0; i < idle_comm.size(); ++i) {
+    trace::Breakdown b;
+    if (ranks) b.rank = static_cast<int>(i);
+    b.device = ranks ? "cpu@rank" + std::to_string(i) : "cpu:" + std::to_string(i);
+    b.window_s = 1.0;
+    b.idle_share = idle_comm[i].first;
+    b.comm_share = idle_comm[i].second;
+    b.compute_share = 1 - idle_comm[i].first - idle_comm[i].second;
+    b.memory_share = 0.0;
+    out.push_back(b);
+  }
+  return out;
+}
+
+// On logical CPU devices the rank timeline is the device timeline: a fifth of the step
+// exposed there is a finding, with what the A/B says it costs and how much of it waits for
+// the slower rank; the A/B alone counts only beside a tenth of the step on the timeline
+// (it moves by points from run to run on a shared machine).
+TEST(DoctorRules, OnCpuRanksTheTimelineAndTheAbJudgeCommunication) {
+  auto r = ddp_report(0.0058, 0.006, 0.22);
+  auto& run = run0(r);
+  run.step_time_s.median = 0.0079;
+  run.overlap->ab = reports::OverlapAB{0.0079, 0.0040, 0.0001, 0.0038, 0.49};
+  run.breakdown = breakdowns({{0.01, 0.22}, {0.01, 0.20}}, true);
+  (*run.ranks)[0].wait_for_peers_s = 0.0006;
+  (*run.ranks)[1].wait_for_peers_s = 0.0002;
+  auto d = diagnose(r);
+  ASSERT_EQ(d.findings.size(), 1u);
+  const auto& f = d.findings[0];
+  EXPECT_EQ(f.id, "exposed-communication");
+  EXPECT_EQ(d.primary, "exposed-communication");
+  EXPECT_NEAR(f.evidence["wait_for_slower_rank_s"].get<double>(), 0.0006, 1e-12);
+  EXPECT_NEAR(f.evidence["exposed_share_ab"].get<double>(), 0.49, 1e-12);
+  EXPECT_NE(f.explanation.find("waiting for the slower rank"), std::string::npos) << f.explanation;
+  EXPECT_NE(f.explanation.find("compute also slows down"), std::string::npos) << f.explanation;
+  // The budget: exposed communication accounts for each rank's exposed share.
+  ASSERT_EQ(d.budget.size(), 2u);
+  EXPECT_NEAR(d.budget[0].explained.at(0).second, 0.22, 1e-12);
+  EXPECT_NEAR(d.budget[0].unexplained_share, 0.01, 1e-12);
+  // The A/B alone, with little exposed on the timeline: noise, no finding.
+  run.overlap->exposed_share = 0.08;
+  run.overlap->ab->exposed_share = 0.32;
+  EXPECT_TRUE(ids(r).empty());
+  run.overlap->exposed_share = 0.12;
+  run.overlap->ab->exposed_share = 0.35;
+  EXPECT_EQ(ids(r), std::vector<std::string>{"exposed-communication"});
+}
+
+// Never healthy while a sweep loses 15% of its scaling efficiency without a warning that
+// says where it went.
+TEST(DoctorRules, ALostScalingEfficiencyIsNeverHealthy) {
+  auto r = ddp_report(0.006, 0.0062, 0.05);
+  run0(r).breakdown = breakdowns({{0.05, 0.05}, {0.05, 0.05}}, true);
+  run0(r).scaling_efficiency = 0.9;
+  EXPECT_TRUE(diagnose(r).healthy);
+  run0(r).scaling_efficiency = 0.7;
+  const auto d = diagnose(r);
+  EXPECT_FALSE(d.healthy);
+  ASSERT_EQ(d.findings.size(), 1u);
+  EXPECT_EQ(d.findings[0].id, "unexplained-idle");
+  EXPECT_NE(d.findings[0].title.find("scaling efficiency is 0.70"), std::string::npos) << d.findings[0].title;
+  // Where a finding explains the loss, that finding is the answer.
+  run0(r).overlap->exposed_share = 0.3;
+  EXPECT_EQ(ids(r), std::vector<std::string>{"exposed-communication"});
+}
+
+// DataParallel on two CPU devices whose replica idles a third of the window: the loop's
+// wait for data and DataParallel's serial work explain it; the larger is the warning,
+// nothing is "unexplained".
+TEST(DoctorRules, DataParallelIdleIsExplainedNotUnexplained) {
+  auto r = base_report();
+  auto& run = run0(r);
+  run.devices = {{"cpu:0", 320, 0.79, 0}, {"cpu:1", 320, 0.69, 0}};
+  run.data_wait_share = 0.20;
+  run.step_time_s.median = 0.0032;
+  run.dp->primary_only_s = 0.00016;
+  run.dp->host_only_s = 0.0002;
+  run.breakdown = breakdowns({{0.21, 0.0}, {0.31, 0.0}}, false);
+  const auto d = diagnose(r);
+  EXPECT_FALSE(d.healthy);
+  EXPECT_EQ(d.primary, "input-bound");
+  for (const auto& f : d.findings) EXPECT_NE(f.id, "unexplained-idle");
+  ASSERT_EQ(d.budget.size(), 2u);
+  EXPECT_LT(d.budget[1].unexplained_share, 0.25);
+}
+
 TEST(DoctorRules, NotAReportIsAnError) {
   EXPECT_THROW(reports::RunReport::from_json(nlohmann::json{{"schema", "other"}}, "x"), Error);
 }

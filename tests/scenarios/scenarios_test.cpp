@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "reports/model.h"
+#include "reports/render_html.h"
 #include "reports/schemas.h"
 #include "tests/support/process.h"
 #include "tests/support/schemas.h"
@@ -51,6 +53,10 @@ std::vector<Scenario> scenarios() {
       {"tiny_buckets_small_batch", "--mode=ddp --gpus=2 --model=mlp --batch=2 --bucket-mb=0.01",
        "exposed-communication", {}},
       {"straggler", "--mode=ddp --gpus=2 --model=lenet --batch=64 --straggler=1:30", "straggler-rank", {}},
+      // The main job's sweep point (scripts/run.sh): a small model's all-reduce, exposed
+      // after backward, is a fifth to a half of the step.
+      {"small_model_ddp", "--mode=ddp --gpus=2 --model=lenet --batch=64 --steps=60 --warmup=5", "exposed-communication",
+       {"straggler-rank"}},
       // A rank about 40% slower (80 ms on ~200 ms of compute a step), as the healthy run
       // below: missed by a twice-as-slow threshold. (20% is within this machine's noise: two
       // ranks computing at once slow each other by up to a quarter, step by step; the rule's
@@ -182,6 +188,13 @@ TEST(Dpdoctor, DiagnosesAReportAndDpbenchAppendsFindings) {
   dpb::test::expect_fits(dpb::reports::report_schema(), rep, "the report");
   ASSERT_FALSE(rep["findings"].empty());
   EXPECT_EQ(rep["findings"][0]["id"], "forward-bypasses-scatter");
+  // The whole diagnosis travels with the report, and its page shows it.
+  ASSERT_TRUE(rep.contains("diagnosis"));
+  EXPECT_EQ(rep["diagnosis"]["primary"], "forward-bypasses-scatter");
+  const std::string page = dpb::reports::render_html(dpb::reports::RunReport::read(json));
+  EXPECT_NE(page.find("dpdoctor: 1 error(s)"), std::string::npos);
+  EXPECT_NE(page.find("mainly <code>forward-bypasses-scatter</code>"), std::string::npos);
+  EXPECT_NE(page.find("<th>unexplained</th>"), std::string::npos);
   const std::string out = json + ".txt";
   const int status = std::system((std::string(DPDOCTOR_BIN) + " " + json + " >" + out).c_str());
   EXPECT_EQ(WEXITSTATUS(status), 1);

@@ -199,6 +199,13 @@ TEST(DpbenchDdp, ReportHasRanksBucketsAndOverlap) {
   EXPECT_GE(ab["exposed_comm_s"].get<double>(), 0.0);
   EXPECT_LE(ab["exposed_share"].get<double>(), 1.0);
   EXPECT_NE(r.out.find("ddp A/B: step"), std::string::npos) << r.out;
+  // Each rank's wait for the other to start its all-reduces: measured (one host), at most
+  // a step.
+  for (const auto& rk : run["ranks"]) {
+    ASSERT_TRUE(rk["wait_for_peers_s"].is_number()) << rk;
+    EXPECT_GE(rk["wait_for_peers_s"].get<double>(), 0.0);
+    EXPECT_LE(rk["wait_for_peers_s"].get<double>(), run["step_time_s"]["max"].get<double>());
+  }
   // Every rank's timeline reached rank 0 for the report's excerpt.
   std::set<int> devices;
   for (const auto& i : run["timeline"]["intervals"]) devices.insert(i["device"].get<int>());

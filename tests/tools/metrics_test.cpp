@@ -1,0 +1,42 @@
+// dpbench's cross-rank metrics (benchmarks/dpbench/metrics): how long each rank's
+// all-reduces wait for the last rank to start them, on records whose answer is known.
+#include "benchmarks/dpbench/metrics.h"
+
+#include <gtest/gtest.h>
+
+namespace dpb::bench {
+namespace {
+
+constexpr int64_t ms = 1'000'000;
+
+RankRecord rank(const std::string& host, std::vector<std::vector<std::pair<int64_t, int64_t>>> collectives) {
+  RankRecord r;
+  r.placement.host = host;
+  r.collectives = std::move(collectives);
+  return r;
+}
+
+TEST(WaitForPeers, EachRankWaitsUntilTheLastStartsAtMostAsLongAsItsAllReduceRan) {
+  // Two steps of two buckets. Step 0: rank 1 starts bucket 0 3 ms late and bucket 1
+  // 1 ms late. Step 1: rank 0 is late by 2 ms on bucket 0; on bucket 1 rank 1 starts
+  // 10 ms late but rank 0's all-reduce ran only 4 ms (its wait is at most that).
+  // Times on the steady clock (never 0: 0 means not recorded).
+  const int64_t t = 1000 * ms;
+  const auto r0 = rank("n1", {{{t, t + 5 * ms}, {t + 6 * ms, t + 8 * ms}}, {{t + 22 * ms, t + 25 * ms}, {t + 30 * ms, t + 34 * ms}}});
+  const auto r1 = rank("n1", {{{t + 3 * ms, t + 5 * ms}, {t + 7 * ms, t + 8 * ms}}, {{t + 20 * ms, t + 25 * ms}, {t + 40 * ms, t + 41 * ms}}});
+  const auto w = wait_for_peers({r0, r1});
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_NEAR(w[0], (3 + 1 + 0 + 4) * 1e-3 / 2, 1e-12);
+  EXPECT_NEAR(w[1], (0 + 0 + 2 + 0) * 1e-3 / 2, 1e-12);
+}
+
+TEST(WaitForPeers, UnknownAcrossHostsOrWithoutRecords) {
+  const auto a = rank("n1", {{{1 * ms, 5 * ms}}});
+  EXPECT_TRUE(wait_for_peers({a, rank("n2", {{{2 * ms, 5 * ms}}})}).empty());  // clocks of two hosts
+  EXPECT_TRUE(wait_for_peers({a, rank("n1", {})}).empty());                      // steps missing
+  EXPECT_TRUE(wait_for_peers({a, rank("n1", {{{0, 0}}})}).empty());              // a start not recorded
+  EXPECT_TRUE(wait_for_peers({a}).empty());                                      // one rank waits for no one
+}
+
+}  // namespace
+}  // namespace dpb::bench
