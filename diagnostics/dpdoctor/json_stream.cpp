@@ -11,13 +11,13 @@
 namespace dpb::doctor {
 
 namespace {
-constexpr size_t kChunk = size_t{1} << 22;  // bytes read at a time
+constexpr size_t kChunk = size_t{1} << 19;  // bytes read at a time: small beside any trace, large for zlib
 }
 
 JsonStream::JsonStream(const std::string& path, std::string hint) : path_(path), hint_(std::move(hint)) {
   file_ = gzopen(path.c_str(), "rb");
   DPB_CHECK(file_ != nullptr) << "cannot open trace '" << escape_untrusted(path) << "'";
-  gzbuffer(file_, 1 << 20);
+  gzbuffer(file_, 1 << 17);
 }
 
 JsonStream::~JsonStream() {
