@@ -22,8 +22,12 @@ namespace {
 
 namespace sj = simdjson::ondemand;
 
+// Bounds against hostile input, far above what real traces hold: the largest event of the
+// public corpus (tests/data/traces/public, PyTorch 1.8 to 2.x) is 5.5 KB, the deepest
+// nesting 7 levels, the most events in one file 112 thousand (a long profile holds a few
+// million). A file beyond them is refused with its byte offset, never half-read.
 constexpr size_t kMaxEvent = size_t{64} << 20;  // one event, or one top-level value we read
-constexpr size_t kMaxKept = size_t{40} << 20;   // events kept per file
+constexpr size_t kMaxKept = size_t{40} << 20;   // events kept per file (about 1.6 GB of timeline)
 // A time must fit int64 nanoseconds: epoch microseconds up to the year 2262. Real traces
 // hold 1.6e15 to 1.8e15 (2020-2027) or relative times far below.
 constexpr int64_t kMaxMicros = std::numeric_limits<int64_t>::max() / 1000 - 1;

@@ -15,6 +15,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "engine/core/error.h"
 
@@ -440,6 +441,32 @@ TEST_F(TorchTrace, JobsRunsAndRanksAreToldApart) {
   EXPECT_EQ(ordered.ranks[0].rank, 2);
   EXPECT_EQ(ordered.ranks[1].rank, 10);
   EXPECT_FALSE(ordered.notes.empty());  // 14 of the 16 ranks are not in the files
+}
+
+// A trace that lost events says so: launch calls whose kernels are missing (Kineto's
+// buffers overflowed), unlike kernels queued before the trace began, which are not lost.
+TEST_F(TorchTrace, ATraceThatLostEventsSaysSo) {
+  KinetoTrace t(0, 0, 1);
+  for (int s = 0; s < 5; ++s) {
+    t.step(s, 10.0 * s, 10.0 * s + 10);
+    t.kernel(0, 10.0 * s + 1, 10.0 * s + 9);
+  }
+  const std::string whole = t.write(path("whole.json"));
+  EXPECT_TRUE(one({whole}).notes.empty());
+  // Ten launches whose kernels never made it into the trace.
+  nlohmann::json doc = nlohmann::json::parse(std::ifstream(whole));
+  for (int k = 0; k < 10; ++k)
+    doc["traceEvents"].push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", "cudaLaunchKernel"}, {"pid", 4242},
+                                  {"tid", 4242}, {"ts", 1e6 + 1e3 * (2 + k)}, {"dur", 5}, {"args", {{"correlation", 900 + k}}}});
+  std::ofstream(path("lost.json")) << doc.dump();
+  const Evidence e = one({path("lost.json")});
+  ASSERT_EQ(e.notes.size(), 1u);
+  EXPECT_NE(e.notes[0].find("lost events: 10 of"), std::string::npos) << e.notes[0];
+  const Diagnosis d = diagnose(e);
+  EXPECT_EQ(d.notes, e.notes);
+  std::ostringstream text;
+  print_diagnosis(d, text);
+  EXPECT_NE(text.str().find("note: cuda:0 lost events"), std::string::npos) << text.str();
 }
 
 TEST_F(TorchTrace, LaunchBoundHostSyncsAndPageableCopies) {
