@@ -40,15 +40,15 @@ from hta_agreement import hta_figures  # noqa: E402
 
 def measure_one(cmd):
     """Wall time and the exact peak resident set of one process (dpdoctor: threads, no
-    children), from the kernel's accounting rather than sampling."""
+    children), from the kernel's accounting rather than sampling. /usr/bin/time starts it:
+    a child forked from this Python (which holds HTA's data frames) would inherit the
+    parent's peak in its own."""
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(p.pid, 0)
+    p = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - t0
-    code = os.waitstatus_to_exitcode(status)
-    if code not in (0, 1):
-        raise SystemExit(f"real_traces: {cmd} failed ({code})")
-    return wall, usage.ru_maxrss * 1024
+    if p.returncode not in (0, 1):
+        raise SystemExit(f"real_traces: {cmd} failed ({p.returncode}): {p.stderr[-500:]}")
+    return wall, int(p.stderr.strip().splitlines()[-1]) * 1024
 
 
 def uncompressed(path):
@@ -187,8 +187,9 @@ def write_md(path, rows, machine, repeat, baseline):
             out.append(f"- `{r['folder']}` ({', '.join(r['files'])}): {r['hta_none_because'].splitlines()[0][:200]}")
     out.append("")
     out.append(f"Time and peak memory on the same files ({machine}; medians of {repeat} alternated runs; peak: "
-               f"resident set of the process tree; dpdoctor's process alone, on a one-kernel trace, "
-               f"{baseline / 2**20:.1f} MiB):")
+               f"dpdoctor's exact maximum resident set, and in brackets what is above that of its process on a "
+               f"one-kernel trace ({baseline / 2**20:.1f} MiB: code, libraries, buffers); HTA's process tree, "
+               f"sampled every 10 ms):")
     out.append("")
     out.append("| folder | files | uncompressed | dpdoctor | HTA | speed-up | dpdoctor peak (above its own) | HTA peak |")
     out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
