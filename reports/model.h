@@ -116,6 +116,11 @@ struct RankStats {
   // Per measured step, the mean time this rank's all-reduces waited for the last rank to
   // start them (all ranks on one host, whose steady clock they share; null otherwise).
   Num wait_for_peers_s;
+  // Per measured step (means, summed over buckets): the all-reduces' time on the
+  // communication thread (waiting for peers and moving data), and the hand-offs around it
+  // (queued behind earlier buckets or waiting for the thread, and until the training
+  // thread saw them done).
+  Num allreduce_s, allreduce_handoff_s;
 };
 
 // One gradient bucket of the last measured step: ms from the start of its backward.

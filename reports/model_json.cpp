@@ -69,7 +69,9 @@ json ranks_json(const std::vector<RankStats>& ranks) {
                  {"hardware", m.hardware},
                  {"samples", m.samples},
                  {"compute_steps_s", nums(m.compute_steps_s)},
-                 {"wait_for_peers_s", num(m.wait_for_peers_s)}});
+                 {"wait_for_peers_s", num(m.wait_for_peers_s)},
+                 {"allreduce_s", num(m.allreduce_s)},
+                 {"allreduce_handoff_s", num(m.allreduce_handoff_s)}});
   return a;
 }
 
@@ -90,6 +92,8 @@ RankStats rank_from(const JsonView& j) {
   m.samples = j.integer("samples", 0, kCount);
   m.compute_steps_s = maybe_nums(j, "compute_steps_s");
   m.wait_for_peers_s = j.maybe_number("wait_for_peers_s", 0, kBig);
+  m.allreduce_s = j.maybe_number("allreduce_s", 0, kBig);
+  m.allreduce_handoff_s = j.maybe_number("allreduce_handoff_s", 0, kBig);
   return m;
 }
 

@@ -88,11 +88,26 @@ std::vector<reports::RankStats> rank_stats(const RankView& v) {
   for (size_t r = 0; r < v.metrics.size(); ++r) {
     const RankMetrics& m = v.metrics[r];
     const RankPlacement& p = v.records[r].placement;
-    reports::RankStats s{static_cast<int>(r), m.step_median_s, m.step_p90_s, m.data_wait_share, m.busy_fraction,
-                         m.comm_s, m.overlap_ratio, m.exposed_comm_s, m.compute_s, p.host, p.device, p.hardware,
-                         static_cast<int64_t>(m.samples), {}};
+    reports::RankStats s;
+    s.rank = static_cast<int>(r);
+    s.step_time_median_s = m.step_median_s;
+    s.step_time_p90_s = m.step_p90_s;
+    s.data_wait_share = m.data_wait_share;
+    s.busy_fraction = m.busy_fraction;
+    s.comm_s = m.comm_s;
+    s.overlap_ratio = m.overlap_ratio;
+    s.exposed_comm_s = m.exposed_comm_s;
+    s.compute_s = m.compute_s;
+    s.host = p.host;
+    s.device = p.device;
+    s.hardware = p.hardware;
+    s.samples = static_cast<int64_t>(m.samples);
     for (double c : v.records[r].compute_steps_s) s.compute_steps_s.push_back(c);
     if (r < waits.size()) s.wait_for_peers_s = waits[r];
+    if (const auto c = collective_costs(v.records[r])) {
+      s.allreduce_s = c->collective_s;
+      s.allreduce_handoff_s = c->handoff_s;
+    }
     out.push_back(std::move(s));
   }
   return out;

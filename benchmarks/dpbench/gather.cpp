@@ -88,16 +88,21 @@ std::vector<RankRecord> gather_rank_records(comm::ProcessGroup& pg, const std::v
   mine["collectives"] = nlohmann::json::array();
   for (const auto& r : measured) {
     nlohmann::json step = nlohmann::json::array();
-    for (const auto& b : r.buckets) step.push_back({b.comm_start_ns, b.comm_end_ns});
+    for (const auto& b : r.buckets) step.push_back({b.launch_ns, b.comm_start_ns, b.comm_end_ns, b.done_ns});
     mine["collectives"].push_back(step);
   }
   std::vector<RankRecord> out;
   for (const auto& text : gather_strings(pg, mine.dump(), device)) {
     const auto j = nlohmann::json::parse(text);
-    out.push_back({{j["host"], j["device"], j["hardware"]},
-                   j["hashes"].get<std::vector<uint64_t>>(),
-                   j["compute"].get<std::vector<double>>(),
-                   j["collectives"].get<std::vector<std::vector<std::pair<int64_t, int64_t>>>>()});
+    RankRecord r{{j["host"], j["device"], j["hardware"]},
+                 j["hashes"].get<std::vector<uint64_t>>(),
+                 j["compute"].get<std::vector<double>>(),
+                 {}};
+    for (const auto& step : j["collectives"]) {
+      r.collectives.emplace_back();
+      for (const auto& b : step) r.collectives.back().push_back({b[0], b[1], b[2], b[3]});
+    }
+    out.push_back(std::move(r));
   }
   return out;
 }

@@ -144,16 +144,32 @@ std::vector<double> wait_for_peers(const std::vector<RankRecord>& ranks) {
       if (r.collectives[k].size() != buckets) return {};
     for (size_t b = 0; b < buckets; ++b) {
       int64_t last = 0;
-      for (const auto& r : ranks) last = std::max(last, r.collectives[k][b].first);
+      for (const auto& r : ranks) last = std::max(last, r.collectives[k][b].start_ns);
       for (size_t i = 0; i < ranks.size(); ++i) {
-        const auto [start, end] = ranks[i].collectives[k][b];
-        if (start <= 0 || end < start) return {};  // not recorded
-        wait[i] += seconds(std::clamp<int64_t>(last - start, 0, end - start));
+        const auto& c = ranks[i].collectives[k][b];
+        if (c.start_ns <= 0 || c.end_ns < c.start_ns) return {};  // not recorded
+        wait[i] += seconds(std::clamp<int64_t>(last - c.start_ns, 0, c.end_ns - c.start_ns));
       }
     }
   }
   for (auto& w : wait) w /= static_cast<double>(steps);
   return wait;
+}
+
+std::optional<CollectiveCosts> collective_costs(const RankRecord& rank) {
+  if (rank.collectives.empty()) return std::nullopt;
+  CollectiveCosts c;
+  for (const auto& step : rank.collectives)
+    for (const auto& b : step) {
+      if (b.launch_ns <= 0 || b.start_ns < b.launch_ns || b.end_ns < b.start_ns || b.done_ns < b.end_ns)
+        return std::nullopt;  // not recorded
+      c.collective_s += seconds(b.end_ns - b.start_ns);
+      c.handoff_s += seconds(b.start_ns - b.launch_ns) + seconds(b.done_ns - b.end_ns);
+    }
+  const double steps = static_cast<double>(rank.collectives.size());
+  c.collective_s /= steps;
+  c.handoff_s /= steps;
+  return c;
 }
 
 reports::SameData same_data(const std::vector<RankRecord>& ranks) {

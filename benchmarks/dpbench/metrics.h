@@ -5,6 +5,7 @@
 // pipeline's stages and bubble, the gradient buckets, and whether ranks read the same
 // samples.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,14 +69,26 @@ struct RankRecord {
   RankPlacement placement;
   std::vector<uint64_t> data_hashes;
   std::vector<double> compute_steps_s;  // compute in each measured step
-  // Per measured step, each bucket's all-reduce start and end (steady-clock ns).
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> collectives;
+  // Per measured step, each bucket's all-reduce: queued, started on the communication
+  // thread, finished there, seen done by the training thread (steady-clock ns).
+  struct Collective {
+    int64_t launch_ns = 0, start_ns = 0, end_ns = 0, done_ns = 0;
+  };
+  std::vector<std::vector<Collective>> collectives;
 };
 // Per rank, the mean time a measured step's all-reduces waited for the last rank to start
 // them: for each bucket, from the rank's own start until the last rank's, at most as long
 // as its all-reduce ran. Empty unless every rank recorded every step on one host (steady
 // clocks agree only within a host).
 std::vector<double> wait_for_peers(const std::vector<RankRecord>& ranks);
+// One rank's all-reduces, means per measured step summed over its buckets: the time they
+// ran on the communication thread (waiting for peers and moving data), and the hand-offs
+// around that (queued behind earlier buckets or waiting for the thread to wake, and from
+// its end until the training thread saw it done). Nothing recorded: nullopt.
+struct CollectiveCosts {
+  double collective_s = 0, handoff_s = 0;
+};
+std::optional<CollectiveCosts> collective_costs(const RankRecord& rank);
 // Measured steps in which every rank read exactly the same samples (no DistributedSampler)
 // among those every rank ran.
 reports::SameData same_data(const std::vector<RankRecord>& ranks);

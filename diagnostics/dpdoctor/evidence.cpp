@@ -109,13 +109,24 @@ Evidence evidence_from_report(const reports::RunReport& report) {
                                    [](const reports::RankStats& r) { return r.wait_for_peers_s.has_value(); });
     if (waits)
       for (const auto& r : *run.ranks) e.wait_for_peers_s.push_back(*r.wait_for_peers_s);
+    const bool costs = std::all_of(run.ranks->begin(), run.ranks->end(), [](const reports::RankStats& r) {
+      return r.allreduce_s.has_value() && r.allreduce_handoff_s.has_value();
+    });
+    if (costs)
+      for (const auto& r : *run.ranks) {
+        e.allreduce_s.push_back(*r.allreduce_s);
+        e.allreduce_handoff_s.push_back(*r.allreduce_handoff_s);
+      }
   }
   // The sweep's efficiency at the diagnosed point (a sweep: the largest run).
   if (run.scaling_efficiency && run.world_size > 1) e.scaling_efficiency = *run.scaling_efficiency;
   if (run.overlap) {
     e.overlap = run.overlap->ratio.value_or(-1);
     e.exposed_share = run.overlap->exposed_share.value_or(-1);
-    if (run.overlap->ab) e.exposed_share_ab = run.overlap->ab->exposed_share.value_or(-1);
+    if (run.overlap->ab) {
+      e.exposed_share_ab = run.overlap->ab->exposed_share.value_or(-1);
+      e.step_without_comm_s = run.overlap->ab->step_without_comm_s.value_or(-1);
+    }
   }
   if (run.buckets) {
     e.buckets = static_cast<int64_t>(run.buckets->size());

@@ -120,6 +120,11 @@ struct Evidence {
   // (rank order) the time a step's collectives waited for the slower rank to arrive.
   std::optional<double> scaling_efficiency;
   std::vector<double> wait_for_peers_s;
+  // dpbench ddp: per rank (rank order), per step, the all-reduces' time on the
+  // communication thread and the hand-offs around it (empty: not measured); the A/B's
+  // forward + backward without communication.
+  std::vector<double> allreduce_s, allreduce_handoff_s;
+  double step_without_comm_s = -1;
   // Profiler traces: the files, as which ranks, and why; and what lowers confidence.
   std::optional<reports::TraceJobInfo> job;
   std::vector<std::string> notes;

@@ -9,10 +9,15 @@ namespace {
 
 constexpr int64_t ms = 1'000'000;
 
-RankRecord rank(const std::string& host, std::vector<std::vector<std::pair<int64_t, int64_t>>> collectives) {
+// Each bucket as (start, end); queued 0.1 ms before its start, seen done 0.2 ms after its end.
+RankRecord rank(const std::string& host, const std::vector<std::vector<std::pair<int64_t, int64_t>>>& collectives) {
   RankRecord r;
   r.placement.host = host;
-  r.collectives = std::move(collectives);
+  for (const auto& step : collectives) {
+    r.collectives.emplace_back();
+    for (const auto& [start, end] : step)
+      r.collectives.back().push_back({start > 0 ? start - ms / 10 : 0, start, end, end > 0 ? end + ms / 5 : 0});
+  }
   return r;
 }
 
@@ -28,6 +33,17 @@ TEST(WaitForPeers, EachRankWaitsUntilTheLastStartsAtMostAsLongAsItsAllReduceRan)
   ASSERT_EQ(w.size(), 2u);
   EXPECT_NEAR(w[0], (3 + 1 + 0 + 4) * 1e-3 / 2, 1e-12);
   EXPECT_NEAR(w[1], (0 + 0 + 2 + 0) * 1e-3 / 2, 1e-12);
+}
+
+TEST(CollectiveCosts, TheCollectiveItselfAndTheHandoffsAroundIt) {
+  const int64_t t = 1000 * ms;
+  const auto r = rank("n1", {{{t, t + 5 * ms}, {t + 6 * ms, t + 8 * ms}}, {{t + 22 * ms, t + 25 * ms}}});
+  const auto c = collective_costs(r);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_NEAR(c->collective_s, (5 + 2 + 3) * 1e-3 / 2, 1e-12);
+  EXPECT_NEAR(c->handoff_s, 3 * 0.3e-3 / 2, 1e-12);
+  EXPECT_FALSE(collective_costs(rank("n1", {{{0, 0}}})).has_value());
+  EXPECT_FALSE(collective_costs(rank("n1", {})).has_value());
 }
 
 TEST(WaitForPeers, UnknownAcrossHostsOrWithoutRecords) {

@@ -94,11 +94,12 @@ std::optional<Finding> on_host(const Evidence& e) {
   // to run: it counts where the timeline shows a tenth of the step exposed too.
   const double timeline = e.exposed_share - straggling;
   if (timeline < 0.2 && (!ab || e.exposed_share_ab - straggling < 0.3 || timeline < 0.1)) return std::nullopt;
-  double wait = 0;
-  for (double w : e.wait_for_peers_s) wait = std::max(wait, w);
+  // Rank 0's measures (the A/B and the overlap are rank 0's): where the cost goes.
   const bool waits_known = !e.wait_for_peers_s.empty();
-  double compute = 0;
-  for (const auto& r : e.ranks) compute = std::max(compute, r.compute_s);
+  const bool costs_known = !e.allreduce_s.empty();
+  const double wait = waits_known ? e.wait_for_peers_s[0] : 0.0;
+  const double compute = e.ranks.empty() ? 0.0 : e.ranks[0].compute_s;
+  const double slowdown = e.step_without_comm_s > 0 ? std::max(0.0, compute - e.step_without_comm_s) : -1;
   Finding f;
   f.severity = Severity::warning;
   const double share = std::max(e.exposed_share, ab ? e.exposed_share_ab : 0.0);
@@ -109,8 +110,12 @@ std::optional<Finding> on_host(const Evidence& e) {
   f.evidence = {{"exposed_share_timeline", figure(e.exposed_share)},
                 {"exposed_share_ab", ab ? figure(e.exposed_share_ab) : nlohmann::json(nullptr)},
                 {"overlap_ratio", figure(e.overlap >= 0 ? std::optional<double>(e.overlap) : std::nullopt)},
+                {"allreduce_s", costs_known ? figure(e.allreduce_s[0]) : nlohmann::json(nullptr)},
                 {"wait_for_slower_rank_s", waits_known ? figure(wait) : nlohmann::json(nullptr)},
-                {"measured_on", "rank timelines (host = device) and A/B against no_sync"},
+                {"transfer_s", costs_known && waits_known ? figure(std::max(0.0, e.allreduce_s[0] - wait)) : nlohmann::json(nullptr)},
+                {"handoff_s", costs_known ? figure(e.allreduce_handoff_s[0]) : nlohmann::json(nullptr)},
+                {"compute_slowdown_s", slowdown >= 0 ? figure(slowdown) : nlohmann::json(nullptr)},
+                {"measured_on", "rank 0's timeline (host = device), its A/B against no_sync and its all-reduces"},
                 {"time_source", trace::timeline_source_name(e.timeline_source)},
                 {"step_time_s", figure(e.step_s)},
                 {"compute_per_step_s", figure(compute)},
@@ -121,18 +126,26 @@ std::optional<Finding> on_host(const Evidence& e) {
   bool tiny = false;
   const std::string cause = bucket_cause(e, &tiny);
   const double cost = ab ? e.exposed_share_ab * e.step_s : e.exposed_share * e.step_s;
+  std::string where;
+  if (costs_known)
+    where += fmt::format(" Rank 0's all-reduces run {} a step on the communication thread{}; hand-offs between the "
+                         "training and communication threads add {}.",
+                         duration_text(e.allreduce_s[0]),
+                         waits_known ? fmt::format(", {} of it waiting for the slower rank to reach them and {} moving "
+                                                   "the data",
+                                                   duration_text(std::min(wait, e.allreduce_s[0])),
+                                                   duration_text(std::max(0.0, e.allreduce_s[0] - wait)))
+                                     : "",
+                         duration_text(e.allreduce_handoff_s[0]));
+  else if (waits_known)
+    where += fmt::format(" Of it, {} a step is waiting for the slower rank to reach the all-reduce.", duration_text(std::min(wait, cost)));
+  if (slowdown > 0.05 * e.step_s)
+    where += fmt::format(" And with communication running, the rank's compute also slows down ({} a step against {} "
+                         "without): the ranks and their communication threads share the cores.",
+                         duration_text(compute), duration_text(e.step_without_comm_s));
   f.explanation = fmt::format(
-      "Communication costs each step {} ({}){}{}. Only {:.0f}% of the all-reduce ran during backward.{}{}",
-      duration_text(cost), ab ? "the A/B against no_sync" : "its exposed span on rank 0",
-      waits_known ? fmt::format(", of which {} a step is waiting for the slower rank to reach the all-reduce",
-                                duration_text(std::min(wait, cost)))
-                  : "",
-      ab && e.exposed_share_ab > e.exposed_share + 0.1
-          ? fmt::format("; the A/B cost exceeds the all-reduce's own exposed span ({:.0f}% of the step) because with "
-                        "communication running the ranks' compute also slows down ({} a step against {} without): "
-                        "the ranks and their communication threads share the cores",
-                        100 * e.exposed_share, duration_text(compute), duration_text(e.step_s * (1 - e.exposed_share_ab)))
-          : "",
+      "Communication costs each step {} ({}).{} Only {:.0f}% of the all-reduce ran during backward.{}{}",
+      duration_text(cost), ab ? "the A/B against no_sync" : "its exposed span on rank 0", where,
       100 * std::max(0.0, e.overlap), cause,
       e.batch_per_device > 0 ? fmt::format(" With {} sample(s) per rank, backward is too short to hide it.", e.batch_per_device)
                              : "");
