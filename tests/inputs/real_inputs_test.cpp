@@ -57,7 +57,9 @@ TEST(RealInputs, SafetensorsWrittenByPyTorch) {
   EXPECT_EQ(names, (std::set<std::string>{"conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias", "fc1.weight",
                                           "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"}));
   for (const auto& [name, t] : f.tensors) {
-    if (name == "fc1.weight") EXPECT_EQ(t.shape(), (Shape{120, 400}));
+    if (name == "fc1.weight") {
+      EXPECT_EQ(t.shape(), (Shape{120, 400}));
+    }
   }
   EXPECT_EQ(f.metadata.at("format"), "pt");
 }
