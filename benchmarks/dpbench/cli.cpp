@@ -205,6 +205,11 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
   ranks->add_flag("--debug-collectives", o.ranks.debug_collectives,
                   "Check before every collective that all ranks call the same op with the same sizes (like "
                   "TORCH_DISTRIBUTED_DEBUG=DETAIL; Gloo)");
+  ranks->add_option("--collective-spin-ms", o.ranks.spin_ms,
+                    "Gloo: how long a rank waiting for a collective polls, yielding its core, before it sleeps (0: "
+                    "sleep at once, as PyTorch's Gloo does; waking a sleeping core costs milliseconds on virtual "
+                    "machines)")
+      ->check(CLI::Range(0, 10000));
   ranks->add_option("--nnodes", o.ranks.nnodes, "Nodes in the run (each runs dpbench with its --node-rank)")
       ->check(CLI::Range(1, 1 << 16));
   ranks->add_option("--node-rank", o.ranks.node_rank, "This node's index")->check(CLI::Range(0, 1 << 16));

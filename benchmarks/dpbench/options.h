@@ -86,6 +86,7 @@ struct RankOptions {
   Backend backend = Backend::automatic;  // nccl on GPUs, gloo otherwise
   double timeout_s = 300;                // every collective and rendezvous wait
   bool debug_collectives = false;
+  int spin_ms = 20;  // Gloo: poll this long (ms) waiting for a collective before sleeping
   int nnodes = 1, node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;

@@ -41,6 +41,11 @@ struct GroupOptions {
   // Gloo: the host name or address this rank is reached at (empty: this machine's name,
   // or 127.0.0.1 when the store is local). GLOO_SOCKET_IFNAME picks an interface.
   std::string host;
+  // Gloo: how long a thread waiting for a collective polls (yielding its core) before it
+  // sleeps. A rank that sleeps through a short collective pays for waking: on virtual
+  // machines a halted vCPU takes milliseconds to wake, more than a small all-reduce
+  // takes. 0: sleep at once (as PyTorch's Gloo group does).
+  Millis spin{20};
 };
 
 class ProcessGroup {

@@ -101,6 +101,44 @@ TEST(GlooGroup, MismatchedSizesAreAClearErrorWithDebugCollectives) {
   }
 }
 
+// A waiting rank polls before it sleeps (GroupOptions::spin): any poll, however long, is
+// within the wait's bound, and collectives give the same results with and without it.
+TEST(GlooGroup, PollingWaitsStayWithinTheirBoundAndChangeNoResult) {
+  for (const auto spin : {Millis(0), Millis(20), Millis(60000)}) {
+    GroupOptions o;
+    o.spin = spin;
+    o.timeout = Millis(5000);
+    const auto errors = run_ranks(
+        2,
+        [](int r, ProcessGroup& pg) {
+          Tensor t = Tensor::from_vector({3}, {1.0f + r, 2.0f, 3.0f});
+          pg.allreduce(t)->wait();
+          EXPECT_EQ(t.to_vector(), (std::vector<float>{3, 4, 6}));
+          // A peer 200 ms late: the poller waits for it, past a short poll.
+          if (r == 1) std::this_thread::sleep_for(Millis(200));
+          pg.allreduce(t)->wait();
+          EXPECT_EQ(t.to_vector(), (std::vector<float>{6, 8, 12}));
+        },
+        o);
+    for (const auto& e : errors) EXPECT_EQ(e, "") << "spin " << spin.count() << " ms";
+  }
+  // A minute's poll does not outlast a 300 ms wait bound for a peer that never comes.
+  GroupOptions o;
+  o.spin = Millis(60000);
+  o.timeout = Millis(300);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto errors = run_ranks(
+      2,
+      [](int r, ProcessGroup& pg) {
+        Tensor t = Tensor::zeros({8});
+        if (r == 0) pg.allreduce(t)->wait(Millis(300));
+        else std::this_thread::sleep_for(Millis(1500));
+      },
+      o);
+  EXPECT_NE(errors[0].find("allreduce #0"), std::string::npos) << errors[0];
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+}
+
 TEST(GlooGroup, ARankThatNeverArrivesIsNamedWithinTheTimeout) {
   GroupOptions o;
   o.timeout = Millis(1500);

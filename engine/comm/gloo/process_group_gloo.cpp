@@ -1,5 +1,7 @@
 #include "engine/comm/gloo/process_group_gloo.h"
 
+#include <sched.h>
+
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -10,6 +12,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <sstream>
@@ -106,8 +109,8 @@ struct Staged {
 
 class GlooWork : public Work {
  public:
-  GlooWork(std::shared_ptr<ProcessGroupGloo::Call> call, Millis timeout, GroupHealth* health, int rank)
-      : call_(std::move(call)), timeout_(timeout), health_(health), rank_(rank) {}
+  GlooWork(std::shared_ptr<ProcessGroupGloo::Call> call, Millis timeout, Millis spin, GroupHealth* health, int rank)
+      : call_(std::move(call)), timeout_(timeout), spin_(spin), health_(health), rank_(rank) {}
   void wait(Millis timeout) override;
   bool completed() override;
   int64_t started_ns() const override;
@@ -115,7 +118,7 @@ class GlooWork : public Work {
 
  private:
   std::shared_ptr<ProcessGroupGloo::Call> call_;
-  Millis timeout_;
+  Millis timeout_, spin_;
   GroupHealth* health_;
   int rank_;
 };
@@ -133,6 +136,7 @@ struct ProcessGroupGloo::Call {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
+  std::atomic<bool> finished{false};  // done, readable without the lock
   std::string error;
   int64_t started_ns = 0, finished_ns = 0;
   void finish(std::string err) {
@@ -142,6 +146,7 @@ struct ProcessGroupGloo::Call {
       done = true;
       finished_ns = now_ns();
     }
+    finished.store(true, std::memory_order_release);
     cv.notify_all();
   }
 };
@@ -152,8 +157,14 @@ void GlooWork::wait(Millis timeout) {
   // Gloo's own timeout ends a stuck call; this bound is a little longer, so the
   // error normally comes from the call itself with the diagnosis.
   const Millis bound = timeout.count() > 0 ? timeout : timeout_ + Millis(10000);
+  // Poll, yielding the core to the threads that run the collective, before sleeping:
+  // this rank's core stays awake for the reply (see GroupOptions::spin).
+  // The poll counts against the wait's bound.
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  const auto poll_until = std::chrono::steady_clock::now() + std::min<Millis>(spin_, bound);
+  while (!call_->finished.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < poll_until) ::sched_yield();
   std::unique_lock<std::mutex> lock(call_->mu);
-  if (!call_->cv.wait_for(lock, bound, [&] { return call_->done; })) {
+  if (!call_->cv.wait_until(lock, deadline, [&] { return call_->done; })) {
     const std::string op = call_->op;
     const int64_t seq = call_->seq;
     lock.unlock();
@@ -258,7 +269,7 @@ std::shared_ptr<Work> ProcessGroupGloo::enqueue(std::shared_ptr<Call> call) {
     queue_.push_back(call);
   }
   cv_.notify_all();
-  return std::make_shared<GlooWork>(call, options_.timeout, health_.get(), rank_);
+  return std::make_shared<GlooWork>(call, options_.timeout, options_.spin, health_.get(), rank_);
 }
 
 void ProcessGroupGloo::run_loop() {
