@@ -37,7 +37,7 @@ struct Flags {
   std::string bench = "train", mode = "single", gpus = "1", devices = "cpu", precision = "fp32";
   std::string device_timing = "auto", dp_forward = "scatter", dp_input = "tensor", split, schedule = "gpipe";
   std::string eval = "auto", progress = "auto", optimizer = "sgd", lr_schedule = "constant", lr_scale = "none";
-  std::string backend, sampler = "distributed", device_map = "spread", straggler, hang;
+  std::string backend, sampler = "distributed", device_map = "spread", straggler, hang, host_allreduce = "shm";
   std::string ops = "allreduce,allgather,reduce_scatter,broadcast", min_bytes = "8", max_bytes = "256M", kill;
   bool simulate = false;
   std::string links;
@@ -52,6 +52,7 @@ E pick(const std::string& value, std::initializer_list<std::pair<const char*, E>
 
 void convert(const Flags& f, BenchOptions& o) {
   o.bench = pick<BenchKind>(f.bench, {{"train", BenchKind::train}, {"collectives", BenchKind::collectives}});
+  o.ranks.shared_memory = f.host_allreduce == "shm";
   o.mode = parse_parallel_mode(f.mode);
   o.device.kind = pick<DeviceKind>(f.devices, {{"cpu", DeviceKind::cpu}, {"cuda", DeviceKind::cuda}});
   o.device.precision = parse_precision(f.precision);
@@ -210,6 +211,10 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
                     "sleep at once, as PyTorch's Gloo does; waking a sleeping core costs milliseconds on virtual "
                     "machines)")
       ->check(CLI::Range(0, 10000));
+  ranks->add_option("--host-allreduce", f.host_allreduce,
+                    "Gloo: how ranks that share a host all-reduce: shm (through shared memory) or tcp (Gloo's own, over "
+                    "loopback, as PyTorch's Gloo group does)")
+      ->check(CLI::IsMember({"shm", "tcp"}));
   ranks->add_option("--nnodes", o.ranks.nnodes, "Nodes in the run (each runs dpbench with its --node-rank)")
       ->check(CLI::Range(1, 1 << 16));
   ranks->add_option("--node-rank", o.ranks.node_rank, "This node's index")->check(CLI::Range(0, 1 << 16));

@@ -87,6 +87,7 @@ struct RankOptions {
   double timeout_s = 300;                // every collective and rendezvous wait
   bool debug_collectives = false;
   int spin_ms = 20;  // Gloo: poll this long (ms) waiting for a collective before sleeping
+  bool shared_memory = true;  // Gloo: ranks on one host all-reduce through shared memory
   int nnodes = 1, node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;

@@ -46,6 +46,7 @@ std::unique_ptr<comm::ProcessGroup> join_group(const BenchOptions& o, const Rank
   go.timeout = timeout_of(o);
   go.debug_collectives = o.ranks.debug_collectives;
   go.spin = comm::Millis(o.ranks.spin_ms);
+  go.shared_memory = o.ranks.shared_memory;
   go.host = gloo_host(env);
   return comm::make_process_group(backend_name(resolved_backend(o)), store, env.rank, env.world_size, go, device);
 }

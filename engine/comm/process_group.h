@@ -46,6 +46,9 @@ struct GroupOptions {
   // machines a halted vCPU takes milliseconds to wake, more than a small all-reduce
   // takes. 0: sleep at once (as PyTorch's Gloo group does).
   Millis spin{20};
+  // Gloo: ranks that share a host all-reduce f32 sums and averages through shared memory
+  // (shm_allreduce.h) instead of Gloo's loopback TCP.
+  bool shared_memory = true;
 };
 
 class ProcessGroup {

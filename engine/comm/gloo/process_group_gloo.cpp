@@ -1,5 +1,8 @@
 #include "engine/comm/gloo/process_group_gloo.h"
 
+#include "engine/comm/gloo/shm_allreduce.h"
+#include "engine/core/log.h"
+
 #include <sched.h>
 
 #include <gloo/allgather.h>
@@ -137,6 +140,9 @@ struct ProcessGroupGloo::Call {
   std::condition_variable cv;
   bool done = false;
   std::atomic<bool> finished{false};  // done, readable without the lock
+  // The communication thread polls for this call itself (shared memory): a waiter then
+  // sleeps, leaving it the core, instead of polling beside it.
+  bool self_polling = false;
   std::string error;
   int64_t started_ns = 0, finished_ns = 0;
   void finish(std::string err) {
@@ -161,7 +167,7 @@ void GlooWork::wait(Millis timeout) {
   // this rank's core stays awake for the reply (see GroupOptions::spin).
   // The poll counts against the wait's bound.
   const auto deadline = std::chrono::steady_clock::now() + bound;
-  const auto poll_until = std::chrono::steady_clock::now() + std::min<Millis>(spin_, bound);
+  const auto poll_until = std::chrono::steady_clock::now() + std::min<Millis>(call_->self_polling ? Millis(0) : spin_, bound);
   while (!call_->finished.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < poll_until) ::sched_yield();
   std::unique_lock<std::mutex> lock(call_->mu);
   if (!call_->cv.wait_until(lock, deadline, [&] { return call_->done; })) {
@@ -250,6 +256,13 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
                << store_->describe() << ": " << e.what();
   }
   health_ = std::make_unique<GroupHealth>(std::make_shared<PrefixStore>("pg/", store_), rank, size);
+  if (options_.shared_memory && size > 1) {
+    PrefixStore shm_store("shm/", store_);
+    std::string why;
+    shm_ = ShmAllreduce::create(shm_store, rank, size, options_.timeout, &why);
+    if (!shm_ && rank == 0 && why.find("several hosts") == std::string::npos)
+      log::warn("gloo: all-reduce over TCP, not shared memory: {}", why);
+  }
   thread_ = std::thread([this] { run_loop(); });
 }
 
@@ -346,9 +359,13 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& t, ReduceOp op) {
   auto staged = std::make_shared<Staged>(t);
   const int size = size_;
   const Millis timeout = options_.timeout;
-  c->run = [staged, op, size, timeout](gloo::Context& ctx, uint32_t tag) {
+  ShmAllreduce* shm = op == ReduceOp::sum || op == ReduceOp::avg ? shm_.get() : nullptr;
+  c->self_polling = shm != nullptr;
+  c->run = [staged, op, size, timeout, shm](gloo::Context& ctx, uint32_t tag) {
     const auto n = static_cast<size_t>(staged->host.numel());
-    if (n > 0) {
+    if (n > 0 && shm) {
+      shm->allreduce(staged->data(), n, op == ReduceOp::avg);
+    } else if (n > 0) {
       gloo::AllreduceOptions o(std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}));
       o.setOutput(staged->data(), n);
       o.setReduceFunction(reduce_fn(op));

@@ -1,7 +1,8 @@
 #pragma once
 // ProcessGroup over Gloo's TCP transport (Debian's libgloo). Collectives run in call
 // order on one communication thread per group, so a caller (DDP's reducer) queues a
-// bucket's all-reduce and keeps computing; Work::wait() joins it. F32 tensors on the
+// bucket's all-reduce and keeps computing; Work::wait() joins it. Ranks that share a host
+// all-reduce f32 sums and averages through shared memory (shm_allreduce.h). F32 tensors on the
 // CPU run in place; CUDA tensors are staged through host memory, so several ranks can
 // share one GPU. Every Gloo call carries the group's timeout.
 #include <condition_variable>
@@ -19,6 +20,8 @@ class Context;
 }
 
 namespace dpb::comm {
+
+class ShmAllreduce;
 
 class ProcessGroupGloo : public ProcessGroup {
  public:
@@ -45,6 +48,7 @@ class ProcessGroupGloo : public ProcessGroup {
   std::shared_ptr<Store> store_;
   std::shared_ptr<gloo::Context> context_;
   std::unique_ptr<GroupHealth> health_;
+  std::unique_ptr<ShmAllreduce> shm_;  // ranks on one host: all-reduce through shared memory
   int64_t next_seq_ = 0;       // collectives queued (caller side)
   std::string broken_;         // the first failure; later calls fail with it
   std::mutex mu_;

@@ -1,0 +1,184 @@
+#include "engine/comm/gloo/shm_allreduce.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "engine/core/error.h"
+
+namespace dpb::comm {
+
+struct ShmAllreduce::Header {
+  std::atomic<uint64_t> finished[kMaxRanks];  // per rank: phases it has finished
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "phase counters must work across processes");
+
+namespace {
+
+size_t header_bytes() { return (sizeof(std::atomic<uint64_t>) * ShmAllreduce::kMaxRanks + 63) / 64 * 64; }
+
+// This host, as far as shared memory goes: its name and this boot.
+std::string host_identity() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return std::string(name) + "/" + boot;
+}
+
+// Whether process `pid` has ended (gone, or a zombie its parent has not reaped yet).
+bool ended(int64_t pid) {
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && (line[close + 2] == 'Z' || line[close + 2] == 'X');
+}
+
+std::string random_name() {
+  std::random_device rd;
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "/dpb-shm-%08x%08x", rd(), rd());
+  return buf;
+}
+
+}  // namespace
+
+std::unique_ptr<ShmAllreduce> ShmAllreduce::create(Store& store, int rank, int size, Millis timeout, std::string* why) {
+  if (size < 2 || size > kMaxRanks) {
+    *why = size < 2 ? "one rank" : "more than " + std::to_string(kMaxRanks) + " ranks";
+    return nullptr;
+  }
+  // Every rank learns every rank's host (and process) and decides alike.
+  store.set("pid/" + std::to_string(rank), std::to_string(::getpid()));
+  store.set("host/" + std::to_string(rank), host_identity());
+  const std::string mine = host_identity();
+  for (int r = 0; r < size; ++r)
+    if (store.get("host/" + std::to_string(r), timeout) != mine) {
+      *why = "the ranks are on several hosts";
+      return nullptr;
+    }
+  const size_t bytes = header_bytes() + (static_cast<size_t>(size) + 1) * kSlotFloats * sizeof(float);
+  std::string name;
+  int fd = -1;
+  if (rank == 0) {
+    name = random_name();
+    fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    // Reserve the pages now: a full /dev/shm is an error here, not a SIGBUS later.
+    const int err = fd < 0 ? errno : ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    if (fd < 0 || err != 0) {
+      if (fd >= 0) {
+        ::close(fd);
+        ::shm_unlink(name.c_str());
+      }
+      store.set("name", "");
+      *why = "no shared segment of " + std::to_string(bytes >> 20) + " MiB: " + std::strerror(err);
+      return nullptr;
+    }
+    store.set("name", name);
+  } else {
+    name = store.get("name", timeout);
+    if (name.empty()) {
+      *why = "rank 0 could not make the shared segment";
+      return nullptr;
+    }
+    fd = ::shm_open(name.c_str(), O_RDWR, 0600);
+  }
+  void* base = fd < 0 ? MAP_FAILED : ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (fd >= 0) ::close(fd);
+  // Every rank says whether it could map the segment; rank 0 unlinks the name once all
+  // have tried (a mapping outlives the name). One that failed makes all fall back.
+  store.set("mapped/" + std::to_string(rank), base == MAP_FAILED ? std::strerror(errno) : "ok");
+  bool all = true;
+  for (int r = 0; r < size; ++r) all = store.get("mapped/" + std::to_string(r), timeout) == "ok" && all;
+  if (rank == 0) ::shm_unlink(name.c_str());
+  if (!all) {
+    if (base != MAP_FAILED) ::munmap(base, bytes);
+    *why = "a rank could not map the shared segment";
+    return nullptr;
+  }
+  std::vector<int64_t> pids;
+  for (int r = 0; r < size; ++r) pids.push_back(std::stoll(store.get("pid/" + std::to_string(r), timeout)));
+  return std::unique_ptr<ShmAllreduce>(new ShmAllreduce(rank, size, timeout, base, bytes, std::move(pids)));
+}
+
+ShmAllreduce::ShmAllreduce(int rank, int size, Millis timeout, void* base, size_t bytes, std::vector<int64_t> pids)
+    : rank_(rank),
+      size_(size),
+      timeout_(timeout),
+      base_(base),
+      bytes_(bytes),
+      header_(static_cast<Header*>(base)),
+      pids_(std::move(pids)) {}
+
+ShmAllreduce::~ShmAllreduce() { ::munmap(base_, bytes_); }
+
+float* ShmAllreduce::slot(int r) const {
+  return reinterpret_cast<float*>(static_cast<char*>(base_) + header_bytes()) + static_cast<size_t>(r) * kSlotFloats;
+}
+
+float* ShmAllreduce::result() const { return slot(size_); }
+
+void ShmAllreduce::phase() {
+  ++phase_;
+  header_->finished[rank_].store(phase_, std::memory_order_release);
+  const auto start = std::chrono::steady_clock::now(), deadline = start + timeout_;
+  auto next_check = start + std::chrono::milliseconds(5);
+  for (int r = 0; r < size_; ++r) {
+    while (header_->finished[r].load(std::memory_order_acquire) < phase_) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now > next_check) {  // a dead rank never arrives: say so at once
+        next_check = now + std::chrono::milliseconds(5);
+        if (ended(pids_[static_cast<size_t>(r)]) && header_->finished[r].load(std::memory_order_acquire) < phase_)
+          DPB_FAIL() << "shared-memory all-reduce: rank " << r << " (pid " << pids_[static_cast<size_t>(r)]
+                     << ") died before reaching phase " << phase_;
+      }
+      if (now > deadline) {
+        std::string missing;
+        for (int q = 0; q < size_; ++q)
+          if (header_->finished[q].load(std::memory_order_acquire) < phase_)
+            missing += (missing.empty() ? "" : ", ") + std::to_string(q);
+        DPB_FAIL() << "shared-memory all-reduce: rank(s) " << missing << " did not reach phase " << phase_ << " within "
+                   << timeout_.count() << " ms";
+      }
+      ::sched_yield();
+    }
+  }
+}
+
+void ShmAllreduce::allreduce(float* data, size_t n, bool average) {
+  const float scale = average ? 1.0f / static_cast<float>(size_) : 1.0f;
+  for (size_t off = 0; off < n; off += kSlotFloats) {
+    const size_t len = std::min(kSlotFloats, n - off);
+    std::memcpy(slot(rank_), data + off, len * sizeof(float));
+    phase();
+    // This rank's part of the chunk, summed over the slots in rank order.
+    const size_t part = (len + static_cast<size_t>(size_) - 1) / static_cast<size_t>(size_);
+    const size_t lo = std::min(len, part * static_cast<size_t>(rank_)), hi = std::min(len, lo + part);
+    float* out = result();
+    const float* first = slot(0);
+    for (size_t i = lo; i < hi; ++i) out[i] = first[i];
+    for (int r = 1; r < size_; ++r) {
+      const float* s = slot(r);
+      for (size_t i = lo; i < hi; ++i) out[i] += s[i];
+    }
+    if (average)
+      for (size_t i = lo; i < hi; ++i) out[i] *= scale;
+    phase();
+    std::memcpy(data + off, out, len * sizeof(float));
+  }
+}
+
+}  // namespace dpb::comm

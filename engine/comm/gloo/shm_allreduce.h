@@ -1,0 +1,65 @@
+#pragma once
+// All-reduce through shared memory, for the ranks of a Gloo group that share a host (the
+// usual CPU DDP job: one process per core or socket). Gloo moves every byte over loopback
+// TCP, about 1 GB/s here, with a thread wake-up per message; through a shared segment an
+// all-reduce costs three passes over memory. It stands in for Gloo's all-reduce of f32
+// sums and averages; every other collective stays on Gloo.
+//
+// The segment holds a slot of kSlotFloats per rank, a result area, and a counter per
+// rank of the phases it has finished. A buffer goes through in chunks of a slot:
+//   1. each rank copies its chunk into its slot, finishes a phase, waits for all;
+//   2. rank r sums the r-th part of the chunk over every slot into the result area (in
+//      rank order: the same bits on every rank), finishes a phase, waits for all;
+//   3. each rank copies the result back.
+// The next chunk's first phase cannot overwrite a slot another rank still reads, nor the
+// result before every rank has copied it: both are read only between two phases every
+// rank must finish.
+//
+// Every wait polls (yielding the core) and is bounded by the group's timeout; a rank
+// that does not arrive is named, at once when its process has died (the ranks share a
+// host, so each knows the others' pids). The segment's name is unlinked as soon as every
+// rank has opened it, so nothing is left behind, even when a rank dies.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/comm/store.h"
+
+namespace dpb::comm {
+
+class ShmAllreduce {
+ public:
+  static constexpr size_t kSlotFloats = size_t{1} << 18;  // 1 MiB per rank and chunk
+  static constexpr int kMaxRanks = 64;
+
+  // Collective over the group: every rank calls it. Returns null on every rank unless
+  // all of them share this host (hostname and boot id) and the segment could be made
+  // (e.g. /dev/shm full: then `why` says so).
+  static std::unique_ptr<ShmAllreduce> create(Store& store, int rank, int size, Millis timeout, std::string* why);
+  ~ShmAllreduce();
+  ShmAllreduce(const ShmAllreduce&) = delete;
+  ShmAllreduce& operator=(const ShmAllreduce&) = delete;
+
+  // `data` (n floats) summed over the ranks, or averaged, in place. Throws dpb::Error
+  // naming the ranks that did not reach a phase within the timeout.
+  void allreduce(float* data, size_t n, bool average);
+
+ private:
+  struct Header;
+  ShmAllreduce(int rank, int size, Millis timeout, void* base, size_t bytes, std::vector<int64_t> pids);
+  void phase();  // finishes this rank's next phase and waits for every rank to finish it
+  float* slot(int r) const;
+  float* result() const;
+
+  int rank_, size_;
+  Millis timeout_;
+  void* base_;
+  size_t bytes_;
+  Header* header_;
+  std::vector<int64_t> pids_;  // every rank's process
+  uint64_t phase_ = 0;  // phases this rank has finished (the same count on every rank)
+};
+
+}  // namespace dpb::comm

@@ -1,0 +1,127 @@
+// The shared-memory all-reduce of Gloo ranks on one host, ranks as threads of this
+// process (the segment is the same one processes would map): exact sums and averages over
+// buffers of several chunks, the same results as Gloo's TCP all-reduce, a rank that never
+// arrives named within the timeout, ranks on several hosts left to TCP, and no segment
+// name left behind.
+#include "engine/comm/gloo/shm_allreduce.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "engine/comm/gloo/process_group_gloo.h"
+#include "engine/core/error.h"
+#include "tests/support/ranks.h"
+
+namespace dpb::comm {
+namespace {
+
+// Runs fn(rank, allreduce) on `world` threads over one store; returns each rank's error.
+std::vector<std::string> with_shm(int world, Millis timeout, const std::function<void(int, ShmAllreduce&)>& fn) {
+  auto store = std::make_shared<MemoryStore>();
+  std::vector<std::string> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        std::string why;
+        auto shm = ShmAllreduce::create(*store, r, world, timeout, &why);
+        if (!shm) throw Error("no shared memory: " + why);
+        fn(r, *shm);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+// Rank r's value at i: (r + 1) * (i % 7 + 1), exact in f32 and so are the sums.
+std::vector<float> input(int rank, size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>((rank + 1) * (i % 7 + 1));
+  return v;
+}
+
+class ShmRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShmRanks, SumsAndAveragesExactlyOverSeveralChunks) {
+  const int world = GetParam();
+  const float ranks = static_cast<float>(world * (world + 1) / 2);
+  for (const size_t n : {size_t{1}, size_t{1001}, 2 * ShmAllreduce::kSlotFloats + 123}) {
+    const auto errors = with_shm(world, Millis(10000), [&](int r, ShmAllreduce& shm) {
+      auto sum = input(r, n), avg = input(r, n);
+      shm.allreduce(sum.data(), n, false);
+      shm.allreduce(avg.data(), n, true);
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(sum[i], ranks * static_cast<float>(i % 7 + 1)) << "n " << n << " i " << i;
+        ASSERT_FLOAT_EQ(avg[i], ranks * static_cast<float>(i % 7 + 1) / static_cast<float>(world));
+      }
+    });
+    for (const auto& e : errors) EXPECT_EQ(e, "");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ShmRanks, ::testing::Values(2, 3, 4));
+
+TEST(ShmAllreduce, GivesGloosResults) {
+  for (const bool shm : {false, true}) {
+    GroupOptions o;
+    o.shared_memory = shm;
+    test::expect_no_errors(test::run_ranks(
+        3,
+        [](int r, ProcessGroup& pg) {
+          std::vector<float> v(70000);
+          for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((r + 1) * (i % 11));
+          Tensor t = Tensor::from_vector({static_cast<int64_t>(v.size())}, v);
+          pg.allreduce(t, ReduceOp::sum)->wait();
+          const auto out = t.to_vector();
+          for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], 6.0f * static_cast<float>(i % 11));
+        },
+        o));
+  }
+}
+
+TEST(ShmAllreduce, ARankThatNeverArrivesIsNamedWithinTheTimeout) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto errors = with_shm(3, Millis(400), [](int r, ShmAllreduce& shm) {
+    auto v = input(r, 100);
+    shm.allreduce(v.data(), v.size(), false);  // everyone
+    if (r == 2) return;                        // never reaches the second
+    shm.allreduce(v.data(), v.size(), false);
+  });
+  EXPECT_EQ(errors[2], "");
+  for (int r : {0, 1}) EXPECT_NE(errors[static_cast<size_t>(r)].find("rank(s) 2 did not reach phase 3"), std::string::npos)
+                           << errors[static_cast<size_t>(r)];
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+}
+
+TEST(ShmAllreduce, RanksOnSeveralHostsAreLeftToTcp) {
+  MemoryStore store;
+  store.set("host/1", "another-host/boot");
+  std::string why;
+  EXPECT_EQ(ShmAllreduce::create(store, 0, 2, Millis(1000), &why), nullptr);
+  EXPECT_NE(why.find("several hosts"), std::string::npos) << why;
+}
+
+TEST(ShmAllreduce, LeavesNoSegmentNameBehind) {
+  namespace fs = std::filesystem;
+  auto names = [] {
+    std::set<std::string> out;
+    if (fs::exists("/dev/shm"))
+      for (const auto& e : fs::directory_iterator("/dev/shm"))
+        if (e.path().filename().string().rfind("dpb-shm-", 0) == 0) out.insert(e.path().filename().string());
+    return out;
+  };
+  const auto before = names();
+  const auto errors = with_shm(2, Millis(5000), [&](int r, ShmAllreduce& shm) {
+    auto v = input(r, 10);
+    shm.allreduce(v.data(), v.size(), false);
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  EXPECT_EQ(names(), before);
+}
+
+}  // namespace
+}  // namespace dpb::comm
