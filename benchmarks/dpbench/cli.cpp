@@ -34,7 +34,7 @@ std::vector<std::string> split_commas(const std::string& text) {
 
 // The flags as CLI11 reads them; turned into BenchOptions once parsed.
 struct Flags {
-  std::string bench = "train", mode = "single", gpus = "1", devices = "cpu", precision = "fp32";
+  std::string bench = "train", mode, gpus = "1", devices = "cpu", precision = "fp32";  // mode "": not given
   std::string device_timing = "auto", dp_forward = "scatter", dp_input = "tensor", split, schedule = "gpipe";
   std::string eval = "auto", progress = "auto", optimizer = "sgd", lr_schedule = "constant", lr_scale = "none";
   std::string backend, sampler = "distributed", device_map = "spread", straggler, hang, host_allreduce = "shm";
@@ -53,7 +53,9 @@ E pick(const std::string& value, std::initializer_list<std::pair<const char*, E>
 void convert(const Flags& f, BenchOptions& o) {
   o.bench = pick<BenchKind>(f.bench, {{"train", BenchKind::train}, {"collectives", BenchKind::collectives}});
   o.ranks.shared_memory = f.host_allreduce == "shm";
-  o.mode = parse_parallel_mode(f.mode);
+  // No --mode: one device; a prediction is of DistributedDataParallel, and says so.
+  o.mode = parse_parallel_mode(f.mode.empty() ? (f.simulate ? "ddp" : "single") : f.mode);
+  o.simulate.mode_defaulted = f.simulate && f.mode.empty();
   o.device.kind = pick<DeviceKind>(f.devices, {{"cpu", DeviceKind::cpu}, {"cuda", DeviceKind::cuda}});
   o.device.precision = parse_precision(f.precision);
   o.device.timing = pick<DeviceTiming>(f.device_timing, {{"auto", DeviceTiming::automatic},

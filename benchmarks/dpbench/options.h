@@ -123,6 +123,7 @@ struct SimulateOptions {
   std::vector<std::string> links;          // --link: collectives reports to fit
   double jitter = -1;                      // --sim-jitter (< 0: a measured profile's step cv, else 0)
   double contention = -1;                  // --contention (< 0: the preset's)
+  bool mode_defaulted = false;             // no --mode given: ddp
 };
 
 struct VerifyOptions {

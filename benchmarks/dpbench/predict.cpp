@@ -78,8 +78,9 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
   const sim::Simulation s = sim::simulate(profile, link, so.ranks, opt);
   const double took = static_cast<double>(now_ns() - t0) * 1e-9;
 
-  out << fmt::format("dpbench --simulate | {} | model {} | batch {} per device | {} layers, {:.1f} MiB of gradients\n",
-                     parallel_mode_name(o.mode), profile.model, profile.batch, profile.layers.size(),
+  if (so.mode_defaulted) log::info("--simulate without --mode: predicting ddp (DistributedDataParallel)");
+  out << fmt::format("dpbench --simulate | {}{} | model {} | batch {} per device | {} layers, {:.1f} MiB of gradients\n",
+                     parallel_mode_name(o.mode), so.mode_defaulted ? " (no --mode given)" : "", profile.model, profile.batch, profile.layers.size(),
                      static_cast<double>(profile.gradient_bytes()) / (1 << 20));
   out << fmt::format("  profile: {} ({}): one-device step {:.2f} ms\n", profile.source, profile.evidence,
                      profile.step_s() * 1e3);

@@ -82,6 +82,14 @@ TEST(DpbenchSimulate, ALayerProfileFeedsThePredictionAndThePageShowsBoth) {
   for (const auto& f : {profile, measured, predicted, html}) std::remove(f.c_str());
 }
 
+// Without --mode a prediction is of DistributedDataParallel, and says so.
+TEST(DpbenchSimulate, WithoutAModePredictsDdpAndSaysSo) {
+  const Proc r = dpbench("--simulate --model=lenet --batch=64 --single-step-s=0.005 --gpus=2,4");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("dpbench --simulate | ddp (no --mode given)"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("predicting ddp"), std::string::npos) << r.err;
+}
+
 TEST(DpbenchSimulate, RefusesWhatItCannotPredict) {
   struct Case {
     const char* args;
@@ -89,7 +97,7 @@ TEST(DpbenchSimulate, RefusesWhatItCannotPredict) {
   };
   for (const Case& c : {Case{"--simulate --mode=ddp --gpus=2", "--single-step-s"},
                         Case{"--simulate --mode=ddp --gpus=2 --profile=x.json --single-step-s=0.1", "give one"},
-                        Case{"--simulate --gpus=2 --single-step-s=0.1", "--mode=ddp, dp or mp"},
+                        Case{"--simulate --mode=single --gpus=2 --single-step-s=0.1", "--mode=ddp, dp or mp"},
                         Case{"--simulate --mode=ddp --gpus=4..2 --single-step-s=0.1", "must go up"},
                         Case{"--simulate --mode=ddp --gpus=2 --single-step-s=0.1 --hardware=dgx2", "valid: cpu-gloo-local"},
                         Case{"--simulate --mode=ddp --gpus=2 --profile=/nonexistent.json", "nonexistent"},

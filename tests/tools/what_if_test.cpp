@@ -46,10 +46,13 @@ TEST(WhatIf, QuotesTheBucketSizeThatHelpsAndItsSimulatedGain) {
   ASSERT_TRUE(findings[0].evidence.contains("simulated_fix")) << findings[0].evidence.dump();
   const auto& s = findings[0].evidence["simulated_fix"];
   EXPECT_TRUE(s["reproduces_measured_step"].get<bool>()) << s.dump();
+  // Said plainly: its contention was fitted to this very run.
+  EXPECT_TRUE(s["contention_fitted_to_this_run"].get<bool>());
   EXPECT_NEAR(s["simulated_step_s"].get<double>(), 0.80, 0.80 * 0.15);
   EXPECT_GT(s["best_bucket_mb"].get<double>(), 0.05) << s.dump();
   EXPECT_GT(s["gain"].get<double>(), 0.02) << s.dump();
   EXPECT_NE(findings[0].fix.find("Simulated on this run: --bucket-mb="), std::string::npos) << findings[0].fix;
+  EXPECT_NE(findings[0].fix.find("was fitted to this run's own step"), std::string::npos) << findings[0].fix;
 }
 
 TEST(WhatIf, SaysSoWhenItCannotReproduceTheRunAndLeavesOtherFindingsAlone) {
