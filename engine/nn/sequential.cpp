@@ -4,11 +4,21 @@
 
 namespace dpb {
 
+// A layer's input needs a gradient when the sequence's input does, or when a layer before
+// it has parameters: parameter-free layers at the front (Flatten, a pooling) pass "no
+// gradient needed" on, so the first Linear or convolution after them skips its input
+// gradient, as autograd does for an input that does not require grad.
 Sequential& Sequential::add(std::string name, std::unique_ptr<Module> child) {
-  child->set_needs_input_grad(layers_.empty() ? needs_input_grad_ : true);
+  child->set_needs_input_grad(needs_input_grad_ || params_before(layers_.size()));
   names_.push_back(name);
   layers_.push_back(&register_module(std::move(name), std::move(child)));
   return *this;
+}
+
+bool Sequential::params_before(size_t k) {
+  for (size_t i = 0; i < k; ++i)
+    if (!layers_[i]->parameters().empty()) return true;
+  return false;
 }
 
 void Sequential::set_input_device(size_t i, Device device) {
@@ -50,6 +60,8 @@ Tensor Sequential::backward(const Tensor& grad_out) {
     }
     if (i < input_device_.size() && input_device_[i] && g.defined() && g.device() != came_from_[i])
       g = g.to(came_from_[i]);
+    // No input gradient: the layers before have no parameters and nobody asked for one.
+    if (!g.defined()) break;
   }
   return g;
 }
@@ -68,7 +80,7 @@ int64_t Sequential::forward_flops(const Shape& input, Shape* output) const {
 
 void Sequential::set_needs_input_grad(bool on) {
   Module::set_needs_input_grad(on);
-  if (!layers_.empty()) layers_.front()->set_needs_input_grad(on);
+  for (size_t k = 0; k < layers_.size(); ++k) layers_[k]->set_needs_input_grad(on || params_before(k));
 }
 
 std::unique_ptr<Module> Sequential::clone_structure() const {

@@ -30,6 +30,7 @@ class Sequential : public Module {
   std::unique_ptr<Module> clone_structure() const override;
 
  private:
+  bool params_before(size_t k);  // whether a layer before the k-th has parameters
   std::vector<Module*> layers_;
   std::vector<std::string> names_;
   std::vector<std::optional<Device>> input_device_;  // per layer, empty: no boundary

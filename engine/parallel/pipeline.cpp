@@ -104,6 +104,13 @@ UnitTimes measure_unit_times(Model& model, const Tensor& sample, int repeats) {
     Tensor g = Tensor::full(h.shape(), 1.0f / static_cast<float>(h.numel()), h.device());
     if (h.layout() != Layout::plain) g = g.to_layout(h.layout());
     for (size_t u = units.size(); u-- > 0;) {
+      if (!g.defined()) {  // parameter-free units at the front: no input gradient to compute
+        if (r > 0) {
+          bwd[u].push_back(0);
+          total[u].push_back(fwd[u].back());
+        }
+        continue;
+      }
       const int64_t t0 = now_ns();
       g = units[u].module->backward(g);
       ops::synchronize(d);
@@ -237,8 +244,12 @@ PipelineParallel::PipelineParallel(Model& model, PipelineOptions options) : mode
   for (size_t u = 0; u < units_.size(); ++u) {
     const int s = stage_of(u);
     units_[u].module->to(o_.devices[static_cast<size_t>(s)]);
-    if (s > 0 && static_cast<int>(u) == o_.split[static_cast<size_t>(s - 1)])
+    if (s > 0 && static_cast<int>(u) == o_.split[static_cast<size_t>(s - 1)]) {
       units_[u].owner->set_input_device(units_[u].index, o_.devices[static_cast<size_t>(s)]);
+      // A stage hands its input gradient back even when the stages before hold no
+      // parameters (a cut right after a Flatten): the backward pass keeps its shape.
+      units_[u].module->set_needs_input_grad(true);
+    }
   }
   for (const auto& d : o_.devices) workers_.push_back(std::make_unique<DeviceWorker>(d));
   last_.theory = 0;
@@ -379,7 +390,9 @@ LossResult PipelineParallel::train_step(const Tensor& x, const Tensor& target) {
         Tensor g = sh.take(sh.grad, s, m, "output gradient");
         e.begin_ns = now_ns();
         trace::NvtxRange range("stage " + std::to_string(s) + " B" + std::to_string(m));
-        for (size_t k = mine.size(); k-- > 0;) g = layers[mine[k]]->backward(g);
+        // Stops where no input gradient is needed (parameter-free layers at the model's front).
+        for (size_t k = mine.size(); k-- > 0 && g.defined();) g = layers[mine[k]]->backward(g);
+        DPB_CHECK(s == 0 || g.defined()) << "pipeline stage " << s << " computed no input gradient to hand back";
         if (s > 0) {
           ops::synchronize(dev);
           compute_end = now_ns();

@@ -260,5 +260,42 @@ TEST(GradCheck, SequentialConvNet) {
   expect_gradients_match(s, random_tensor({2, 2, 6, 6}, g), 28);
 }
 
+// An MLP's front: Flatten has no parameters, so when the model's input needs no gradient
+// neither does the first Linear's (the largest matmul of its backward is skipped, as
+// autograd skips it); the parameter gradients are those of the full backward, and asking
+// for the input gradient turns it back on for every layer.
+TEST(GradCheck, ParameterFreeFrontSkipsTheFirstInputGradient) {
+  Generator g(19);
+  Sequential s;
+  s.add("flatten", std::make_unique<Flatten>());
+  s.add("fc1", std::make_unique<Linear>(12, 5, true, &g));
+  s.add("relu", std::make_unique<ReLU>(true));
+  s.add("fc2", std::make_unique<Linear>(5, 3, true, &g));
+  auto full = s.clone();
+  full->set_needs_input_grad(true);
+  s.set_needs_input_grad(false);
+  EXPECT_FALSE(s.layer(0).needs_input_grad());
+  EXPECT_FALSE(s.layer(1).needs_input_grad());
+  EXPECT_TRUE(s.layer(2).needs_input_grad());
+  EXPECT_TRUE(s.layer(3).needs_input_grad());
+
+  Tensor x = random_tensor({4, 3, 2, 2}, g);
+  Tensor y = s.forward(x.clone());
+  EXPECT_EQ(y.to_vector(), full->forward(x.clone()).to_vector());
+  Tensor dy = testing::random_like(y, g);
+  EXPECT_FALSE(s.backward(dy.clone()).defined());
+  Tensor dx = full->backward(dy.clone());
+  ASSERT_TRUE(dx.defined());
+  EXPECT_EQ(dx.shape(), x.shape());
+  auto mine = s.named_parameters(), theirs = full->named_parameters();
+  ASSERT_EQ(mine.size(), theirs.size());
+  for (size_t i = 0; i < mine.size(); ++i)
+    EXPECT_EQ(mine[i].second->grad().to_vector(), theirs[i].second->grad().to_vector()) << mine[i].first;
+
+  testing::GradCheckOptions o;
+  o.check_input = false;
+  expect_gradients_match(s, x, 29, o);
+}
+
 }  // namespace
 }  // namespace dpb
