@@ -21,7 +21,8 @@ json CollectivesReport::to_json() const {
                     {"time_us", num(r.time_us)},
                     {"algbw_gbps", num(r.algbw_gbps)},
                     {"busbw_gbps", num(r.busbw_gbps)},
-                    {"wrong", r.wrong}});
+                    {"wrong", r.wrong},
+                    {"load_slowdown", num(r.load_slowdown)}});
   const auto& c = config;
   return {{"schema", kCollectivesSchema},
           {"tool", {{"name", tool.name}, {"version", tool.version}, {"git", tool.git}}},
@@ -37,7 +38,8 @@ json CollectivesReport::to_json() const {
             {"factor", c.factor},
             {"warmup", c.warmup},
             {"iters", c.iters},
-            {"launcher", c.launcher}}},
+            {"launcher", c.launcher},
+            {"load", c.load}}},
           {"results", rows}};
 }
 
@@ -64,6 +66,7 @@ CollectivesReport CollectivesReport::from_json(const json& j, const std::string&
   cfg.warmup = static_cast<int>(c.integer("warmup", 0, 1 << 20));
   cfg.iters = static_cast<int>(c.integer("iters", 1, 1 << 20));
   cfg.launcher = c.maybe_str("launcher", 32).value_or("none");
+  cfg.load = c.has("load") ? c.choice<std::string>("load", {{"none", "none"}, {"compute", "compute"}}) : "none";
   for (const auto& row : root.items("results", 1 << 20)) {
     CollectiveRow x;
     x.op = row.choice<std::string>("op", {{"allreduce", "allreduce"},
@@ -77,6 +80,7 @@ CollectivesReport CollectivesReport::from_json(const json& j, const std::string&
     x.algbw_gbps = row.maybe_number("algbw_gbps", 0, kBig);
     x.busbw_gbps = row.maybe_number("busbw_gbps", 0, kBig);
     x.wrong = row.integer("wrong", 0, kCount);
+    x.load_slowdown = row.maybe_number("load_slowdown", -1, kBig);
     r.results.push_back(std::move(x));
   }
   return r;

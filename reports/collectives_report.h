@@ -21,6 +21,9 @@ struct CollectiveRow {
   std::string dtype = "float32";
   Num time_us, algbw_gbps, busbw_gbps;
   int64_t wrong = 0;
+  // --load: how much slower the rank's compute thread ran while this size's timed
+  // collectives did than just before, alone (0.25: 25 % slower); null without --load.
+  Num load_slowdown;
 };
 
 struct CollectivesConfig {
@@ -31,6 +34,7 @@ struct CollectivesConfig {
   int64_t min_bytes = 8, max_bytes = 8, factor = 2;
   int warmup = 0, iters = 1;
   std::string launcher = "none";
+  std::string load = "none";  // none | compute (--load)
 };
 
 struct CollectivesReport {

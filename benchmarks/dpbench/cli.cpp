@@ -251,6 +251,10 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
   coll->add_option("--max-bytes,-e", f.max_bytes, "Largest size");
   coll->add_option("--step-factor,-f", o.collectives.factor, "Size multiplier between steps")->check(CLI::Range(2, 1024));
   coll->add_option("--iters,-n", o.collectives.iters, "Timed iterations per size")->check(CLI::Range(1, 1 << 20));
+  coll->add_flag("--load", o.collectives.load,
+                 "Each rank keeps one compute thread busy while its collectives run, as DDP's backward does: the "
+                 "times are a collective's under load, and each row says how much the collectives slowed that "
+                 "thread (load_slowdown), what --simulate --link takes as contention");
   coll->add_option("--kill-rank", f.kill,
                    "Fault injection, RANK:N: that rank kills itself after N collectives (to see what the others "
                    "report)");
@@ -280,7 +284,8 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
                   "dgx-h100, pcie-a100-25gbe, cpu-gloo-local, or a preset file's path");
   sim->add_option("--link", f.links,
                   "--simulate: --bench=collectives reports (comma-separated, one per rank count) to fit the link on "
-                  "instead of the preset's fabrics");
+                  "instead of the preset's fabrics; one recorded with --load adds the all-reduce's time beside "
+                  "compute and the measured contention");
   sim->add_option("--sim-jitter", o.simulate.jitter,
                   "--simulate: relative standard deviation of each rank's compute per step (every collective waits "
                   "for the slowest rank; default: a measured profile's step-time variation, else 0)");

@@ -60,7 +60,10 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
   const SimulateOptions& so = o.simulate;
   sim::LinkModel link = sim::load_preset(so.hardware);
   if (!so.links.empty()) link = sim::fit_link(so.links, link);
-  if (so.contention >= 0) link.contention = so.contention;
+  if (so.contention >= 0) {
+    link.contention = so.contention;
+    link.contention_source = "--contention";
+  }
   ModelOptions mo;
   if (imagenet_model(o.data.model)) mo.classes = 1000;
   const sim::StepProfile profile = so.profile_path.empty()
@@ -84,11 +87,12 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
                      static_cast<double>(profile.gradient_bytes()) / (1 << 20));
   out << fmt::format("  profile: {} ({}): one-device step {:.2f} ms\n", profile.source, profile.evidence,
                      profile.step_s() * 1e3);
-  out << fmt::format("  link: {} ({}), {} per node; contention {:.3f} ({}); jitter {:.3f}\n", link.name, link.source,
-                     link.gpus_per_node, link.contention,
+  out << fmt::format("  link: {} ({}), {} per node; contention {:.3f} ({}; {}); jitter {:.3f}{}\n", link.name,
+                     link.source, link.gpus_per_node, link.contention,
                      link.contention_scope == sim::LinkModel::ContentionScope::transfers ? "while an all-reduce runs"
                                                                                        : "while all-reduces are in flight",
-                     opt.jitter);
+                     link.contention_source, opt.jitter,
+                     link.fitted_under_load.empty() ? "" : "; all-reduces beside compute take their time under load");
   if (o.mode == ParallelMode::ddp)
     out << fmt::format("  buckets: {:g} MiB (the first 1 MiB)\n", o.ddp.bucket_mb);
   out << fmt::format("\n{:>7} {:>11} {:>12} {:>6} {:>10} {:>13} {:>8} {:>8}  {}\n", "ranks", "step (ms)", "samples/s",

@@ -135,6 +135,7 @@ int run_collectives_rank(const BenchOptions& o, const std::vector<std::string>& 
     c.factor = o.collectives.factor;
     c.warmup = o.collectives.warmup;
     c.iters = o.collectives.iters;
+    c.load = o.collectives.load ? "compute" : "none";
     c.launcher = env.source;
     doc.results = rows;
     reports::write_report(o.out.json_path, doc.to_json());

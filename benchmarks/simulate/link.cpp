@@ -60,6 +60,16 @@ double LinkModel::allreduce_s(double bytes, int ranks, Algorithm* chosen) const 
   return ring;
 }
 
+double LinkModel::allreduce_under_load_s(double bytes, int ranks) const {
+  if (ranks <= 1) return 0;
+  if (auto it = fitted_under_load.find(ranks); it != fitted_under_load.end()) {
+    const double n = ranks;
+    return 2.0 * (n - 1) * it->second.alpha_s + 2.0 * (n - 1) / n * bytes / it->second.bus_bandwidth;
+  }
+  const double idle = allreduce_s(bytes, ranks);
+  return contention_scope == ContentionScope::transfers ? idle * (1 + contention) : idle;
+}
+
 double LinkModel::reduce_scatter_s(double bytes, int ranks) const {
   if (ranks <= 1) return 0;
   const double n = ranks;
@@ -84,6 +94,9 @@ nlohmann::json LinkModel::to_json() const {
                    {"tree_bandwidth_share", tree_bandwidth_share},
                    {"contention", contention},
                    {"contention_scope", contention_scope == ContentionScope::in_flight ? "in-flight" : "transfers"},
+                   {"contention_source", contention_source},
+                   {"kernel_contention", kernel_contention},
+                   {"reducer_per_gradient_s", reducer_per_gradient_s},
                    {"hardware",
                     {{"gpu", hardware.gpu},
                      {"peak_flops", hardware.peak_flops},
@@ -98,6 +111,16 @@ nlohmann::json LinkModel::to_json() const {
                    {"points", p.points},
                    {"max_relative_residual", p.max_residual}});
     j["fitted_allreduce"] = f;
+  }
+  if (!fitted_under_load.empty()) {
+    nlohmann::json f = nlohmann::json::array();
+    for (const auto& [ranks, p] : fitted_under_load)
+      f.push_back({{"ranks", ranks},
+                   {"alpha_s", p.alpha_s},
+                   {"bus_bandwidth_bytes_per_s", p.bus_bandwidth},
+                   {"points", p.points},
+                   {"max_relative_residual", p.max_residual}});
+    j["fitted_allreduce_under_load"] = f;
   }
   return j;
 }
@@ -124,6 +147,9 @@ LinkModel preset_from_json(const nlohmann::json& j, const std::string& document)
   l.contention_scope = v.choice("contention_scope", {std::pair<std::string_view, LinkModel::ContentionScope>{
                                                          "in-flight", LinkModel::ContentionScope::in_flight},
                                                      {"transfers", LinkModel::ContentionScope::transfers}});
+  l.contention_source = "preset " + l.name;
+  l.kernel_contention = v.maybe_number("kernel_contention", 0, 100).value_or(0);
+  l.reducer_per_gradient_s = v.maybe_number("reducer_per_gradient_s", 0, 1).value_or(0);
   const reports::JsonView hw = v.member("hardware");
   l.hardware.gpu = hw.str("device", 128);
   l.hardware.peak_flops = hw.number("peak_flops", 1, 1e20);
@@ -187,6 +213,8 @@ namespace {
 struct Measured {
   int ranks = 0;
   std::vector<std::pair<double, double>> points;  // bytes, seconds
+  bool under_load = false;  // dpbench --load
+  double slowdown_time = 0, time = 0;  // sum of slowdown x timed duration, and of duration
 };
 
 // nccl-tests' -J output (version 2): all_reduce_perf's results, out-of-place times in us.
@@ -220,9 +248,17 @@ Measured from_dpbench(const nlohmann::json& j, const std::string& doc) {
   const reports::CollectivesReport r = reports::CollectivesReport::from_json(j, doc);
   Measured m;
   m.ranks = r.config.world_size;
+  m.under_load = r.config.load == "compute";
   for (const auto& row : r.results)
-    if (row.op == "allreduce" && row.time_us && *row.time_us > 0 && row.bytes > 0 && row.wrong == 0)
+    if (row.op == "allreduce" && row.time_us && *row.time_us > 0 && row.bytes > 0 && row.wrong == 0) {
       m.points.emplace_back(static_cast<double>(row.bytes), *row.time_us * 1e-6);
+      if (m.under_load && row.load_slowdown) {
+        const double duration = *row.time_us * 1e-6 * r.config.iters;
+        m.slowdown_time += *row.load_slowdown * duration;
+        m.time += duration;
+      }
+    }
+  DPB_CHECK(!m.under_load || m.time > 0) << doc << " was recorded with --load but no all-reduce row has its load_slowdown";
   return m;
 }
 
@@ -232,7 +268,8 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
   DPB_CHECK(!paths.empty()) << "--link needs at least one collectives report";
   LinkModel l = base;
   l.fitted.clear();
-  std::string sources;
+  l.fitted_under_load.clear();
+  std::string sources, loaded_sources;
   for (const auto& path : paths) {
     const std::string doc = "link '" + escape_untrusted(path) + "'";
     const nlohmann::json j = reports::read_json_file(path, "collectives report", size_t{64} << 20);
@@ -242,15 +279,29 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
                                     << " has fewer than 2 correct all-reduce sizes to fit a link on (dpbench "
                                        "--bench=collectives --ops=allreduce, or nccl-tests' all_reduce_perf -J)";
     DPB_CHECK(m.ranks >= 2) << doc << " ran on 1 rank: a link needs at least 2";
-    l.fitted[m.ranks] = fit_allreduce(m.points, m.ranks);
-    sources += (sources.empty() ? "" : ", ") + path;
+    if (m.under_load) {
+      DPB_CHECK(!l.fitted_under_load.count(m.ranks)) << doc << ": two reports under load for " << m.ranks << " ranks";
+      l.fitted_under_load[m.ranks] = fit_allreduce(m.points, m.ranks);
+      l.contention = std::max(0.0, m.slowdown_time / m.time);  // each row's own is noisy, either way
+      l.contention_scope = LinkModel::ContentionScope::transfers;
+      l.contention_source = "measured: compute slowed by the all-reduces in " + path;
+      loaded_sources += (loaded_sources.empty() ? "" : ", ") + path;
+    } else {
+      DPB_CHECK(!l.fitted.count(m.ranks)) << doc << ": two idle reports for " << m.ranks << " ranks";
+      l.fitted[m.ranks] = fit_allreduce(m.points, m.ranks);
+      sources += (sources.empty() ? "" : ", ") + path;
+    }
   }
+  // A count measured only under load: its idle fit is the loaded one (an upper bound).
+  for (const auto& [ranks, f] : l.fitted_under_load)
+    if (!l.fitted.count(ranks)) l.fitted[ranks] = f;
   // Beyond the measured rank counts the tiers take the fit at the largest count.
   const FittedAllReduce& top = l.fitted.rbegin()->second;
   l.intra = {top.alpha_s, top.bus_bandwidth};
   if (l.gpus_per_node < l.fitted.rbegin()->first) l.gpus_per_node = l.fitted.rbegin()->first;
   l.name = base.name + " fitted";
-  l.source = "fitted from " + sources;
+  l.source = "fitted from " + (sources.empty() ? loaded_sources : sources) +
+             (loaded_sources.empty() || sources.empty() ? "" : "; under load from " + loaded_sources);
   return l;
 }
 

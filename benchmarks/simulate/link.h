@@ -59,11 +59,28 @@ struct LinkModel {
   enum class ContentionScope { in_flight, transfers };
   double contention = 0;
   ContentionScope contention_scope = ContentionScope::in_flight;
+  // In-flight scope: compute slows by this much more while a communication kernel runs
+  // (NCCL's kernels hold their SMs for as long as they run, waiting on the network
+  // included, so many small all-reduces over more GPUs cost more). 0 where unknown.
+  double kernel_contention = 0;
+  // What DDP's reducer adds to the backward per gradient, whatever the world size: its
+  // hook, the copy into the bucket and back (PyTorch's 1-GPU DDP step minus its no-DDP
+  // step, over the model's gradients). 0 where unknown.
+  double reducer_per_gradient_s = 0;
   Hardware hardware;
   // From measurements: exact rank counts override the tiers.
   std::map<int, FittedAllReduce> fitted;
+  // From measurements under load (--bench=collectives --load): an all-reduce while every
+  // rank also computes, as during DDP's backward. Where fitted, an all-reduce that
+  // overlaps compute takes this long, and `contention` is the measured slowdown of that
+  // compute.
+  std::map<int, FittedAllReduce> fitted_under_load;
+  std::string contention_source;  // where the contention comes from (preset, --contention, measured)
 
   double allreduce_s(double bytes, int ranks, Algorithm* chosen = nullptr) const;
+  // While compute runs beside it: the under-load fit where there is one, else the idle
+  // time stretched by the contention where the two share a core (transfers scope).
+  double allreduce_under_load_s(double bytes, int ranks) const;
   double reduce_scatter_s(double bytes, int ranks) const;
   double all_gather_s(double bytes, int ranks) const;
   // Point-to-point transfer between neighbouring devices (pipeline stages).
@@ -79,7 +96,10 @@ std::vector<std::string> preset_names();
 LinkModel preset_from_json(const nlohmann::json& j, const std::string& document);
 
 // Fits a link from a dpbench.collectives/1 report or nccl-tests -J output (one rank count
-// per file; several files give several counts). Throws dpb::Error naming what is missing.
+// per file; several files give several counts). A dpbench report recorded with --load
+// gives the under-load fit of its rank count and the contention (its rows' load slowdown,
+// weighted by their timed duration); on its own it serves as the idle fit too. Throws
+// dpb::Error naming what is missing.
 LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base);
 
 // Least-squares fit of t = alpha_steps * alpha + bytes_factor * S / busbw over (S, t).

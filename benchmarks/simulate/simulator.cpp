@@ -69,7 +69,7 @@ SimPoint simulate_ddp(const StepProfile& p, const LinkModel& link, int ranks, co
   const double stretch = 1 + o.jitter * expected_max_normal(ranks);
   double forward = 0;
   for (const auto& l : p.layers) forward += l.forward_s * stretch;
-  if (ranks == 1) {
+  if (ranks == 1 && !o.reducer_on_one_rank) {
     r.compute_s = p.compute_s() * stretch;
     r.step_s = r.compute_s + p.optimizer_s + p.other_s;
     r.critical_path = "compute (one device: no communication)";
@@ -78,10 +78,14 @@ SimPoint simulate_ddp(const StepProfile& p, const LinkModel& link, int ranks, co
   const std::vector<BucketPlan> plan = bucket_plan(p, o.first_bucket_bytes, o.bucket_bytes);
   r.buckets = static_cast<int>(plan.size());
   std::vector<double> comm_time(plan.size());
+  // How much longer each all-reduce takes while compute runs beside it.
+  std::vector<double> comm_stretch(plan.size(), 1.0);
   int64_t largest = 0;
   for (size_t b = 0; b < plan.size(); ++b) {
-    Algorithm a;
-    comm_time[b] = link.allreduce_s(static_cast<double>(plan[b].bytes), ranks, &a);
+    Algorithm a = Algorithm::ring;
+    comm_time[b] = ranks > 1 ? link.allreduce_s(static_cast<double>(plan[b].bytes), ranks, &a) : 0.0;
+    if (comm_time[b] > 0)
+      comm_stretch[b] = link.allreduce_under_load_s(static_cast<double>(plan[b].bytes), ranks) / comm_time[b];
     r.comm_s += comm_time[b];
     if (plan[b].bytes > largest) largest = plan[b].bytes, r.algorithm = algorithm_name(a);
   }
@@ -90,8 +94,9 @@ SimPoint simulate_ddp(const StepProfile& p, const LinkModel& link, int ranks, co
   for (size_t b = 0; b < plan.size(); ++b) completes[plan[b].ready_after_layer].push_back(b);
 
   // Compute is slowed while communication shares the device (the link's contention
-  // scope: the step's all-reduces in flight, or only while one runs).
-  const double slow = 1 + link.contention;
+  // scope: the step's all-reduces in flight, or only while one runs); on one rank they
+  // move nothing and contend with nothing.
+  const double slow = ranks > 1 ? 1 + link.contention : 1.0;
   double t = forward, overlap = 0;
   std::deque<size_t> queue;  // launched, not finished; the front is running
   double running_left = 0;   // of the front
@@ -111,17 +116,21 @@ SimPoint simulate_ddp(const StepProfile& p, const LinkModel& link, int ranks, co
   const bool transfers = link.contention_scope == LinkModel::ContentionScope::transfers;
   double comm_wall = 0;
   for (size_t i = p.layers.size(); i-- > 0;) {
-    double work = p.layers[i].backward_s * stretch;  // at full speed
+    // At full speed; the reducer's hooks and bucket copies for this layer's gradients.
+    double work = p.layers[i].backward_s * stretch +
+                  link.reducer_per_gradient_s * static_cast<double>(p.layers[i].params.size());
     while (work > 0) {
       const bool contended = transfers ? !queue.empty() : launched && done < plan.size();
-      const double rate = contended ? 1 / slow : 1.0;
+      const double kernel = !transfers && !queue.empty() && ranks > 1 ? link.kernel_contention : 0.0;
+      const double rate = 1 / ((contended ? slow : 1.0) + kernel);
       if (queue.empty()) {
         t += work / rate;
         work = 0;
         break;
       }
-      // Sharing a core (transfers), the all-reduce slows as much as compute does.
-      const double comm_rate = transfers ? 1 / slow : 1.0;
+      // Beside compute the all-reduce takes its time under load (measured, or stretched as
+      // much as compute where they share a core).
+      const double comm_rate = 1 / comm_stretch[queue.front()];
       const double compute_dt = work / rate, comm_dt = running_left / comm_rate;
       const double dt = std::min(compute_dt, comm_dt);
       t += dt;

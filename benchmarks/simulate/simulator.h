@@ -6,11 +6,17 @@
 //   the Reducer forms them (parameters in reverse registration order, the first bucket
 //   closing at --first-bucket-mb, the others at --bucket-mb); a bucket's all-reduce is
 //   queued on the one communication stream when its last gradient is ready, in bucket
-//   order; while a communication kernel runs, compute runs (1 + contention) times slower;
+//   order; compute runs (1 + contention) times slower while all-reduces are in flight (GPUs)
+//   or while one runs (CPUs), and (1 + contention + kernel_contention) times slower while
+//   a GPU's communication kernel runs; an all-reduce beside compute takes its time under
+//   load (measured with --bench=collectives --load, else stretched as compute is where
+//   the two share a core), alone its idle time;
 //   after the backward the step waits for the last all-reduce (exposed communication),
 //   then the optimizer. With jitter, every rank's compute varies (normal, relative sigma)
 //   and each collective waits for the slowest: compute stretches by sigma times the
-//   expected maximum of N standard normals. N = 1 is the one-device step (no DDP).
+//   expected maximum of N standard normals. Each gradient's backward pays the link's
+//   reducer cost (its hook and bucket copies). N = 1 is the one-device step (no DDP), or,
+//   with reducer_on_one_rank, DDP on one rank.
 // dp: one process: parameters broadcast to the N devices, their batches' forward and
 //   backward side by side, gradients reduced onto the primary, the optimizer there; no
 //   overlap (DataParallel's order).
@@ -34,6 +40,9 @@ struct SimOptions {
   double first_bucket_bytes = 1.0 * (1 << 20);
   double jitter = 0;     // relative standard deviation of a rank's compute per step
   int micro_batches = 4;  // mp
+  // ddp at 1 rank: run DDP's reducer (its per-gradient cost; the all-reduces move
+  // nothing), as PyTorch's 1-GPU DDP row does, instead of the plain one-device step.
+  bool reducer_on_one_rank = false;
 };
 
 struct BucketPlan {

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks `dpbench --simulate` against this machine: for each model, a single-device
---layer-profile run and a Gloo --bench=collectives run give the prediction of E(2) for
+--layer-profile run and two Gloo --bench=collectives runs (idle, and --load: beside
+compute) give the prediction of E(2) for
 --mode=ddp --threads=1; a measured --gpus=1,2 sweep gives E(2) itself. Prints both, side
 by side, and exits 1 when any prediction is more than --tolerance away.
 
@@ -13,9 +14,12 @@ import subprocess
 import sys
 import tempfile
 
-# (model, batch, steps): LeNet's step is about 8 ms, so it needs many steps for a median
-# that is stable to a percent; the measured sweep takes the median of --repeat runs.
-MODELS = [("lenet", 64, 200), ("resnet18", 16, 30)]
+# (model, batch, steps, extra flags): LeNet's and the MLP's steps take a few ms, so they
+# need many steps for a median that is stable to a percent; the measured sweep takes the
+# median of --repeat runs. ResNet-18 with 1 MiB buckets has many all-reduces in flight
+# during the backward (11 MiB of gradients in ~12 buckets), the default 25 MiB one.
+MODELS = [("lenet", 64, 200, []), ("mlp", 64, 200, []), ("resnet18", 16, 30, []),
+          ("resnet18", 16, 30, ["--bucket-mb=1"])]
 
 
 def run(cmd):
@@ -35,26 +39,33 @@ def main():
     d = a.dpbench
     work = tempfile.mkdtemp(prefix="dpb-validate-")
     common = ["--threads=1", "--warmup=5", "--progress=none"]
+    # The link twice: idle, and with every rank's core also computing (--load), as during
+    # DDP's backward; the second gives the all-reduce's time beside compute and the
+    # contention, both measured.
     link = os.path.join(work, "gloo2.json")
-    run([d, "--bench=collectives", "--gpus=2", "--ops=allreduce", "-b", "1K", "-e", "64M", "-f", "4", "-n", "20",
-         "--json=" + link])
-    print(f"{'model':10s} {'batch':>5s} {'E(2) measured':>14s} {'E(2) predicted':>15s} {'difference':>11s}")
+    loaded = os.path.join(work, "gloo2-load.json")
+    sizes = ["--bench=collectives", "--gpus=2", "--ops=allreduce", "-b", "1K", "-e", "64M", "-f", "4", "-n", "20"]
+    run([d, *sizes, "--json=" + link])
+    run([d, *sizes, "--load", "--json=" + loaded])
+    print(f"{'model':24s} {'batch':>5s} {'E(2) measured':>14s} {'E(2) predicted':>15s} {'difference':>11s}")
     worst = 0.0
-    for model, batch, steps in MODELS:
+    for model, batch, steps, extra in MODELS:
+        tag = model + "".join(f.replace("--", "_").replace("=", "") for f in extra)
         profile = os.path.join(work, f"profile_{model}.json")
-        measured = os.path.join(work, f"measured_{model}.json")
-        predicted = os.path.join(work, f"predicted_{model}.json")
-        run([d, "--mode=single", f"--model={model}", f"--batch={batch}", "--layer-profile", "--json=" + profile,
-             f"--steps={steps}", *common])
+        measured = os.path.join(work, f"measured_{tag}.json")
+        predicted = os.path.join(work, f"predicted_{tag}.json")
+        if not os.path.exists(profile):
+            run([d, "--mode=single", f"--model={model}", f"--batch={batch}", "--layer-profile", "--json=" + profile,
+                 f"--steps={steps}", *common])
         run([d, "--mode=ddp", "--gpus=1,2", f"--model={model}", f"--batch={batch}", "--json=" + measured,
-             f"--steps={steps}", f"--repeat={a.repeat}", *common])
-        run([d, "--simulate", "--mode=ddp", "--gpus=2", "--profile=" + profile, "--link=" + link,
-             "--hardware=cpu-gloo-local", "--json=" + predicted])
+             f"--steps={steps}", f"--repeat={a.repeat}", *extra, *common])
+        run([d, "--simulate", "--mode=ddp", "--gpus=2", "--profile=" + profile, "--link=" + link + "," + loaded,
+             "--hardware=cpu-gloo-local", "--json=" + predicted, *extra])
         e_meas = next(p["scaling_efficiency"] for p in json.load(open(measured))["sweep"] if p["world_size"] == 2)
         e_pred = next(p["scaling_efficiency"] for p in json.load(open(predicted))["sweep"] if p["world_size"] == 2)
         diff = e_pred - e_meas
         worst = max(worst, abs(diff))
-        print(f"{model:10s} {batch:5d} {e_meas:14.3f} {e_pred:15.3f} {diff:+11.3f}", flush=True)
+        print(f"{model + ' ' + ' '.join(extra):24s} {batch:5d} {e_meas:14.3f} {e_pred:15.3f} {diff:+11.3f}", flush=True)
     print(f"\nworst difference {worst:.3f} (tolerance {a.tolerance}); files in {work}")
     return 0 if worst <= a.tolerance else 1
 

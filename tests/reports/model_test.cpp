@@ -139,7 +139,8 @@ TEST(ReportModel, CollectivesReportsRoundTripAndAreChecked) {
   c.env = collect_environment();
   c.config.world_size = 2;
   c.config.ops = {"allreduce"};
-  c.results = {{"allreduce", 1024, 256, "float32", 50.0, 0.02, 0.02, 0}};
+  c.results = {{"allreduce", 1024, 256, "float32", 50.0, 0.02, 0.02, 0, 0.25}};
+  c.config.load = "compute";
   const auto j = c.to_json();
   test::expect_fits(collectives_schema(), j, "the collectives report");
   EXPECT_EQ(CollectivesReport::from_json(j, "c").to_json(), j);

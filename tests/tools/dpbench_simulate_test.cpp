@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
 #include "reports/model.h"
+#include "reports/schemas.h"
 #include "tests/support/process.h"
 #include "tests/support/schemas.h"
 
@@ -80,6 +83,41 @@ TEST(DpbenchSimulate, ALayerProfileFeedsThePredictionAndThePageShowsBoth) {
   // A measured report is no prediction.
   EXPECT_EQ(dpreport("html " + measured + " --predicted=" + measured + " -o " + html).code, 2);
   for (const auto& f : {profile, measured, predicted, html}) std::remove(f.c_str());
+}
+
+// Collectives under load (--load): each row says how much they slowed the ranks' compute;
+// --link takes such a report as the all-reduce's time beside compute and the contention,
+// beside an idle report for the same rank count, and the prediction says so.
+TEST(DpbenchSimulate, ALinkMeasuredUnderLoadGivesTheContention) {
+  const std::string idle = temp("idle.json"), loaded = temp("loaded.json"), predicted = temp("pred_load.json");
+  const std::string sizes = "--bench=collectives --gpus=2 --ops=allreduce -b 4K -e 256K -f 8 -n 5 --timeout=60 ";
+  ASSERT_EQ(dpbench(sizes + "--json=" + idle).code, 0);
+  const Proc l = dpbench(sizes + "--load --json=" + loaded);
+  ASSERT_EQ(l.code, 0) << l.err;
+  EXPECT_NE(l.out.find("load slowdown"), std::string::npos) << l.out;
+  const auto rep = nlohmann::json::parse(test::slurp(loaded));
+  test::expect_fits(dpb::reports::collectives_schema(), rep, "the collectives report under load");
+  EXPECT_EQ(rep["config"]["load"], "compute");
+  ASSERT_EQ(rep["results"].size(), 3u);
+  for (const auto& row : rep["results"]) EXPECT_TRUE(row["load_slowdown"].is_number()) << row;
+  const auto plain = nlohmann::json::parse(test::slurp(idle));
+  EXPECT_EQ(plain["config"]["load"], "none");
+  EXPECT_TRUE(plain["results"][0]["load_slowdown"].is_null());
+  const Proc s = dpbench("--simulate --mode=ddp --gpus=2 --model=lenet --batch=64 --single-step-s=0.005 "
+                         "--hardware=cpu-gloo-local --link=" + idle + "," + loaded + " --json=" + predicted);
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_NE(s.out.find("measured: compute slowed by the all-reduces in"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("take their time under load"), std::string::npos) << s.out;
+  const auto link = checked_report(predicted)["simulation"]["link"];
+  ASSERT_EQ(link["fitted_allreduce_under_load"].size(), 1u);
+  ASSERT_EQ(link["fitted_allreduce"].size(), 1u);
+  EXPECT_GE(link["contention"].get<double>(), 0.0);
+  // Two idle reports for one rank count: which to believe is not guessed.
+  const Proc twice = dpbench("--simulate --mode=ddp --gpus=2 --model=lenet --batch=64 --single-step-s=0.005 "
+                             "--hardware=cpu-gloo-local --link=" + idle + "," + idle);
+  EXPECT_EQ(twice.code, 2) << twice.err;
+  EXPECT_NE(twice.err.find("two idle reports for 2 ranks"), std::string::npos) << twice.err;
+  for (const auto& f : {idle, loaded, predicted}) std::remove(f.c_str());
 }
 
 // Without --mode a prediction is of DistributedDataParallel, and says so.

@@ -4,7 +4,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <optional>
 #include <ostream>
+#include <thread>
 
 #include "engine/backend/ops.h"
 #include "engine/core/clock.h"
@@ -29,6 +33,50 @@ CollectiveBuffers in_place_buffers(int64_t bytes, int rank, int, Device device) 
   b.in = collective_filled(rank, b.in_count, device);
   return b;
 }
+
+namespace {
+
+// --load: one thread of steady compute (fused multiply-adds on a buffer that stays in L1)
+// counting its rounds, so that its rate alone and while collectives run can be compared.
+class ComputeLoad {
+ public:
+  ComputeLoad() : thread_([this] { run(); }) {}
+  ~ComputeLoad() {
+    stop_.store(true, std::memory_order_relaxed);
+    thread_.join();
+  }
+  ComputeLoad(const ComputeLoad&) = delete;
+  ComputeLoad& operator=(const ComputeLoad&) = delete;
+  int64_t rounds() const { return rounds_.load(std::memory_order_relaxed); }
+  // Rounds per second over `ms` milliseconds while the calling thread sleeps.
+  double rate_alone(int ms) const {
+    const int64_t c0 = rounds(), t0 = now_ns();
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return static_cast<double>(rounds() - c0) / (static_cast<double>(now_ns() - t0) * 1e-9);
+  }
+
+ private:
+  void run() {
+    float a[256];
+    for (int i = 0; i < 256; ++i) a[i] = static_cast<float>(i) * 1e-3f;
+    while (!stop_.load(std::memory_order_relaxed)) {
+      for (int r = 0; r < 16; ++r)
+        for (float& x : a) x = x * 0.999f + 1e-3f;
+      sink_ = a[r_++ & 255];
+      rounds_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> rounds_{0};
+  volatile float sink_ = 0;
+  unsigned r_ = 0;
+  std::thread thread_;
+};
+
+// How long the load runs alone before each size's timed collectives.
+constexpr int kAloneMs = 40;
+
+}  // namespace
 
 const std::vector<const CollectiveSpec*>& collective_specs() {
   static const std::vector<const CollectiveSpec*> all{&allreduce_spec(), &allgather_spec(), &reduce_scatter_spec(),
@@ -59,9 +107,11 @@ std::vector<reports::CollectiveRow> run_collectives(comm::ProcessGroup& pg, Devi
     }
   };
   std::vector<reports::CollectiveRow> rows;
+  std::optional<ComputeLoad> load;
+  if (o.load) load.emplace();
   if (rank == 0)
-    out << fmt::format("{:<15} {:>12} {:>11} {:>6} {:>12} {:>12} {:>12} {:>8}\n", "# op", "size (B)", "count",
-                       "type", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong");
+    out << fmt::format("{:<15} {:>12} {:>11} {:>6} {:>12} {:>12} {:>12} {:>8}{}\n", "# op", "size (B)", "count",
+                       "type", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong", load ? "  load slowdown" : "");
   for (const auto& name : o.ops) {
     const CollectiveSpec& spec = collective_spec(name);
     for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
@@ -72,17 +122,31 @@ std::vector<reports::CollectiveRow> run_collectives(comm::ProcessGroup& pg, Devi
         ++issued;
       }
       pg.barrier()->wait();
-      const int64_t t0 = now_ns();
+      double alone = 0;
+      if (load) {
+        alone = load->rate_alone(kAloneMs);
+        pg.barrier()->wait();
+      }
+      const int64_t t0 = now_ns(), r0 = load ? load->rounds() : 0;
       for (int i = 0; i < o.iters; ++i) {
         maybe_die();
         spec.issue(pg, b)->wait();
         ++issued;
       }
       ops::synchronize(device);
-      const double mine = static_cast<double>(now_ns() - t0) * 1e-9 / o.iters;
+      const double elapsed = static_cast<double>(now_ns() - t0) * 1e-9;
+      const double during = load ? static_cast<double>(load->rounds() - r0) / elapsed : 0;
+      const double mine = elapsed / o.iters;
       Tensor t = Tensor::full({1}, static_cast<float>(mine), device);
       pg.allreduce(t, comm::ReduceOp::max)->wait();
       const double seconds = t.to_vector()[0];
+      // The ranks' mean slowdown of their compute thread (none measured: infinitely slow).
+      reports::Num slowdown;
+      if (load) {
+        Tensor s = Tensor::full({1}, static_cast<float>(during > 0 ? alone / during - 1 : 1e9), device);
+        pg.allreduce(s, comm::ReduceOp::sum)->wait();
+        slowdown = static_cast<double>(s.to_vector()[0]) / n;
+      }
       // Verify on fresh inputs.
       b = spec.make(bytes, rank, n, device);
       spec.issue(pg, b)->wait();
@@ -93,10 +157,11 @@ std::vector<reports::CollectiveRow> run_collectives(comm::ProcessGroup& pg, Devi
       const double algbw = static_cast<double>(b.bytes) / seconds / 1e9;
       const double busbw = algbw * spec.bus_factor(n);
       if (rank == 0) {
-        out << fmt::format("{:<15} {:>12} {:>11} {:>6} {:>12.1f} {:>12.3f} {:>12.3f} {:>8}\n", name, b.bytes,
-                           b.bytes / 4, "float", seconds * 1e6, algbw, busbw, bad)
+        out << fmt::format("{:<15} {:>12} {:>11} {:>6} {:>12.1f} {:>12.3f} {:>12.3f} {:>8}{}\n", name, b.bytes,
+                           b.bytes / 4, "float", seconds * 1e6, algbw, busbw, bad,
+                           slowdown ? fmt::format("  {:>13.1f}%", 100 * *slowdown) : "")
             << std::flush;
-        rows.push_back({name, b.bytes, b.bytes / 4, "float32", seconds * 1e6, algbw, busbw, bad});
+        rows.push_back({name, b.bytes, b.bytes / 4, "float32", seconds * 1e6, algbw, busbw, bad, slowdown});
       }
     }
   }

@@ -3,7 +3,9 @@
 // factor): warm-up iterations, then timed iterations (each waited for), time = the
 // slowest rank's mean; algbw = bytes / time, busbw = algbw x the spec's bus factor.
 // After timing every size runs once more on known values and is checked element by
-// element; the wrong count is summed over the ranks.
+// element; the wrong count is summed over the ranks. With --load each rank keeps a compute
+// thread busy throughout, and each size reports the ranks' mean slowdown of that thread
+// while its timed collectives ran against its rate alone just before.
 #include <iosfwd>
 #include <vector>
 

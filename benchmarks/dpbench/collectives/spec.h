@@ -19,6 +19,9 @@ struct CollectiveOptions {
   int64_t factor = 2;
   int warmup = 5;
   int iters = 20;
+  // Each rank keeps one compute thread busy while its collectives run, as DDP's backward
+  // does, and measures how much the collectives slow that thread (--load).
+  bool load = false;
   // Fault injection: this rank kills itself (SIGKILL) after `kill_after` collectives,
   // to see what the others report (-1: nobody).
   int kill_rank = -1;
