@@ -286,6 +286,10 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
                   "--simulate: --bench=collectives reports (comma-separated, one per rank count) to fit the link on "
                   "instead of the preset's fabrics; one recorded with --load adds the all-reduce's time beside "
                   "compute and the measured contention");
+  sim->add_option("--crowded-profile", o.simulate.crowded_profile_path,
+                  "--simulate with --profile: the same --layer-profile run recorded while another rank trained on the "
+                  "same machine at the same time; at 2 ranks or more compute takes as much longer as its layers did "
+                  "(ranks sharing cores, caches or memory bandwidth slow each other)");
   sim->add_option("--sim-jitter", o.simulate.jitter,
                   "--simulate: relative standard deviation of each rank's compute per step (every collective waits "
                   "for the slowest rank; default: a measured profile's step-time variation, else 0)");

@@ -122,6 +122,7 @@ struct SimulateOptions {
   std::string hardware = "cpu-gloo-local"; // --hardware: preset name or file
   std::vector<std::string> links;          // --link: collectives reports to fit
   double jitter = -1;                      // --sim-jitter (< 0: a measured profile's step cv, else 0)
+  std::string crowded_profile_path;        // --crowded-profile: the profile recorded with another rank computing
   double contention = -1;                  // --contention (< 0: the preset's)
   bool mode_defaulted = false;             // no --mode given: ddp
 };

@@ -4,6 +4,8 @@
 
 #include "benchmarks/simulate/simulator.h"
 #include "engine/core/clock.h"
+#include "engine/core/error.h"
+#include "engine/core/text.h"
 #include "engine/core/log.h"
 #include "reports/model.h"
 #include "reports/report.h"
@@ -76,6 +78,14 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
   opt.first_bucket_bytes = std::min(opt.bucket_bytes, 1.0 * (1 << 20));
   // Ranks vary step to step as the profiled device did, unless told otherwise.
   opt.jitter = so.jitter >= 0 ? so.jitter : profile.step_cv;
+  if (!so.crowded_profile_path.empty()) {
+    DPB_CHECK(!so.profile_path.empty()) << "--crowded-profile goes with --profile (the same run recorded alone)";
+    const sim::StepProfile crowded = sim::profile_from_report(so.crowded_profile_path);
+    DPB_CHECK(crowded.model == profile.model && crowded.batch == profile.batch)
+        << "--crowded-profile is of " << crowded.model << " at batch " << crowded.batch << ", --profile of "
+        << profile.model << " at batch " << profile.batch << ": they must be the same run";
+    opt.crowding = crowded.compute_s() / profile.compute_s() - 1;
+  }
   opt.micro_batches = o.pipeline.micro_batches > 0 ? o.pipeline.micro_batches : 4;
   const int64_t t0 = now_ns();
   const sim::Simulation s = sim::simulate(profile, link, so.ranks, opt);
@@ -93,6 +103,10 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
                                                                                        : "while all-reduces are in flight",
                      link.contention_source, opt.jitter,
                      link.fitted_under_load.empty() ? "" : "; all-reduces beside compute take their time under load");
+  if (!so.crowded_profile_path.empty())
+    out << fmt::format("  crowding: compute {:+.1f} % at 2 ranks or more (the layers with another rank computing "
+                       "beside them, {})\n",
+                       100 * opt.crowding, escape_untrusted(so.crowded_profile_path));
   if (o.mode == ParallelMode::ddp)
     out << fmt::format("  buckets: {:g} MiB (the first 1 MiB)\n", o.ddp.bucket_mb);
   out << fmt::format("\n{:>7} {:>11} {:>12} {:>6} {:>10} {:>13} {:>8} {:>8}  {}\n", "ranks", "step (ms)", "samples/s",

@@ -66,7 +66,7 @@ std::string mib(double bytes) {
 SimPoint simulate_ddp(const StepProfile& p, const LinkModel& link, int ranks, const SimOptions& o) {
   SimPoint r;
   r.world_size = ranks;
-  const double stretch = 1 + o.jitter * expected_max_normal(ranks);
+  const double stretch = (1 + o.jitter * expected_max_normal(ranks)) * (ranks > 1 ? 1 + o.crowding : 1.0);
   double forward = 0;
   for (const auto& l : p.layers) forward += l.forward_s * stretch;
   if (ranks == 1 && !o.reducer_on_one_rank) {
@@ -305,6 +305,7 @@ nlohmann::json Simulation::to_json() const {
           {"bucket_bytes", options.bucket_bytes},
           {"first_bucket_bytes", options.first_bucket_bytes},
           {"jitter", options.jitter},
+          {"crowding", options.crowding},
           {"micro_batches", options.micro_batches},
           {"profile", profile.to_json()},
           {"link", link.to_json()},

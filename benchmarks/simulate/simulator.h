@@ -43,6 +43,9 @@ struct SimOptions {
   // ddp at 1 rank: run DDP's reducer (its per-gradient cost; the all-reduces move
   // nothing), as PyTorch's 1-GPU DDP row does, instead of the plain one-device step.
   bool reducer_on_one_rank = false;
+  // ddp at 2 ranks or more: compute takes this much longer (0.1: 10 %) because the ranks
+  // share the machine (measured: a profile recorded with another rank computing beside it).
+  double crowding = 0;
 };
 
 struct BucketPlan {

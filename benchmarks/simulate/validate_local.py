@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks `dpbench --simulate` against this machine: for each model, a single-device
---layer-profile run and two Gloo --bench=collectives runs (idle, and --load: beside
-compute) give the prediction of E(2) for
+--layer-profile run (alone, and again with a second rank training beside it) and two
+Gloo --bench=collectives runs (idle, and --load: beside compute) give the prediction of
+E(2) for
 --mode=ddp --threads=1; a measured --gpus=1,2 sweep gives E(2) itself. Prints both, side
 by side, and exits 1 when any prediction is more than --tolerance away.
 
@@ -54,12 +55,20 @@ def main():
         profile = os.path.join(work, f"profile_{model}.json")
         measured = os.path.join(work, f"measured_{tag}.json")
         predicted = os.path.join(work, f"predicted_{tag}.json")
+        crowded = os.path.join(work, f"crowded_{model}.json")
         if not os.path.exists(profile):
-            run([d, "--mode=single", f"--model={model}", f"--batch={batch}", "--layer-profile", "--json=" + profile,
-                 f"--steps={steps}", *common])
+            single = [d, "--mode=single", f"--model={model}", f"--batch={batch}", *common]
+            run([*single, "--layer-profile", "--json=" + profile, f"--steps={steps}"])
+            # The same profile with a second rank training beside it the whole time (it
+            # runs four times the steps): how much the ranks slow each other's compute.
+            companion = subprocess.Popen([*single, f"--steps={4 * steps}"], stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL)
+            run([*single, "--layer-profile", "--json=" + crowded, f"--steps={steps}"])
+            companion.kill()
+            companion.wait()
         run([d, "--mode=ddp", "--gpus=1,2", f"--model={model}", f"--batch={batch}", "--json=" + measured,
              f"--steps={steps}", f"--repeat={a.repeat}", *extra, *common])
-        run([d, "--simulate", "--mode=ddp", "--gpus=2", "--profile=" + profile, "--link=" + link + "," + loaded,
+        run([d, "--simulate", "--mode=ddp", "--gpus=2", "--profile=" + profile, "--crowded-profile=" + crowded, "--link=" + link + "," + loaded,
              "--hardware=cpu-gloo-local", "--json=" + predicted, *extra])
         e_meas = next(p["scaling_efficiency"] for p in json.load(open(measured))["sweep"] if p["world_size"] == 2)
         e_pred = next(p["scaling_efficiency"] for p in json.load(open(predicted))["sweep"] if p["world_size"] == 2)

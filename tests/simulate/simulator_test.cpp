@@ -182,6 +182,34 @@ TEST(Simulate, JitterWaitsForTheSlowestRank) {
   EXPECT_GT(simulate_point(p, l, 64, o).step_s, simulate_point(p, l, 64, {}).step_s);
 }
 
+// Ranks sharing a machine slow each other's compute: at 2 ranks or more the step's compute
+// stretches by the measured crowding; one rank is the profile's step.
+TEST(Simulate, CrowdingStretchesComputeFromTwoRanks) {
+  const StepProfile p = profile_of("resnet50");
+  const LinkModel l = load_preset("dgx1-v100");
+  SimOptions crowded;
+  crowded.crowding = 0.2;
+  EXPECT_DOUBLE_EQ(simulate_point(p, l, 1, crowded).step_s, simulate_point(p, l, 1, {}).step_s);
+  const SimPoint two = simulate_point(p, l, 2, crowded), plain = simulate_point(p, l, 2, {});
+  EXPECT_GT(two.compute_s, plain.compute_s * 1.15);
+  EXPECT_LT(simulate(p, l, {2}, crowded).points[0].efficiency, simulate(p, l, {2}, {}).points[0].efficiency);
+}
+
+// DDP on one rank (PyTorch's 1-GPU DDP row): the reducer's cost per gradient, nothing moved.
+TEST(Simulate, OneRankDdpPaysTheReducerOnly) {
+  const StepProfile p = profile_of("resnet50");
+  LinkModel l = load_preset("dgx1-v100");
+  l.reducer_per_gradient_s = 10e-6;
+  SimOptions o;
+  o.reducer_on_one_rank = true;
+  size_t gradients = 0;
+  for (const auto& layer : p.layers) gradients += layer.params.size();
+  const SimPoint one = simulate_point(p, l, 1, o);
+  EXPECT_NEAR(one.step_s, p.step_s() + 10e-6 * static_cast<double>(gradients), 1e-9);
+  EXPECT_EQ(one.comm_s, 0);
+  EXPECT_NEAR(simulate_point(p, l, 1, {}).step_s, p.step_s(), 1e-12);  // without: the plain step
+}
+
 TEST(Simulate, ContentionIsFittedBackFromAStep) {
   const StepProfile p = profile_of("resnet50");
   LinkModel l = load_preset("dgx1-v100");
