@@ -258,7 +258,8 @@ Measured from_dpbench(const nlohmann::json& j, const std::string& doc) {
         m.time += duration;
       }
     }
-  DPB_CHECK(!m.under_load || m.time > 0) << doc << " was recorded with --load but no all-reduce row has its load_slowdown";
+  DPB_CHECK(!m.under_load || m.time > 0)
+      << doc << " was recorded with --load but no all-reduce row has its load_slowdown";
   return m;
 }
 

@@ -9,9 +9,9 @@
 // Three figures of the preset are fitted to four of these points: the reducer's cost per
 // gradient to ResNet-50's 1-GPU DDP row, the contention while all-reduces are in flight to
 // the two 2-GPU rows (25 MiB), and the contention while a communication kernel runs to
-// ResNet-50's 16-GPU row with 1 MiB buckets. Every other point (16) is a prediction, and it must be within 3 % and, over all of them,
-// closer than two baselines that know nothing of communication: the step without DDP, and
-// the 2-GPU time reused for every GPU count.
+// ResNet-50's 16-GPU row with 1 MiB buckets. Every other point (16) is a prediction, and
+// it must be within 3 % and, over all of them, closer than two baselines that know nothing
+// of communication: the step without DDP, and the 2-GPU time reused for every GPU count.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -76,7 +76,8 @@ size_t gradients(const StepProfile& p) {
 
 // The value of `field` in [0, 10] that makes the simulated step of `m` at `gpus` GPUs with
 // `bucket_mb` buckets take `want` seconds (bisection; the step grows with it).
-double fit_field(LinkModel link, double LinkModel::*field, const Published& m, int gpus, double bucket_mb, double want) {
+double fit_field(LinkModel link, double LinkModel::*field, const Published& m, int gpus, double bucket_mb,
+                 double want) {
   const StepProfile p = profile_of(m, link);
   double lo = 0, hi = 10;
   for (int it = 0; it < 60; ++it) {

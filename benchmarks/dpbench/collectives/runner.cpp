@@ -140,12 +140,16 @@ std::vector<reports::CollectiveRow> run_collectives(comm::ProcessGroup& pg, Devi
       Tensor t = Tensor::full({1}, static_cast<float>(mine), device);
       pg.allreduce(t, comm::ReduceOp::max)->wait();
       const double seconds = t.to_vector()[0];
-      // The ranks' mean slowdown of their compute thread (none measured: infinitely slow).
+      // The ranks' mean slowdown of their compute thread; not measured (null) where a
+      // rank's thread made no round at all in one of the two windows.
       reports::Num slowdown;
       if (load) {
-        Tensor s = Tensor::full({1}, static_cast<float>(during > 0 ? alone / during - 1 : 1e9), device);
+        const bool measured = alone > 0 && during > 0;
+        const float mine = measured ? static_cast<float>(alone / during - 1) : 0.0f;
+        Tensor s = Tensor::from_vector({2}, {mine, measured ? 0.0f : 1.0f}, device);
         pg.allreduce(s, comm::ReduceOp::sum)->wait();
-        slowdown = static_cast<double>(s.to_vector()[0]) / n;
+        const std::vector<float> sums = s.to_vector();
+        if (sums[1] == 0) slowdown = static_cast<double>(sums[0]) / n;
       }
       // Verify on fresh inputs.
       b = spec.make(bytes, rank, n, device);
