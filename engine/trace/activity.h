@@ -32,7 +32,8 @@
 
 namespace dpb::trace {
 
-enum class ActivityKind : uint8_t { kernel, memcpy, memset, sync, runtime };
+// graph: one launch of a CUDA graph, its span (its kernels are kernel records of their own).
+enum class ActivityKind : uint8_t { kernel, memcpy, memset, sync, runtime, graph };
 
 struct ActivityRecord {
   ActivityKind kind = ActivityKind::kernel;
