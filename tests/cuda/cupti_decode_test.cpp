@@ -2,15 +2,17 @@
 // (no GPU needed): every kind it keeps, the fields it reads, what it skips, a corrupt
 // walk, the log's bound, and the timeline the records make (compute, NCCL communication,
 // pinned and pageable copies, launches and synchronizations linked by correlation id).
+// Built with the CUDA backend only (the decoder is part of it); no GPU needed to run.
 #include <gtest/gtest.h>
 
+#include "engine/core/error.h"
+#if DPB_WITH_CUDA
 #include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "engine/backend/cuda/cupti_decode.h"
-#include "engine/core/error.h"
 
 namespace dpb::cuda {
 namespace {
@@ -212,3 +214,4 @@ TEST(CuptiDecode, ACorruptWalkIsOneClearErrorAndTheBoundDropsAndCounts) {
 
 }  // namespace
 }  // namespace dpb::cuda
+#endif  // DPB_WITH_CUDA
