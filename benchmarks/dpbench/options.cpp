@@ -130,6 +130,9 @@ void validate_collectives(const BenchOptions& o) {
     DPB_CHECK(info.built && !info.gpus.empty()) << "--devices=cuda: no usable GPU ("
                                                 << (info.built ? info.unavailable_reason : "built without CUDA") << ")";
   }
+  DPB_CHECK(!(o.collectives.load && o.device.kind == DeviceKind::cuda))
+      << "--load keeps a host thread computing beside the collectives, as a CPU rank's backward does; on GPUs the "
+         "backward runs on the device, which that thread does not load: use --load with --devices=cpu";
   for (const auto& op : o.collectives.ops) (void)collective_spec(op);
   DPB_CHECK(o.collectives.min_bytes >= 1 && o.collectives.max_bytes >= o.collectives.min_bytes)
       << "--min-bytes=" << o.collectives.min_bytes << " --max-bytes=" << o.collectives.max_bytes

@@ -102,26 +102,19 @@ nlohmann::json LinkModel::to_json() const {
                      {"peak_flops", hardware.peak_flops},
                      {"memory_bandwidth_bytes_per_s", hardware.memory_bandwidth}}},
                    {"citations", citations}};
-  if (!fitted.empty()) {
+  const auto fits = [&](const char* key, const std::map<int, FittedAllReduce>& by_ranks) {
+    if (by_ranks.empty()) return;
     nlohmann::json f = nlohmann::json::array();
-    for (const auto& [ranks, p] : fitted)
+    for (const auto& [ranks, p] : by_ranks)
       f.push_back({{"ranks", ranks},
                    {"alpha_s", p.alpha_s},
                    {"bus_bandwidth_bytes_per_s", p.bus_bandwidth},
                    {"points", p.points},
                    {"max_relative_residual", p.max_residual}});
-    j["fitted_allreduce"] = f;
-  }
-  if (!fitted_under_load.empty()) {
-    nlohmann::json f = nlohmann::json::array();
-    for (const auto& [ranks, p] : fitted_under_load)
-      f.push_back({{"ranks", ranks},
-                   {"alpha_s", p.alpha_s},
-                   {"bus_bandwidth_bytes_per_s", p.bus_bandwidth},
-                   {"points", p.points},
-                   {"max_relative_residual", p.max_residual}});
-    j["fitted_allreduce_under_load"] = f;
-  }
+    j[key] = f;
+  };
+  fits("fitted_allreduce", fitted);
+  fits("fitted_allreduce_under_load", fitted_under_load);
   return j;
 }
 

@@ -37,6 +37,18 @@ int8_t host_pinned(const CUpti_ActivityMemcpy6& m) {
 
 int64_t ns(uint64_t t) { return static_cast<int64_t>(t); }
 
+// What kernel, memcpy, memset and graph records share: span, place, launch, graph.
+template <class T>
+void device_fields(const T& x, trace::ActivityRecord& r) {
+  r.start = ns(x.start);
+  r.end = ns(x.end);
+  r.device = static_cast<int>(x.deviceId);
+  r.context = x.contextId;
+  r.stream = x.streamId;
+  r.correlation = x.correlationId;
+  r.graph = x.graphId;
+}
+
 }  // namespace
 
 std::string_view sync_name(CUpti_ActivitySynchronizationType type) {
@@ -63,26 +75,14 @@ bool decode_cupti_record(const CUpti_Activity& record, const CallbackName& names
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto& k = reinterpret_cast<const CUpti_ActivityKernel10&>(record);
       r.kind = trace::ActivityKind::kernel;
-      r.start = ns(k.start);
-      r.end = ns(k.end);
-      r.device = static_cast<int>(k.deviceId);
-      r.context = k.contextId;
-      r.stream = k.streamId;
-      r.correlation = k.correlationId;
-      r.graph = k.graphId;
+      device_fields(k, r);
       name = k.name ? std::string_view(k.name) : std::string_view("kernel");
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto& m = reinterpret_cast<const CUpti_ActivityMemcpy6&>(record);
       r.kind = trace::ActivityKind::memcpy;
-      r.start = ns(m.start);
-      r.end = ns(m.end);
-      r.device = static_cast<int>(m.deviceId);
-      r.context = m.contextId;
-      r.stream = m.streamId;
-      r.correlation = m.correlationId;
-      r.graph = m.graphId;
+      device_fields(m, r);
       r.copy = copy_kind(m.copyKind);
       r.bytes = static_cast<int64_t>(m.bytes);
       r.pinned = host_pinned(m);
@@ -92,13 +92,7 @@ bool decode_cupti_record(const CUpti_Activity& record, const CallbackName& names
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto& m = reinterpret_cast<const CUpti_ActivityMemset4&>(record);
       r.kind = trace::ActivityKind::memset;
-      r.start = ns(m.start);
-      r.end = ns(m.end);
-      r.device = static_cast<int>(m.deviceId);
-      r.context = m.contextId;
-      r.stream = m.streamId;
-      r.correlation = m.correlationId;
-      r.graph = m.graphId;
+      device_fields(m, r);
       r.copy = trace::CopyKind::memset;
       r.bytes = static_cast<int64_t>(m.bytes);
       name = "memset";
@@ -131,13 +125,7 @@ bool decode_cupti_record(const CUpti_Activity& record, const CallbackName& names
     case CUPTI_ACTIVITY_KIND_GRAPH_TRACE: {
       const auto& g = reinterpret_cast<const CUpti_ActivityGraphTrace2&>(record);
       r.kind = trace::ActivityKind::graph;
-      r.start = ns(g.start);
-      r.end = ns(g.end);
-      r.device = static_cast<int>(g.deviceId);
-      r.context = g.contextId;
-      r.stream = g.streamId;
-      r.correlation = g.correlationId;
-      r.graph = g.graphId;
+      device_fields(g, r);
       name = "cudaGraphLaunch";
       break;
     }
