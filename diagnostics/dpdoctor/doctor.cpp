@@ -192,7 +192,9 @@ Diagnosis diagnose(const Evidence& e) {
   const bool efficiency_lost = e.scaling_efficiency && *e.scaling_efficiency < 0.85;
   if (!warned() && (idle_quarter || efficiency_lost)) {
     Finding* best = nullptr;
-    double most = 0.02;  // a cause that explains next to nothing is not the answer
+    // A cause that explains next to nothing is not the answer; nor, for a sweep's lost
+    // efficiency, one that explains less than half of what was lost.
+    double most = idle_quarter ? 0.02 : std::max(0.02, 0.5 * (1 - *e.scaling_efficiency));
     for (auto& f : d.findings)
       if (const double c = largest_claim(f, d.budget); c > most) {
         best = &f;
