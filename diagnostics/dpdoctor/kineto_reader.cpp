@@ -225,11 +225,13 @@ class Builder {
     if (starts_with(e.name, "ProfilerStep#")) {
       t.steps.emplace_back(begin, end);
       const std::string_view number = e.name.substr(13);
+      int n = -1;
       if (!number.empty() && number.size() < 10 &&
           std::all_of(number.begin(), number.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-        const int n = std::stoi(std::string(number));
+        n = std::stoi(std::string(number));
         if (t.first_step_number < 0 || n < t.first_step_number) t.first_step_number = n;
       }
+      t.step_numbers.push_back(n);
     } else if (starts_with(e.name, "enumerate(DataLoader)#") && e.name.find("__next__") != std::string_view::npos) {
       t.data_waits.emplace_back(begin, end);
     } else if (e.name == "DataParallel.forward") {

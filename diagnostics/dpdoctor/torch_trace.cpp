@@ -138,6 +138,41 @@ Evidence process_evidence(const trace::RankTimeline& t, const trace::RankAnalysi
   return e;
 }
 
+// A trace that holds some steps and not those between them (a sampling schedule written
+// to one file, a profiler stopped and started): steps whose numbers skip, or a stretch
+// between two recorded steps longer than a step. The window runs across the holes, so
+// their time reads as idle.
+std::optional<std::string> sampled_steps(const trace::RankTimeline& t) {
+  if (t.steps.size() < 2) return std::nullopt;
+  std::vector<std::pair<trace::Span64, int>> steps;
+  for (size_t i = 0; i < t.steps.size(); ++i)
+    steps.emplace_back(t.steps[i], i < t.step_numbers.size() ? t.step_numbers[i] : -1);
+  std::sort(steps.begin(), steps.end());
+  std::vector<int64_t> lengths;
+  for (const auto& [s, n] : steps) lengths.push_back(s.second - s.first);
+  std::nth_element(lengths.begin(), lengths.begin() + static_cast<std::ptrdiff_t>(lengths.size() / 2), lengths.end());
+  const int64_t median = lengths[lengths.size() / 2];
+  int64_t missing = 0, unrecorded_ns = 0;
+  int holes = 0;
+  for (size_t i = 1; i < steps.size(); ++i) {
+    const auto& [prev, a] = steps[i - 1];
+    const auto& [next, b] = steps[i];
+    const int64_t skipped = a >= 0 && b > a ? b - a - 1 : 0;
+    const int64_t gap = next.first - prev.second;
+    if (skipped > 0 || (median > 0 && gap > median)) {
+      ++holes;
+      missing += skipped;
+      unrecorded_ns += std::max<int64_t>(0, gap);
+    }
+  }
+  if (holes == 0) return std::nullopt;
+  return fmt::format("{} holds {} profiler step(s) with {} hole(s) between them ({} step number(s) skipped, {:.1f} ms "
+                     "unrecorded): a sampled or paused trace; the window runs across the holes, so their time reads as "
+                     "idle and the shares are less certain",
+                     t.source.empty() ? std::string("a trace") : t.source, steps.size(), holes, missing,
+                     static_cast<double>(unrecorded_ns) * 1e-6);
+}
+
 }  // namespace
 
 Evidence evidence_from_timelines(const std::vector<trace::RankTimeline>& ranks) {
@@ -166,6 +201,8 @@ Evidence evidence_from_timelines(const std::vector<trace::RankTimeline>& ranks) 
     e.cross = std::move(x);
   }
   // What the trace lost lowers confidence in what it says.
+  for (const auto& t : ranks)
+    if (auto note = sampled_steps(t)) e.notes.push_back(*note);
   for (const auto& t : e.timelines) {
     if (t.lost.share() < 0.01) continue;
     e.notes.push_back(fmt::format("{} lost events: {} of {} launch calls have no device work and {} of {} kernels and "

@@ -94,6 +94,7 @@ struct RankTimeline {
   std::vector<HostOp> ops;
   std::vector<Span64> steps;       // optimizer steps (ProfilerStep#N)
   int first_step_number = -1;      // the N of the first ProfilerStep#N (-1: none)
+  std::vector<int> step_numbers;   // each ProfilerStep#N's N, as read (-1: not a number)
   std::vector<Span64> data_waits;  // the loop waiting for its input (DataLoader __next__)
   std::vector<Span64> optimizer_steps;  // the optimizer's step (Optimizer.step#...): iteration ends
   int64_t dp_forwards = 0;         // DataParallel.forward calls

@@ -469,6 +469,29 @@ TEST_F(TorchTrace, ATraceThatLostEventsSaysSo) {
   EXPECT_NE(text.str().find("note: cuda:0 lost events"), std::string::npos) << text.str();
 }
 
+// A sampled trace (steps 0-2 and 10-12 in one file) or a paused one (a stretch between two
+// recorded steps longer than a step) says so: the window runs across what was not recorded.
+TEST_F(TorchTrace, ASampledOrPausedTraceSaysSo) {
+  KinetoTrace sampled(0, 0, 1), paused(0, 0, 1);
+  for (int s = 0; s < 6; ++s) {
+    const double o = 10.0 * s + (s >= 3 ? 70 : 0);
+    sampled.step(s < 3 ? s : s + 7, o, o + 10);
+    sampled.kernel(0, o + 1, o + 9);
+    paused.step(s, o, o + 10);
+    paused.kernel(0, o + 1, o + 9);
+  }
+  const Evidence e = one({sampled.write(path("sampled.json"))});
+  ASSERT_EQ(e.notes.size(), 1u);
+  EXPECT_NE(e.notes[0].find("6 profiler step(s) with 1 hole(s) between them (7 step number(s) skipped, 70.0 ms "
+                            "unrecorded): a sampled or paused trace"),
+            std::string::npos)
+      << e.notes[0];
+  const Evidence p = one({paused.write(path("paused.json"))});
+  ASSERT_EQ(p.notes.size(), 1u);
+  EXPECT_NE(p.notes[0].find("(0 step number(s) skipped, 70.0 ms unrecorded)"), std::string::npos) << p.notes[0];
+  EXPECT_EQ(diagnose(p).notes, p.notes);
+}
+
 TEST_F(TorchTrace, LaunchBoundHostSyncsAndPageableCopies) {
   // Tiny kernels launched one after another by a slow host: the GPU waits for launches.
   KinetoTrace launch_bound(0, 0, 1);

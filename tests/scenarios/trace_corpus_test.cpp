@@ -129,6 +129,8 @@ TEST(TraceCorpus, EveryPublicTraceIsReadGroupedAndAccountedFor) {
         EXPECT_GT(t.idle.cold_start.first, int64_t{1577836800} * 1'000'000'000) << entry.path();
         EXPECT_LT(t.idle.cold_start.first, int64_t{1767225600} * 1'000'000'000) << entry.path();
       }
+      // Every public trace records its steps back to back: none reads as sampled.
+      for (const auto& n : e.notes) EXPECT_EQ(n.find("sampled or paused"), std::string::npos) << entry.path() << ": " << n;
       const Diagnosis d = diagnose(e);
       test::expect_fits(reports::findings_schema(), d.to_json(), "the diagnosis of " + entry.path().string());
       EXPECT_FALSE(d.budget.empty());
