@@ -165,8 +165,9 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
                  "weights, as torch.autocast); tf32 and bf16 need --devices=cuda")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   app.add_option("--device-timing", f.device_timing,
-                 "Where GPU times come from: auto (CUPTI activity records, else CUDA timing events when CUPTI cannot "
-                 "subscribe), cupti, events, off (host spans: launch times). Logical CPU devices always use the host "
+                 "Where GPU times come from. This version times GPU runs by host spans (launch times; source "
+                 "\"host\"): auto and off do that; cupti (CUPTI activity records) and events (CUDA timing events) are "
+                 "refused until the device timeline is wired into runs. Logical CPU devices always use the host "
                  "clock, which is their device time")
       ->check(CLI::IsMember({"auto", "cupti", "events", "off"}));
   app.add_option("--batch", o.train.batch,
