@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Everything that needs a GPU, in as few commands as a borrowed GPU machine allows: one
+# GPU, no network, its own PyTorch, and none of the Debian packages this project builds
+# against. The build happens on a machine that has them; the GPU machine runs what was
+# built.
+#
+#   scripts/gpu-check.sh pack             # on the build machine (no GPU needed): builds with
+#                                         # CUDA and writes dist/gpu-check.tgz (binaries, the
+#                                         # CTest files, the non-CUDA libraries; ~36 MB) and
+#                                         # dist/gpu-check-hta.tgz (HTA's wheels, for measure)
+#   scripts/gpu-check.sh build-and-test   # on the GPU machine, from the repository root with
+#                                         # dist/gpu-check.tgz beside it: the whole test suite,
+#                                         # CUDA tests included (<= 10 minutes)
+#   scripts/gpu-check.sh measure          # on the GPU machine: every mode, the timing sources,
+#                                         # the GPU trace corpus with dpdoctor and HTA, the speed
+#                                         # against PyTorch eager and torch.compile (<= 10 minutes)
+#
+# Results go to $OUT (else out/gpu-check/), at most 8 files:
+#   summary.md           what passed and what did not, step by step (both commands add to it)
+#   tests.log            the CUDA build's test suite (ctest --output-on-failure)
+#   modes.log            dpbench in every mode, --device-timing=auto|cupti|events|off
+#   modes.tar.gz         the reports of those runs
+#   corpus.tar.gz        the GPU trace corpus cases recorded here (tests/data/traces/gpu-*)
+#   doctor.log           dpdoctor and HTA on those traces
+#   speed.log            dpbench against PyTorch eager and torch.compile, fp32/tf32/bf16
+# Checked, these become reports/results/gpu-<date>.md and the GPU cases in tests/data.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="${OUT:-$ROOT/out/gpu-check}"
+PACK="$ROOT/dist/gpu-check.tgz"
+STAGE="$ROOT/dist/gpu-check"
+mkdir -p "$OUT"
+summary="$OUT/summary.md"
+
+say() { echo "$*" | tee -a "$summary"; }
+# step NAME LOG CMD...: runs CMD, its output appended to LOG, and says how it went.
+step() {
+  local name="$1" log="$2"; shift 2
+  local t0=$SECONDS rc
+  { echo "=== $name: $*"; "$@"; } >>"$log" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ]; then say "- [pass] $name ($((SECONDS - t0)) s)"; else say "- [FAIL] $name: exit $rc ($((SECONDS - t0)) s, see $(basename "$log"))"; fi
+  return $rc
+}
+
+pack() {
+  # shellcheck source=scripts/setup.sh
+  source "$ROOT/scripts/setup.sh" || exit 2
+  local build="${DPB_BUILD:-$ROOT/build}"
+  if ! grep -q 'libcudart' <(ldd "$build/benchmarks/dpbench/dpbench" 2>/dev/null); then
+    echo "gpu-check pack: $build was built without the CUDA backend (configure with -DDPB_CUDA=ON)" >&2
+    exit 2
+  fi
+  rm -rf "$STAGE" && mkdir -p "$STAGE/lib" "$STAGE/wheels"
+  # The executables at their build paths (tests find the binaries and data where CMake put
+  # them), CTest's files, and the shared libraries the GPU machine lacks.
+  (cd "$ROOT" && find "$(realpath --relative-to="$ROOT" "$build")" \
+      \( -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name '*_tests.cmake' \) -print) >"$STAGE/files"
+  (cd "$ROOT" && find "$(realpath --relative-to="$ROOT" "$build")"/{benchmarks,diagnostics,reports,tests} \
+      -maxdepth 3 -type f -perm -u+x ! -name '*.so*' ! -name '*.sh' -print |
+      while read -r f; do file -b "$f" | grep -q '^ELF' && echo "$f"; done) >>"$STAGE/files"
+  skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libstdc\+\+\.so|libgcc_s\.so|libcuda\.so|libcudart\.so|libcublas|libcublasLt|libcudnn|libnccl|libnvrtc|libnvJitLink|libcupti|libnvToolsExt|libnvtx)'
+  while read -r f; do
+    file -b "$ROOT/$f" | grep -q '^ELF' || continue
+    ldd "$ROOT/$f" | awk '/=> \// {print $1, $3}'
+  done <"$STAGE/files" | sort -u | while read -r name path; do
+    [[ "$name" =~ $skip ]] || cp -Ln "$path" "$STAGE/lib/$name"
+  done
+  echo "$ROOT" >"$STAGE/source_dir"
+  git -C "$ROOT" rev-parse HEAD >"$STAGE/commit" 2>/dev/null || true
+  tar -C "$ROOT" -czf "$PACK.tmp" -T "$STAGE/files" -C "$ROOT/dist" gpu-check/lib gpu-check/source_dir \
+      gpu-check/commit && mv "$PACK.tmp" "$PACK"
+  echo "gpu-check pack: $(wc -l <"$STAGE/files") files, $(ls "$STAGE/lib" | wc -l) libraries, $(du -h "$PACK" | cut -f1) in $PACK" >&2
+  # HTA for the GPU machine's own PyTorch (no network there), in a tarball of its own:
+  # HTA and the modules it imports, for that machine's Python (GPU_PYTHON, default 3.12;
+  # build-and-test says which it has), without torch, numpy or HTA's notebook extras.
+  local py="${GPU_PYTHON:-3.12}" pip="$ROOT/.venv-ref/bin/pip"
+  [ -x "$pip" ] || pip="python3 -m pip"
+  $pip download -q --no-deps -d "$STAGE/wheels" holistictraceanalysis==0.5.0 >&2 &&
+    $pip download -q --no-deps --only-binary=:all: --python-version "$py" --platform manylinux2014_x86_64 \
+      -d "$STAGE/wheels" pandas python-dateutil six pytz tzdata plotly narwhals packaging networkx pydot pyparsing >&2 &&
+    tar -C "$ROOT/dist" -czf "$ROOT/dist/gpu-check-hta.tgz" gpu-check/wheels &&
+    echo "gpu-check pack: HTA for Python $py, $(du -h "$ROOT/dist/gpu-check-hta.tgz" | cut -f1) in dist/gpu-check-hta.tgz" >&2 ||
+    echo "gpu-check pack: HTA's wheels for Python $py could not be fetched; measure will run dpdoctor without HTA" >&2
+}
+
+# The GPU machine: the package unpacked into the repository root, the build's source path
+# pointing here, and the library path holding the package's libraries and CUDA's.
+unpack() {
+  [ -f "$PACK" ] || { echo "gpu-check: no $PACK (run 'scripts/gpu-check.sh pack' on the build machine and bring it)" >&2; exit 2; }
+  mkdir -p "$ROOT/dist"
+  tar -C "$ROOT/dist" -xzf "$PACK" --wildcards 'gpu-check/*' || exit 2
+  tar -C "$ROOT" -xzf "$PACK" --exclude 'gpu-check/*' || exit 2
+  [ -f "$ROOT/dist/gpu-check-hta.tgz" ] && tar -C "$ROOT/dist" -xzf "$ROOT/dist/gpu-check-hta.tgz"
+  local baked; baked="$(cat "$STAGE/source_dir")"
+  if [ "$baked" != "$ROOT" ] && [ ! -e "$baked" ]; then mkdir -p "$(dirname "$baked")" && ln -s "$ROOT" "$baked"; fi
+  local dirs="$STAGE/lib"
+  for lib in libcudart.so.13 libcublas.so.13 libcudnn.so.9 libnccl.so.2 libcupti.so.13; do
+    local path
+    path="$(ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l {print $NF; exit}')"
+    [ -n "$path" ] || path="$(find -L /usr/local/cuda* /usr/lib/x86_64-linux-gnu /usr/local/lib /usr/lib/python3* \
+                                  -maxdepth 8 -name "$lib" -print -quit 2>/dev/null)"
+    [ -n "$path" ] && dirs="$dirs:$(dirname "$path")"
+  done
+  export LD_LIBRARY_PATH="$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  BUILD="$baked/build"
+  DPBENCH="$BUILD/benchmarks/dpbench/dpbench"
+  DPDOCTOR="$BUILD/diagnostics/dpdoctor"
+}
+
+build_and_test() {
+  unpack
+  say "## build-and-test $(date -u +%FT%TZ), commit $(cat "$STAGE/commit" 2>/dev/null)"
+  say "- GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+  say "- $(python3 --version 2>&1), torch $(python3 -c 'import torch; print(torch.__version__)' 2>&1 | tail -1), pandas: $(python3 -c 'import pandas; print(pandas.__version__)' 2>/dev/null || echo 'not installed (pack with GPU_PYTHON set to this Python and carry dist/gpu-check-hta.tgz)')"
+  step "test_cuda (CPU against CUDA, the CUDA backend's own tests)" "$OUT/tests.log" \
+    timeout 240 "$BUILD/tests/test_cuda" --gtest_brief=1
+  step "the whole suite (ctest -j 12)" "$OUT/tests.log" \
+    timeout 330 ctest --test-dir "$BUILD" -j 12 --timeout 240 --output-on-failure
+  grep -E "tests passed|tests failed" "$OUT/tests.log" | tail -1 | sed 's/^/  /' | tee -a "$summary"
+}
+
+measure() {
+  unpack
+  say "## measure $(date -u +%FT%TZ), commit $(cat "$STAGE/commit" 2>/dev/null)"
+  local reports="$OUT/modes" common=(--devices=cuda --progress=none --steps=30 --warmup=5)
+  mkdir -p "$reports"
+  local -a runs=(
+    "single-resnet18|--mode=single --model=resnet18 --batch=128"
+    "dp-logical-resnet18|--mode=dp --gpus=2 --logical-gpus --model=resnet18 --batch=128"
+    "ddp-gloo-2ranks-lenet|--mode=ddp --gpus=2 --device-map=same --backend=gloo --model=lenet --batch=256"
+    "ddp-nccl-1rank-resnet18|--mode=ddp --gpus=1 --backend=nccl --model=resnet18 --batch=128"
+    "mp-resnet18|--mode=mp --gpus=2 --logical-gpus --model=resnet18 --batch=128 --schedule=1f1b --micro-batches=4"
+  )
+  for r in "${runs[@]}"; do
+    local name="${r%%|*}" args="${r#*|}"
+    for timing in auto cupti events off; do
+      # shellcheck disable=SC2086
+      step "$name --device-timing=$timing" "$OUT/modes.log" timeout 120 "$DPBENCH" $args "${common[@]}" \
+        --device-timing=$timing --json="$reports/$name-$timing.json"
+    done
+  done
+  tar -C "$OUT" -czf "$OUT/modes.tar.gz" modes && rm -rf "$reports"
+
+  # The GPU trace corpus, recorded with this machine's PyTorch, then read by dpdoctor and
+  # by HTA (from the carried wheels).
+  local venv="$OUT/.venv"
+  python3 -m venv --system-site-packages "$venv" >/dev/null 2>&1
+  if compgen -G "$STAGE/wheels/*.whl" >/dev/null; then
+    step "HTA from the carried wheels" "$OUT/doctor.log" "$venv/bin/pip" install -q --no-index --no-deps "$STAGE"/wheels/*.whl
+  else
+    say "- [skip] HTA: no dist/gpu-check-hta.tgz carried (dpdoctor runs alone)"
+  fi
+  if step "GPU trace corpus (record_corpus.sh, this machine's PyTorch)" "$OUT/doctor.log" \
+       env GPU_ONLY=1 PY="$venv/bin/python" timeout 200 "$ROOT/benchmarks/trace_analysis/record_corpus.sh"; then
+    # shellcheck disable=SC2046
+    tar -C "$ROOT/tests/data/traces" -czf "$OUT/corpus.tar.gz" $(cd "$ROOT/tests/data/traces" && compgen -G 'gpu-*') \
+      hta_figures.json
+    local d
+    for d in $(compgen -G "$ROOT/tests/data/traces/gpu-*"); do
+      step "dpdoctor $(basename "$d")" "$OUT/doctor.log" timeout 30 "$DPDOCTOR" --torch-trace "$d"
+    done
+  fi
+
+  step "speed against PyTorch (compare_cuda.sh: eager, CUDA graph, torch.compile; fp32, tf32, bf16)" "$OUT/speed.log" \
+    env DPBENCH="$DPBENCH" PYTHON="$venv/bin/python" REPEAT=1 STEPS=40 WARMUP=10 timeout 280 \
+    "$ROOT/benchmarks/pytorch_reference/compare_cuda.sh" "$OUT/speed"
+  [ -d "$OUT/speed" ] && { cat "$OUT"/speed/summary* >>"$OUT/speed.log" 2>/dev/null; rm -rf "$OUT/speed"; }
+  rm -rf "$venv"
+}
+
+case "${1:-}" in
+  pack) pack ;;
+  build-and-test) build_and_test ;;
+  measure) measure ;;
+  *) echo "usage: $0 pack|build-and-test|measure  (see the top of this file)" >&2; exit 2 ;;
+esac
