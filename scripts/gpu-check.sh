@@ -59,13 +59,9 @@ pack() {
   (cd "$ROOT" && find "$(realpath --relative-to="$ROOT" "$build")"/{benchmarks,diagnostics,reports,tests} \
       -maxdepth 3 -type f -perm -u+x ! -name '*.so*' ! -name '*.sh' -print |
       while read -r f; do file -b "$f" | grep -q '^ELF' && echo "$f"; done) >>"$STAGE/files"
-  skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libstdc\+\+\.so|libgcc_s\.so|libcuda\.so|libcudart\.so|libcublas|libcublasLt|libcudnn|libnccl|libnvrtc|libnvJitLink|libcupti|libnvToolsExt|libnvtx)'
-  while read -r f; do
-    file -b "$ROOT/$f" | grep -q '^ELF' || continue
-    ldd "$ROOT/$f" | awk '/=> \// {print $1, $3}'
-  done <"$STAGE/files" | sort -u | while read -r name path; do
-    [[ "$name" =~ $skip ]] || cp -Ln "$path" "$STAGE/lib/$name"
-  done
+  # The libraries: package.sh's (what the binaries need beyond the C/C++ runtime and CUDA).
+  "$ROOT/scripts/package.sh" "$build" "$STAGE/pkg" >&2 || exit 2
+  rmdir "$STAGE/lib" && mv "$STAGE/pkg/lib" "$STAGE/lib" && rm -rf "$STAGE/pkg"
   echo "$ROOT" >"$STAGE/source_dir"
   git -C "$ROOT" rev-parse HEAD >"$STAGE/commit" 2>/dev/null || true
   tar -C "$ROOT" -czf "$PACK.tmp" -T "$STAGE/files" -C "$ROOT/dist" gpu-check/lib gpu-check/source_dir \
