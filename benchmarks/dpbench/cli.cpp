@@ -223,6 +223,9 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
   ranks->add_option("--node-rank", o.ranks.node_rank, "This node's index")->check(CLI::Range(0, 1 << 16));
   ranks->add_option("--master-addr", o.ranks.master_addr, "Address of node 0, where rank 0 hosts the store");
   ranks->add_option("--master-port", o.ranks.master_port, "Port of the store on node 0")->check(CLI::Range(1, 65535));
+  ranks->add_option("--store-bind", o.ranks.store_bind,
+                    "Address rank 0's store listens on (also DPB_STORE_BIND; default: every address when the job "
+                    "spans nodes, else MASTER_ADDR's)");
   ranks->add_option("--bucket-mb", o.ddp.bucket_mb, "DDP: gradient bucket size in MiB (the first bucket is 1 MiB)");
   ranks->add_option("--accum-steps", o.train.accum_steps,
                     "Batches per optimizer step (gradient accumulation; DDP skips the all-reduce on all but the last)")

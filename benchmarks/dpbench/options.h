@@ -91,6 +91,7 @@ struct RankOptions {
   int nnodes = 1, node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  std::string store_bind;  // where rank 0's store listens (empty: engine/comm/rendezvous.h)
   std::optional<int> rank, world_size, local_rank;
 };
 

@@ -82,6 +82,7 @@ RankEnv rank_env(const BenchOptions& o) {
   f.rank = o.ranks.rank;
   f.world_size = o.ranks.world_size;
   f.local_rank = o.ranks.local_rank;
+  f.store_bind = o.ranks.store_bind;
   return resolve_rank_env(f);
 }
 

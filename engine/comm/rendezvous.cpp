@@ -1,5 +1,8 @@
 #include "engine/comm/rendezvous.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -10,6 +13,37 @@
 
 namespace dpb::comm {
 
+namespace {
+
+bool loopback_name(const std::string& a) {
+  return a == "localhost" || a.rfind("127.", 0) == 0 || a == "::1";
+}
+
+// The wildcard of MASTER_ADDR's family ("::" serves IPv4 too).
+std::string wildcard_for(const std::string& master_addr) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_socktype = SOCK_STREAM;
+  std::string w = "0.0.0.0";
+  if (::getaddrinfo(master_addr.c_str(), nullptr, &hints, &res) == 0) {
+    if (res && res->ai_family == AF_INET6) w = "::";
+    ::freeaddrinfo(res);
+  }
+  return w;
+}
+
+}  // namespace
+
+StoreBind store_bind_address(const RankEnv& env) {
+  if (!env.store_bind.empty()) return {env.store_bind, "--store-bind/DPB_STORE_BIND"};
+  if (loopback_name(env.master_addr)) return {env.master_addr, "MASTER_ADDR is a loopback address"};
+  if (env.world_size > env.local_world_size)
+    return {wildcard_for(env.master_addr),
+            "the job spans nodes (" + std::to_string(env.world_size) + " ranks, " +
+                std::to_string(env.local_world_size) + " on this node): every address, since MASTER_ADDR may resolve "
+                "to loopback here while other nodes reach this one at its network address"};
+  return {env.master_addr, "every rank is on this node: MASTER_ADDR's address"};
+}
+
 std::shared_ptr<Store> rendezvous_store(const RankEnv& env, Millis timeout) {
   if (const char* dir = std::getenv("DPB_RUN_DIR"); dir && *dir) return std::make_shared<FileStore>(dir);
   if (env.world_size == 1) return std::make_shared<MemoryStore>();
@@ -19,14 +53,24 @@ std::shared_ptr<Store> rendezvous_store(const RankEnv& env, Millis timeout) {
   int port = env.master_port;
   if (const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE"); agent && std::strcmp(agent, "True") == 0)
     ++port;
-  std::string token;
-  if (const char* t = std::getenv("DPB_STORE_TOKEN"); t && *t) token = t;
-  const bool loopback = env.master_addr == "localhost" || env.master_addr.rfind("127.", 0) == 0 ||
-                        env.master_addr == "::1";
-  if (token.empty() && env.rank == 0 && !loopback)
-    log::warn("DPB_STORE_TOKEN is not set, so the store at {}:{} admits any client that reaches it; export the "
-              "same secret on every node", env.master_addr, port);
-  return std::make_shared<TcpStore>(env.master_addr, port, env.rank == 0, timeout, token);
+  TcpStoreOptions o;
+  o.timeout = timeout;
+  if (const char* t = std::getenv("DPB_STORE_TOKEN"); t && *t) o.token = t;
+  o.host_server = env.rank == 0;
+  if (o.host_server) {
+    const StoreBind bind = store_bind_address(env);
+    o.bind = bind.address;
+    log::info("tcp store: binding {} ({})", bind.address, bind.why);
+    if (loopback_name(env.master_addr) && env.world_size > env.local_world_size)
+      log::warn("MASTER_ADDR {} is a loopback address but the job spans nodes: the other nodes will look for the "
+                "store on themselves; set MASTER_ADDR to this node's name or address", env.master_addr);
+    if (o.token.empty())
+      log::warn("DPB_STORE_TOKEN is not set, so the store at {}:{} admits any client that reaches it ({}); export "
+                "the same secret on every rank's environment",
+                env.master_addr, port,
+                loopback_name(bind.address) ? "on loopback: any user of this machine" : "any host on the network");
+  }
+  return std::make_shared<TcpStore>(env.master_addr, port, o);
 }
 
 }  // namespace dpb::comm

@@ -18,6 +18,7 @@
 
 #include "engine/comm/store_wire.h"
 #include "engine/core/error.h"
+#include "engine/core/log.h"
 #include "engine/core/text.h"
 
 namespace dpb::comm {
@@ -86,8 +87,11 @@ namespace {
 using namespace wire;
 
 constexpr size_t kMaxBuffered = 64u << 20;      // all connections together
-constexpr size_t kMaxConnections = 4096;
+constexpr size_t kMaxConnections = 4096;        // admitted clients (they know the token)
+constexpr size_t kMaxUnadmitted = 64;           // connections that have not said the token yet
 constexpr auto kPartialRequestLimit = std::chrono::seconds(30);  // a request sent slower is dropped
+// The answers to the first request (kHello).
+constexpr uint8_t kAdmitted = 1, kWrongToken = 0;
 
 // Reads or writes exactly n bytes on a blocking socket; false on EOF or error.
 bool read_all(int fd, void* buf, size_t n) {
@@ -139,10 +143,12 @@ struct TcpStoreServer::Conn {
   int fd = -1;
   bool hello = false;
   std::string in, out;
-  std::chrono::steady_clock::time_point partial_since{};
+  std::chrono::steady_clock::time_point accepted{}, partial_since{};
 };
 
-TcpStoreServer::TcpStoreServer(const std::string& bind_host, int port, std::string token) : token_(std::move(token)) {
+TcpStoreServer::TcpStoreServer(const std::string& bind_host, int port, std::string token,
+                               std::chrono::milliseconds hello_limit)
+    : token_(std::move(token)), hello_limit_(hello_limit) {
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -154,8 +160,10 @@ TcpStoreServer::TcpStoreServer(const std::string& bind_host, int port, std::stri
   for (addrinfo* a = res; a && listen_fd_ < 0; a = a->ai_next) {
     const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
-    int one = 1;
+    int one = 1, zero = 0;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    // "::" serves IPv4 clients too.
+    if (a->ai_family == AF_INET6) ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
     if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 256) == 0) {
       listen_fd_ = fd;
       sockaddr_storage addr{};
@@ -163,6 +171,9 @@ TcpStoreServer::TcpStoreServer(const std::string& bind_host, int port, std::stri
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
       port_ = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
                                                : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+      char host[NI_MAXHOST] = {0};
+      if (::getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) == 0)
+        address_ = host;
     } else {
       why = std::strerror(errno);
       ::close(fd);
@@ -172,6 +183,8 @@ TcpStoreServer::TcpStoreServer(const std::string& bind_host, int port, std::stri
   DPB_CHECK(listen_fd_ >= 0) << "tcp store: cannot listen on " << escape_untrusted(bind_host) << ":" << port << ": "
                              << why << " (another run on this MASTER_PORT? pick another with --master-port; "
                              << "MASTER_ADDR must be an address of the node that runs rank 0)";
+  log::info("tcp store: listening on {}:{}{}", address_, port_,
+            address_ == "0.0.0.0" || address_ == "::" ? " (every address of this node)" : "");
   ::fcntl(listen_fd_, F_SETFL, ::fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
   DPB_CHECK(::pipe2(wake_, O_CLOEXEC) == 0) << "tcp store: pipe(): " << std::strerror(errno);
   thread_ = std::thread([this] { serve(); });
@@ -205,9 +218,14 @@ bool TcpStoreServer::handle(Conn& c) {
     c.in.erase(0, used);
     c.partial_since = {};
     if (!c.hello) {  // the first request proves the client is of this job
-      if (r.op != kHello || r.key != kHelloKey || r.value != token_) return false;
+      if (r.op != kHello || r.key != kHelloKey) return false;
+      if (r.value != token_) {  // said so, best effort, before the connection is dropped
+        const uint8_t no = kWrongToken;
+        (void)!::send(c.fd, &no, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+        return false;
+      }
       c.hello = true;
-      c.out.push_back(1);
+      c.out.push_back(static_cast<char>(kAdmitted));
       continue;
     }
     switch (r.op) {
@@ -284,6 +302,7 @@ void TcpStoreServer::serve() {
       }
       if (ok && c.partial_since != std::chrono::steady_clock::time_point{} && now - c.partial_since > kPartialRequestLimit)
         ok = false;
+      if (ok && !c.hello && now - c.accepted > hello_limit_) ok = false;  // silent, or too slow to say the token
       if (ok && !c.out.empty()) {
         const ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n > 0) {
@@ -300,59 +319,80 @@ void TcpStoreServer::serve() {
       for (;;) {
         const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;
+        // Room for a newcomer: the oldest connection that has not said the token goes
+        // (it had its chance); a full house of admitted ranks turns the newcomer away.
+        size_t unadmitted = 0, oldest = conns.size();
+        for (size_t k = 0; k < conns.size(); ++k)
+          if (!conns[k].hello && unadmitted++ == 0) oldest = k;
+        if (unadmitted >= kMaxUnadmitted) drop(oldest);
         if (conns.size() >= kMaxConnections) {
           ::close(fd);
           continue;
         }
         int one = 1;
         ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        conns.push_back({fd, false, {}, {}, {}});
+        conns.push_back({fd, false, {}, {}, std::chrono::steady_clock::now(), {}});
       }
     }
   }
   for (const auto& c : conns) ::close(c.fd);
 }
 
-TcpStore::TcpStore(const std::string& host, int port, bool host_server, Millis timeout, const std::string& token)
-    : host_(host), port_(port) {
-  if (host_server) {
-    server_ = std::make_unique<TcpStoreServer>(host, port, token);
+TcpStore::TcpStore(const std::string& host, int port, const TcpStoreOptions& o) : host_(host), port_(port) {
+  if (o.host_server) {
+    server_ = std::make_unique<TcpStoreServer>(o.bind.empty() ? host : o.bind, port, o.token);
     port_ = server_->port();
   }
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   const int rc = ::getaddrinfo(host.c_str(), std::to_string(port_).c_str(), &hints, &res);
-  DPB_CHECK(rc == 0) << "tcp store: cannot resolve MASTER_ADDR '" << host << "': " << gai_strerror(rc);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  DPB_CHECK(rc == 0) << "tcp store: cannot resolve MASTER_ADDR '" << escape_untrusted(host) << "': " << gai_strerror(rc);
+  const auto deadline = std::chrono::steady_clock::now() + o.timeout;
+  const std::string hello = encode_request(kHello, kHelloKey, o.token);
+  // A reply is bounded by the store's timeout too: a host that stops answering is an error.
+  const timeval tv{static_cast<time_t>(std::max<int64_t>(o.timeout.count(), 1000) / 1000), 0};
   std::string last_error;
+  std::string refused;  // the server's own answer: "wrong token", or bytes no store sends
+  bool connected_once = false;
   for (int attempt = 0;; ++attempt) {
     for (addrinfo* a = res; a && fd_ < 0; a = a->ai_next) {
-      const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+      const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
       if (fd < 0) continue;
-      if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-        fd_ = fd;
-      } else {
+      if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
         last_error = std::strerror(errno);
         ::close(fd);
+        continue;
       }
+      connected_once = true;
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+      uint8_t answer = 0xFF;
+      if (write_all(fd, hello.data(), hello.size()) && read_all(fd, &answer, 1)) {
+        if (answer == kAdmitted) {
+          fd_ = fd;
+          break;
+        }
+        ::close(fd);
+        refused = answer == kWrongToken ? "wrong token" : "not a store";
+        break;
+      }
+      // Closed (or silent) without an answer: the store was full or starting; try again.
+      last_error = "the store closed the connection before admitting this rank";
+      ::close(fd);
     }
-    if (fd_ >= 0 || std::chrono::steady_clock::now() >= deadline) break;
+    if (fd_ >= 0 || !refused.empty() || std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(Millis(std::min(10 * (attempt + 1), 200)));
   }
   ::freeaddrinfo(res);
-  DPB_CHECK(fd_ >= 0) << "tcp store: could not connect to " << host << ":" << port_ << " within " << timeout.count()
-                      << " ms (" << last_error << "); is rank 0 running with the same MASTER_ADDR/MASTER_PORT?";
-  int one = 1;
-  ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  // A reply is bounded by the store's timeout too: a host that stops answering is an error.
-  timeval tv{static_cast<time_t>(std::max<int64_t>(timeout.count(), 1000) / 1000), 0};
-  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  const std::string hello = encode_request(kHello, kHelloKey, token);
-  uint8_t ok = 0;
-  DPB_CHECK(write_all(fd_, hello.data(), hello.size()) && read_all(fd_, &ok, 1) && ok == 1)
-      << describe() << " turned this rank away: its job token differs from rank 0's (every rank of a job needs "
-      << "the same DPB_STORE_TOKEN)";
+  DPB_CHECK(refused != "wrong token") << describe() << " turned this rank away: its job token differs from rank 0's "
+                                      << "(every rank of a job needs the same DPB_STORE_TOKEN)";
+  DPB_CHECK(refused.empty()) << describe() << " answered as no dpbench store does: is MASTER_PORT another service's?";
+  DPB_CHECK(fd_ >= 0) << "tcp store: could not connect to " << escape_untrusted(host) << ":" << port_ << " within "
+                      << o.timeout.count() << " ms (" << last_error << ")"
+                      << (connected_once ? "" : "; is rank 0 running with the same MASTER_ADDR/MASTER_PORT, and "
+                                                "listening where this node can reach it (--store-bind)?");
 }
 
 TcpStore::~TcpStore() {

@@ -72,6 +72,8 @@ RankEnv resolve_rank_env(const RankFlags& f, const GetEnv& getenv) {
   }
   if (!f.master_addr.empty()) r.master_addr = f.master_addr;
   if (f.master_port > 0) r.master_port = f.master_port;
+  if (!f.store_bind.empty()) r.store_bind = f.store_bind;
+  else if (const char* b = getenv("DPB_STORE_BIND"); b && *b) r.store_bind = b;
   DPB_CHECK(r.world_size >= 1 && r.rank >= 0 && r.rank < r.world_size)
       << "rank " << r.rank << " is outside a world of " << r.world_size << " (from " << r.source << ")";
   DPB_CHECK(r.local_world_size >= 1 && r.local_rank >= 0 && r.local_rank < r.local_world_size)

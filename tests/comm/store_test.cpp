@@ -2,6 +2,10 @@
 #include "engine/comm/store.h"
 
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -174,6 +178,66 @@ TEST(Store, TcpStoreKeepsServingWhileClientsSendGarbage) {
   EXPECT_GT(attacks, 5);
   EXPECT_GT(i, 100);
   EXPECT_LT(slowest, 0.5) << "hostile clients stalled the store";
+}
+
+TEST(Store, TcpStoreClosesSilentConnectionsAndStillAdmitsARank) {
+  // Sockets that connect and never say a word: each is closed within the hello limit
+  // after its accept, and however many there are, a rank of the job still gets in at once.
+  TcpStoreServer server("127.0.0.1", 0, "secret", Millis(300));
+  std::vector<int> idle;
+  for (int i = 0; i < 300; ++i)  // far more than the store holds unadmitted
+    if (const int fd = test::connect_loopback(server.port()); fd >= 0) idle.push_back(fd);
+  ASSERT_EQ(idle.size(), 300u);
+  const auto t0 = std::chrono::steady_clock::now();
+  TcpStore member("127.0.0.1", server.port(), false, Millis(5000), "secret");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2)) << "idle sockets kept a rank waiting";
+  member.set("k", "v");
+  EXPECT_EQ(member.get("k", Millis(100)), "v");
+  // The silent ones are gone: the newest within the limit (plus the server's poll period).
+  EXPECT_TRUE(test::closed_within(idle.back(), 2500));
+  for (int fd : idle) EXPECT_TRUE(test::closed_within(fd, 100));
+  for (int fd : idle) ::close(fd);
+  // The admitted member is never timed out for being quiet.
+  std::this_thread::sleep_for(Millis(600));
+  EXPECT_EQ(member.add("n", 1), 1);
+}
+
+TEST(Store, ATokenIsBlamedOnlyWhenTheStoreSaysItIsWrong) {
+  // A server that accepts and closes without answering (full, or shutting down) is not a
+  // wrong token: the rank retries until its timeout, then says what happened.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(listener, 16), 0);
+  socklen_t len = sizeof(a);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  std::atomic<bool> stop{false};
+  std::thread closer([&] {
+    while (!stop) {
+      pollfd p{listener, POLLIN, 0};
+      if (::poll(&p, 1, 20) > 0)
+        if (const int fd = ::accept(listener, nullptr, nullptr); fd >= 0) ::close(fd);
+    }
+  });
+  try {
+    TcpStore s("127.0.0.1", ntohs(a.sin_port), false, Millis(500), "secret");
+    FAIL() << "a store that never admits must fail";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find("token"), std::string::npos) << what;
+    EXPECT_NE(what.find("closed the connection before admitting"), std::string::npos) << what;
+  }
+  stop = true;
+  closer.join();
+  ::close(listener);
+  // The real store says so when the token is wrong, and only then.
+  TcpStore host("127.0.0.1", 0, true, Millis(2000), "secret");
+  EXPECT_EQ(test::send_raw(host.port(), wire::encode_request(wire::kHello, wire::kHelloKey, "guess")),
+            std::string(1, '\0'));
+  EXPECT_EQ(test::send_raw(host.port(), wire::encode_request(wire::kHello, wire::kHelloKey, "secret")),
+            std::string(1, '\1'));
 }
 
 }  // namespace

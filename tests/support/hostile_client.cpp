@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <random>
 #include <thread>
@@ -15,9 +16,7 @@
 
 namespace dpb::test {
 
-namespace {
-
-int connect_to(int port) {
+int connect_loopback(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -28,12 +27,27 @@ int connect_to(int port) {
   return -1;
 }
 
+bool closed_within(int fd, int ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  char buf[64];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    const ssize_t r = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) return true;
+  }
+}
+
+namespace {
+
 std::string u32(uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); }
 
 }  // namespace
 
 std::string send_raw(int port, const std::string& bytes, int pause_ms) {
-  const int fd = connect_to(port);
+  const int fd = connect_loopback(port);
   if (fd < 0) {  // not listening (yet)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     return {};
@@ -74,7 +88,7 @@ int attack_store(int port, const std::atomic<bool>& stop) {
       case 2: send_raw(port, huge_value); break;
       case 3: send_raw(port, hello_ok_format.substr(0, 12), 20); break;  // slow, then stops
       case 4: {
-        if (const int fd = connect_to(port); fd >= 0) {
+        if (const int fd = connect_loopback(port); fd >= 0) {
           ::send(fd, hello_ok_format.data(), 7, MSG_NOSIGNAL);  // half a request, kept open
           held.push_back(fd);
         }

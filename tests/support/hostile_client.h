@@ -15,4 +15,10 @@ int attack_store(int port, const std::atomic<bool>& stop);
 // returns what the server answered before it closed or 300 ms passed.
 std::string send_raw(int port, const std::string& bytes, int pause_ms = 0);
 
+// A connection to 127.0.0.1:port that the caller holds (and closes); -1 when refused.
+int connect_loopback(int port);
+
+// Whether the server has closed `fd` (EOF or reset) within `ms`.
+bool closed_within(int fd, int ms);
+
 }  // namespace dpb::test
