@@ -100,7 +100,9 @@ unpack() {
   done
   export LD_LIBRARY_PATH="$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   BUILD="$baked/build"
-  DPBENCH="$BUILD/benchmarks/dpbench/dpbench"
+  # dpdoctor's probe finds dpbench by $DPBENCH (the build tree's link beside dpdoctor is
+  # not packed).
+  export DPBENCH="$BUILD/benchmarks/dpbench/dpbench"
   DPDOCTOR="$BUILD/diagnostics/dpdoctor"
 }
 

@@ -15,6 +15,7 @@
 #include "diagnostics/dpdoctor/doctor.h"
 #include "engine/core/error.h"
 #include "engine/core/log.h"
+#include "engine/core/process.h"
 #include "reports/model.h"
 #include "reports/report.h"
 
@@ -47,33 +48,14 @@ std::vector<std::string> without(const std::vector<std::string>& args, const std
   return out;
 }
 
-std::string self_exe(const std::string& argv0) {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n > 0) return std::string(buf, static_cast<size_t>(n));
-  return argv0;
-}
-
-// Runs the child with stdout and stderr inherited; returns its exit code.
+// Runs this program again with `args`, stdout and stderr inherited; returns its exit code.
 int run_child(const std::string& exe, const std::vector<std::string>& args) {
-  std::vector<char*> cargs;
-  cargs.push_back(const_cast<char*>(exe.c_str()));
-  for (const auto& a : args) cargs.push_back(const_cast<char*>(a.c_str()));
-  cargs.push_back(nullptr);
+  proc::Spec spec;
+  spec.argv = {exe};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   std::cout.flush();
   std::cerr.flush();
-  const pid_t pid = ::fork();
-  DPB_CHECK(pid >= 0) << "fork failed: " << std::strerror(errno);
-  if (pid == 0) {
-    ::execv(exe.c_str(), cargs.data());
-    std::fprintf(stderr, "dpbench: cannot run %s: %s\n", exe.c_str(), std::strerror(errno));
-    std::_Exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return proc::exit_code(proc::Child(spec).wait());
 }
 
 std::string with_suffix(const std::string& path, const std::string& suffix) {
@@ -90,7 +72,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
-  const std::string exe = self_exe(args.front());
+  const std::string exe = proc::self_exe(args.front());
   const auto base =
       without(args, {"--gpus", "--json", "--trace", "--repeat", "--batch", "--mode", "--threads"}, {"--doctor"});
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("dpbench-sweep-{}", ::getpid());

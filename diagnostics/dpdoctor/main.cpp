@@ -23,21 +23,17 @@
 #include "diagnostics/dpdoctor/torch_trace.h"
 #include "engine/core/error.h"
 #include "engine/core/file_io.h"
+#include "engine/core/process.h"
 
 namespace {
 
-// dpbench: $DPBENCH, else beside this executable (a package's bin/), else the one built
-// with it, else from PATH.
+// dpbench: $DPBENCH, else beside this executable (as installed: both in one bin/), else
+// on PATH.
 std::string dpbench_path() {
-  if (const char* env = std::getenv("DPBENCH"); env && *env) return env;
-  char self[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n > 0) {
-    const auto sibling = std::filesystem::path(std::string(self, static_cast<size_t>(n))).parent_path() / "dpbench";
-    if (std::filesystem::exists(sibling)) return sibling.string();
-  }
-  if (std::filesystem::exists(DPBENCH_BUILT)) return DPBENCH_BUILT;
-  return "dpbench";
+  const std::string exe = dpb::proc::find_program("dpbench", std::getenv("DPBENCH"));
+  DPB_CHECK(!exe.empty()) << "dpbench is neither beside dpdoctor (" << dpb::proc::self_exe() << ") nor on PATH; set "
+                          << "DPBENCH to its path";
+  return exe;
 }
 
 // The value of --name=V or --name V among the flags, if given.
@@ -71,35 +67,20 @@ dpb::reports::RunReport probe(std::vector<std::string> flags) {
   if (!has_flag(flags, "--steps") && !has_flag(flags, "--epochs")) flags.push_back("--steps=10");
   if (!has_flag(flags, "--progress")) flags.push_back("--progress=none");
   const std::string exe = dpbench_path();
-  std::vector<char*> args{const_cast<char*>(exe.c_str())};
+  dpb::proc::Spec spec;
+  spec.argv = {exe};
+  spec.argv.insert(spec.argv.end(), flags.begin(), flags.end());
+  spec.out = dpb::proc::Output::to_stderr;  // stdout holds only the diagnosis
   std::string shown = exe;
-  for (auto& f : flags) {
-    args.push_back(f.data());
-    shown += " " + f;
-  }
-  args.push_back(nullptr);
+  for (const auto& f : flags) shown += " " + f;
   std::cerr << "dpdoctor: probing: " << shown << "\n";
   std::cerr.flush();
-  const pid_t pid = ::fork();
-  DPB_CHECK(pid >= 0) << "fork: " << std::strerror(errno);
-  if (pid == 0) {
-    ::dup2(STDERR_FILENO, STDOUT_FILENO);
-    ::execvp(exe.c_str(), args.data());
-    std::fprintf(stderr, "dpdoctor: cannot run %s: %s (set DPBENCH to dpbench's path)\n", exe.c_str(),
-                 std::strerror(errno));
-    std::_Exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  const int status = dpb::proc::Child(spec).wait();
   const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   std::optional<dpb::reports::RunReport> report;
   if (ok) report = dpb::reports::RunReport::read(report_path);
   if (temporary) std::filesystem::remove(report_path);
-  DPB_CHECK(ok) << "the dpbench probe failed ("
-                << (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
-                                      : "signal " + std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0))
-                << "); its output is above";
+  DPB_CHECK(ok) << "the dpbench probe failed (" << dpb::proc::describe_exit(status) << "); its output is above";
   return std::move(*report);
 }
 

@@ -11,10 +11,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <ostream>
 #include <string>
 
 #include "engine/core/error.h"
+#include "engine/core/process.h"
 
 namespace dpb::comm {
 
@@ -23,14 +25,12 @@ namespace {
 std::atomic<int> g_forward_signal{0};
 void on_signal(int sig) { g_forward_signal.store(sig); }
 
-struct Child {
+struct Rank {
   int rank = 0;
-  pid_t pid = -1;
-  int out = -1, err = -1;          // read ends of the pipes
+  std::optional<proc::Child> child;
   std::string out_buf, err_buf;    // partial lines
-  bool exited = false;
   bool stopped = false;  // by SIGSTOP/SIGTSTP: it can neither take part nor report
-  int status = 0;
+  bool exited() const { return child->exited(); }
 };
 
 // Writes complete lines of `buf` (keeping a partial last line) with the rank prefix.
@@ -81,15 +81,7 @@ std::string random_token() {
 
 }  // namespace
 
-std::string describe_exit(int status) {
-  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    const char* name = sigabbrev_np(sig);
-    return "killed by signal " + std::to_string(sig) + (name ? std::string(" (SIG") + name + ")" : "");
-  }
-  return "status " + std::to_string(status);
-}
+std::string describe_exit(int status) { return proc::describe_exit(status); }
 
 LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
   DPB_CHECK(o.nproc_per_node >= 1 && o.nnodes >= 1 && o.node_rank >= 0 && o.node_rank < o.nnodes)
@@ -119,53 +111,33 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
   sigaction(SIGTERM, &sa, &old_term);
   g_forward_signal = 0;
 
-  std::vector<Child> children(static_cast<size_t>(o.nproc_per_node));
+  std::vector<Rank> children(static_cast<size_t>(o.nproc_per_node));
+  const std::string self = proc::self_exe(o.argv.front());
   for (int local = 0; local < o.nproc_per_node; ++local) {
-    Child& c = children[static_cast<size_t>(local)];
+    Rank& c = children[static_cast<size_t>(local)];
     c.rank = o.node_rank * o.nproc_per_node + local;
-    int out_pipe[2], err_pipe[2];
-    DPB_CHECK(::pipe(out_pipe) == 0 && ::pipe(err_pipe) == 0) << "launcher: pipe(): " << std::strerror(errno);
-    const pid_t pid = ::fork();
-    DPB_CHECK(pid >= 0) << "launcher: fork(): " << std::strerror(errno);
-    if (pid == 0) {
-      ::dup2(out_pipe[1], STDOUT_FILENO);
-      ::dup2(err_pipe[1], STDERR_FILENO);
-      ::close(out_pipe[0]);
-      ::close(err_pipe[0]);
-      ::close(out_pipe[1]);
-      ::close(err_pipe[1]);
-      ::setenv("RANK", std::to_string(c.rank).c_str(), 1);
-      ::setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-      ::setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node).c_str(), 1);
-      ::setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
-      ::setenv("MASTER_PORT", std::to_string(o.master_port).c_str(), 1);
-      ::setenv("DPB_LAUNCHED", "1", 1);
-      if (!o.run_dir.empty()) ::setenv("DPB_RUN_DIR", o.run_dir.c_str(), 1);
-      if (!token.empty()) ::setenv("DPB_STORE_TOKEN", token.c_str(), 1);
-      std::vector<char*> args;
-      for (const auto& a : o.argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      ::execv("/proc/self/exe", args.data());
-      ::execvp(args[0], args.data());
-      std::fprintf(stderr, "launcher: cannot run %s: %s\n", args[0], std::strerror(errno));
-      ::_exit(127);
-    }
-    ::close(out_pipe[1]);
-    ::close(err_pipe[1]);
-    c.pid = pid;
-    c.out = out_pipe[0];
-    c.err = err_pipe[0];
-    ::fcntl(c.out, F_SETFL, O_NONBLOCK);
-    ::fcntl(c.err, F_SETFL, O_NONBLOCK);
+    proc::Spec spec;
+    spec.argv = o.argv;
+    spec.exe = self;  // every rank runs this program
+    spec.out = spec.err = proc::Output::pipe;
+    spec.env = {{"RANK", std::to_string(c.rank)},
+                {"LOCAL_RANK", std::to_string(local)},
+                {"WORLD_SIZE", std::to_string(world)},
+                {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
+                {"MASTER_ADDR", o.master_addr},
+                {"MASTER_PORT", std::to_string(o.master_port)},
+                {"DPB_LAUNCHED", "1"}};
+    if (!o.run_dir.empty()) spec.env.emplace_back("DPB_RUN_DIR", o.run_dir);
+    if (!token.empty()) spec.env.emplace_back("DPB_STORE_TOKEN", token);
+    c.child.emplace(spec);
   }
 
   LaunchResult result;
   auto stop_others = [&](int sig) {
     for (auto& c : children) {
-      if (c.exited) continue;
-      ::kill(c.pid, sig);
-      if (c.stopped) ::kill(c.pid, SIGCONT);  // a stopped process acts on SIGTERM only once continued
+      if (c.exited()) continue;
+      c.child->signal(sig);
+      if (c.stopped) c.child->signal(SIGCONT);  // a stopped process acts on SIGTERM only once continued
     }
   };
   std::chrono::steady_clock::time_point term_at{}, kill_at{};
@@ -173,23 +145,23 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
   int stopped_culprit = -1;  // the rank seen stopped, named when another fails waiting for it
   for (;;) {
     std::vector<pollfd> fds;
-    std::vector<std::pair<Child*, bool>> owners;  // (child, is stderr)
+    std::vector<std::pair<Rank*, bool>> owners;  // (rank, is stderr)
     for (auto& c : children) {
-      if (c.out >= 0) {
-        fds.push_back({c.out, POLLIN, 0});
+      if (c.child->out_fd() >= 0) {
+        fds.push_back({c.child->out_fd(), POLLIN, 0});
         owners.emplace_back(&c, false);
       }
-      if (c.err >= 0) {
-        fds.push_back({c.err, POLLIN, 0});
+      if (c.child->err_fd() >= 0) {
+        fds.push_back({c.child->err_fd(), POLLIN, 0});
         owners.emplace_back(&c, true);
       }
     }
     if (!fds.empty()) ::poll(fds.data(), fds.size(), 50);
     for (size_t i = 0; i < fds.size(); ++i) {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Child& c = *owners[i].first;
+      Rank& c = *owners[i].first;
       const bool is_err = owners[i].second;
-      int& fd = is_err ? c.err : c.out;
+      int& fd = is_err ? c.child->err_fd() : c.child->out_fd();
       std::string& buf = is_err ? c.err_buf : c.out_buf;
       const bool open = drain(fd, buf);
       flush_lines(buf, c.rank, is_err ? STDERR_FILENO : STDOUT_FILENO, !open);
@@ -206,25 +178,23 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
     }
     bool all_done = true;
     for (auto& c : children) {
-      if (!c.exited) {
-        int status = 0;
-        const pid_t got = ::waitpid(c.pid, &status, WNOHANG | WUNTRACED | WCONTINUED);
-        if (got == c.pid && WIFSTOPPED(status)) {
+      if (const auto changed = c.exited() ? std::optional<int>() : c.child->poll(/*stops=*/true)) {
+        const int status = *changed;
+        const pid_t pid = c.child->pid();
+        if (WIFSTOPPED(status)) {
           c.stopped = true;
           const char* name = sigabbrev_np(WSTOPSIG(status));
-          err << "launcher: rank " << c.rank << " (pid " << c.pid << ") is stopped by signal " << WSTOPSIG(status)
+          err << "launcher: rank " << c.rank << " (pid " << pid << ") is stopped by signal " << WSTOPSIG(status)
               << (name ? std::string(" (SIG") + name + ")" : std::string()) << ": the others will wait for it\n"
               << std::flush;
           if (stopped_culprit < 0) stopped_culprit = c.rank;
-        } else if (got == c.pid && WIFCONTINUED(status)) {
+        } else if (WIFCONTINUED(status)) {
           c.stopped = false;
           if (stopped_culprit == c.rank) stopped_culprit = -1;
-        } else if (got == c.pid) {
-          c.exited = true;
-          c.status = status;
+        } else {
           const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
           if (failed && result.failure.empty()) {
-            result.failure = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") " +
+            result.failure = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(pid) + ") " +
                              (WIFSIGNALED(status) ? "died: " : "exited with ") + describe_exit(status);
             if (stopped_culprit >= 0 && stopped_culprit != c.rank)
               result.failure += " while rank " + std::to_string(stopped_culprit) + " was stopped (SIGSTOP)";
@@ -234,13 +204,13 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
           }
         }
       }
-      all_done = all_done && c.exited && c.out < 0 && c.err < 0;
+      all_done = all_done && c.exited() && c.child->out_fd() < 0 && c.child->err_fd() < 0;
     }
     if (all_done) break;
     // The report window is for ranks that can still say what they saw: end it when
     // every rank left is stopped.
     bool only_stopped_left = true;
-    for (const auto& c : children) only_stopped_left = only_stopped_left && (c.exited || c.stopped);
+    for (const auto& c : children) only_stopped_left = only_stopped_left && (c.exited() || c.stopped);
     if (dying && !stopping && (only_stopped_left || std::chrono::steady_clock::now() >= term_at)) {
       stop_others(SIGTERM);
       stopping = true;
