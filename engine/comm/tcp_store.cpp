@@ -368,6 +368,7 @@ TcpStore::TcpStore(const std::string& host, int port, const TcpStoreOptions& o) 
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));  // a partitioned host must not block a send
       uint8_t answer = 0xFF;
       if (write_all(fd, hello.data(), hello.size()) && read_all(fd, &answer, 1)) {
         if (answer == kAdmitted) {
@@ -403,11 +404,16 @@ std::string TcpStore::describe() const { return "tcp store " + host_ + ":" + std
 
 std::string TcpStore::request(uint8_t op, const std::string& key, const std::string& value, bool* found_out) {
   std::lock_guard<std::mutex> lock(mu_);
+  DPB_CHECK(broken_.empty()) << broken_;
   const std::string req = encode_request(static_cast<Op>(op), key, value);
-  const bool sent = write_all(fd_, req.data(), req.size());
-  DPB_CHECK(sent) << describe() << ": the store's host (rank 0) is gone (sending a request for '" << key << "')";
+  if (!write_all(fd_, req.data(), req.size())) {
+    broken_ = describe() + ": the store's host (rank 0) is gone (" + std::strerror(errno) +
+              " sending a request for '" + escape_untrusted(key) + "')";
+    DPB_FAIL() << broken_;
+  }
   std::string reply;
   bool ok = true;
+  errno = 0;  // what a failed read leaves here says why (0: the peer closed)
   if (op == kGet) {
     uint8_t found = 0;
     ok = read_all(fd_, &found, 1) && read_string(fd_, &reply);
@@ -419,7 +425,15 @@ std::string TcpStore::request(uint8_t op, const std::string& key, const std::str
   } else {
     ok = read_string(fd_, &reply);
   }
-  DPB_CHECK(ok) << describe() << ": the store's host (rank 0) is gone (waiting for the reply about '" << key << "')";
+  if (!ok) {
+    const int e = errno;
+    const std::string why = e == 0                                ? "the connection closed"
+                            : e == EAGAIN || e == EWOULDBLOCK ? "no reply within the timeout"
+                                                              : std::string(std::strerror(e));
+    broken_ = describe() + ": the store's host (rank 0) is gone (" + why + " waiting for the reply about '" +
+              escape_untrusted(key) + "')";
+    DPB_FAIL() << broken_;
+  }
   return reply;
 }
 

@@ -87,6 +87,10 @@ class TcpStore : public Store {
   std::unique_ptr<TcpStoreServer> server_;
   int fd_ = -1;
   std::mutex mu_;
+  // Why the connection failed, once it has: a request that got no whole reply leaves
+  // the stream out of step, and every later request fails at once with the same reason
+  // instead of waiting out the timeout again (a partitioned store costs one timeout).
+  std::string broken_;
 };
 
 }  // namespace dpb::comm

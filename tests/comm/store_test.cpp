@@ -240,5 +240,44 @@ TEST(Store, ATokenIsBlamedOnlyWhenTheStoreSaysItIsWrong) {
             std::string(1, '\1'));
 }
 
+TEST(Store, AStoreThatStopsAnsweringCostsOneTimeoutNotOnePerRequest) {
+  // A host cut off by a partition: it admitted the rank, then answers nothing. The first
+  // request waits out the timeout; every later one fails at once with the same reason
+  // (a health check reading every rank's record would otherwise wait once per key).
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t len = sizeof(a);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  int conn = -1;
+  std::thread host([&] {
+    conn = ::accept(listener, nullptr, nullptr);
+    const std::string hello = wire::encode_request(wire::kHello, wire::kHelloKey, "t");
+    std::string got(hello.size(), '\0');
+    ASSERT_EQ(::recv(conn, got.data(), got.size(), MSG_WAITALL), static_cast<ssize_t>(got.size()));
+    const char admitted = 1;
+    ASSERT_EQ(::send(conn, &admitted, 1, MSG_NOSIGNAL), 1);
+  });
+  TcpStore s("127.0.0.1", ntohs(a.sin_port), false, Millis(1000), "t");
+  host.join();
+  using Clock = std::chrono::steady_clock;
+  auto t0 = Clock::now();
+  try {
+    s.check("k");
+    FAIL() << "a store that answers nothing must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no reply within the timeout"), std::string::npos) << e.what();
+  }
+  EXPECT_GE(Clock::now() - t0, Millis(900));
+  t0 = Clock::now();
+  for (int i = 0; i < 5; ++i) EXPECT_THROW(s.set("k", "v"), Error);
+  EXPECT_LT(Clock::now() - t0, Millis(200)) << "later requests waited again";
+  ::close(conn);
+  ::close(listener);
+}
+
 }  // namespace
 }  // namespace dpb::comm
