@@ -9,13 +9,30 @@ Faults (drawn in turn, each at a random moment of the run):
   disk-full                  the report's file system fills up (a small tmpfs; without the
                              right to mount one, a file-size limit set at the start instead)
   trace-unwritable           the trace's directory is replaced by a file
+The TCP store's faults run the job as two nodes of one rank each (two launchers,
+--nnodes=2, rank 0 hosting the TCP store at MASTER_ADDR:MASTER_PORT), as across machines:
+  store-host-killed          rank 0, which hosts the store, is killed (SIGKILL)
+  store-refused              node 1 starts with no store at MASTER_PORT (connection refused)
+  store-wrong-token          node 1 says another DPB_STORE_TOKEN than node 0
+  connection-dropped         every TCP connection of one rank is reset (RST) mid-run
+  partition                  one rank's ports drop every packet mid-run (a NIC or link
+                             gone): its peers hear nothing until their timeout
+(the last two need iptables and root; without them they are skipped, and said so).
+
+A run counts only where its fault landed, as seen from outside: the victim existed and
+was signalled, the store's directory or the trace's was there and removed, the disk
+filled, the packets were blocked; a hang landed when the hanging rank stopped using the
+processor (from /proc, not from what it prints). Runs that ended before their fault are
+listed apart and drawn again, so N faults means N that landed. A run that does not end
+is found from outside too: the campaign kills it at timeout + 5 s after the fault and
+counts it as hung.
 
 Every run must end within --timeout + 5 s of its fault (or, for faults that only bite
 when the run writes its outputs, of its natural end), with the culprit named in what it
 printed, no process of the job left behind, no stray files, and its report, trace and
 checkpoint either the previous version or complete.
 
-  python3 benchmarks/faults/fault_campaign.py --faults 100 --json out/faults.json
+  python3 benchmarks/faults/fault_campaign.py --faults 200 --json out/faults.json
 
 Prints a table of counts per fault and the worst times; exits 1 when any run failed a
 check.
@@ -34,7 +51,11 @@ import threading
 import time
 import uuid
 
-KINDS = ["sigkill", "sigterm", "sigstop", "hang", "store", "disk-full", "trace-unwritable"]
+KINDS = ["sigkill", "sigterm", "sigstop", "hang", "store", "disk-full", "trace-unwritable",
+         "store-host-killed", "store-refused", "store-wrong-token", "connection-dropped", "partition"]
+# Faults of a job of two nodes (two launchers) around the TCP store.
+TWO_NODES = {"store-host-killed", "store-refused", "store-wrong-token", "connection-dropped", "partition"}
+NEED_IPTABLES = {"connection-dropped", "partition"}
 # Faults whose effect shows only when the run writes its outputs at the end.
 AT_WRITE = {"disk-full", "trace-unwritable"}
 
@@ -103,6 +124,82 @@ def rank_pids(launcher_pid):
     return out
 
 
+def cpu_ticks(pid):
+    """The processor time a process has used (clock ticks), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def tcp_ports(pid):
+    """Local ports of the TCP sockets a process holds (listening and connected)."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    except OSError:
+        return set()
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as f:
+                for line in f.read().splitlines()[1:]:
+                    parts = line.split()
+                    if len(parts) > 9 and parts[9] in inodes:
+                        ports.add(int(parts[1].rsplit(":", 1)[1], 16))
+        except OSError:
+            pass
+    return ports
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Firewall:
+    """Blocks a rank's ports with iptables (root only): 'drop' (a partition: packets
+    vanish) or 'reset' (connections dropped: RST). Rules are removed after each run."""
+
+    def __init__(self):
+        self.cmd = None
+        self.rules = []
+        if os.geteuid() != 0:
+            self.why = "not root"
+            return
+        for c in ("iptables-legacy", "iptables"):
+            if shutil.which(c) and subprocess.run([c, "-L", "INPUT", "-n"], stdout=subprocess.DEVNULL,
+                                                  stderr=subprocess.DEVNULL).returncode == 0:
+                self.cmd = c
+                break
+        self.why = "" if self.cmd else "no usable iptables"
+
+    def block(self, ports, how):
+        target = ["DROP"] if how == "drop" else ["REJECT", "--reject-with", "tcp-reset"]
+        for port in sorted(ports):
+            for side in ("--dport", "--sport"):
+                rule = ["INPUT", "-p", "tcp", side, str(port), "-j", *target]
+                if subprocess.run([self.cmd, "-I", *rule], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL).returncode == 0:
+                    self.rules.append(rule)
+        return bool(self.rules)
+
+    def clear(self):
+        for rule in self.rules:
+            subprocess.run([self.cmd, "-D", *rule], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.rules = []
+
+
 def file_state(path, kind):
     """'missing', 'complete' or 'corrupt: why' for a report, trace or checkpoint."""
     if not os.path.exists(path):
@@ -129,14 +226,15 @@ def try_mount_tmpfs(path, size_kb):
 
 
 def fill(path):
-    """Fills the file system holding `path` until ENOSPC."""
+    """Fills the file system holding `path`; True once it is full (ENOSPC)."""
+    import errno
     try:
         with open(os.path.join(path, "filler"), "wb") as f:
             while True:
                 f.write(b"\0" * 65536)
                 f.flush()
-    except OSError:
-        pass
+    except OSError as e:
+        return e.errno == errno.ENOSPC
 
 
 class Campaign:
@@ -150,6 +248,7 @@ class Campaign:
         self.out = os.path.join(self.work, "out")
         os.makedirs(os.path.join(self.out, "tracedir"), exist_ok=True)
         self.previous = {}
+        self.firewall = Firewall()
 
     def paths(self, kind):
         report_dir = self.disk if kind == "disk-full" else self.out
@@ -166,8 +265,8 @@ class Campaign:
                 "--json=" + paths["report"], "--trace=" + paths["trace"], "--save=" + paths["checkpoint"],
                 *extra]
 
-    def start(self, cmd, marker, fsize_limit=None):
-        env = dict(os.environ, DPB_FAULT_RUN=marker)
+    def start(self, cmd, marker, fsize_limit=None, env_extra=None):
+        env = dict(os.environ, DPB_FAULT_RUN=marker, **(env_extra or {}))
 
         def pre():
             if fsize_limit is not None:
@@ -235,15 +334,35 @@ class Campaign:
                         os.kill(pids[victim], {"sigkill": signal.SIGKILL, "sigterm": signal.SIGTERM,
                                                "sigstop": signal.SIGSTOP}[kind])
                 elif kind == "store":
-                    shutil.rmtree(f"/tmp/dpbench-run-{p.pid}", ignore_errors=True)
+                    run_dir = f"/tmp/dpbench-run-{p.pid}"
+                    if os.path.isdir(run_dir):
+                        shutil.rmtree(run_dir, ignore_errors=True)
+                    else:
+                        fault_at = None  # no store yet (or already gone): nothing to take away
                 elif kind == "disk-full":
-                    if self.tmpfs:
-                        fill(self.disk)
+                    if self.tmpfs and not fill(self.disk):
+                        fault_at = None
                 elif kind == "trace-unwritable":
                     shutil.rmtree(os.path.dirname(paths["trace"]))
                     open(os.path.dirname(paths["trace"]), "w").close()
+        elif kind == "disk-full":
+            fault_at = t0  # the file-size limit holds from the start
+        # A hang lands when the hanging rank stops using the processor (seen from /proc):
+        # quiet for half a second while alive, from its last tick of work.
+        victim_pid, ticks, last_work = None, None, None
+        # Past its fault, a run is given timeout + 5 s, and a little more to see it end by
+        # itself; one that is still there is killed and counted as hung.
         hard = t0 + self.duration * 3 + a.timeout + 30
         while p.poll() is None and time.monotonic() < hard:
+            if kind == "hang" and fault_at is None:
+                victim_pid = victim_pid or rank_pids(p.pid).get(victim)
+                now_ticks = cpu_ticks(victim_pid) if victim_pid else None
+                if now_ticks is not None and now_ticks != ticks:
+                    ticks, last_work = now_ticks, time.monotonic()
+                elif now_ticks is not None and last_work and time.monotonic() - last_work >= 0.5:
+                    fault_at = last_work
+            if fault_at is not None:
+                hard = min(hard, fault_at + a.timeout + 8)
             time.sleep(0.01)
         hung = p.poll() is None
         if hung:
@@ -253,9 +372,12 @@ class Campaign:
         out.thread.join(5)
         err.thread.join(5)
         text = out.text() + err.text()
-        if kind == "hang":
-            fault_at = err.first(r"fault injection \(--hang-rank\)")
         result = {"fault": kind, "victim": victim, "exit": p.returncode, "seconds": end - t0}
+        if kind == "hang":  # what the rank said, beside what was seen
+            said = err.first(r"fault injection \(--hang-rank\)")
+            result["hang_said_s"] = None if said is None else said - t0
+            if fault_at is not None:
+                result["hang_seen_s"] = fault_at - t0
         if fault_at is None:
             result["outcome"] = "ended before the fault"
             return result, []
@@ -313,6 +435,134 @@ class Campaign:
         result["problems"] = problems
         return result, problems
 
+    def node_command(self, node, port, paths):
+        a = self.a
+        return [a.dpbench, "--mode=ddp", "--gpus=1", "--nnodes=2", f"--node-rank={node}", "--master-addr=127.0.0.1",
+                f"--master-port={port}", "--model=mlp", "--batch=64", f"--steps={a.steps}", "--warmup=1",
+                "--threads=1", "--workers=0", f"--timeout={a.timeout}", "--progress=none",
+                "--json=" + paths["report"], "--trace=" + paths["trace"], "--save=" + paths["checkpoint"]]
+
+    def one_tcp(self, i, kind, rng):
+        """A fault of a job of two nodes around the TCP store (TWO_NODES)."""
+        a = self.a
+        paths = self.paths(kind)
+        self.restore(paths)
+        if kind in NEED_IPTABLES and not self.firewall.cmd:
+            return {"fault": kind, "victim": None, "exit": None, "outcome": "skipped: " + self.firewall.why}, []
+        victim = 0 if kind == "store-host-killed" else 1 if kind in ("store-refused", "store-wrong-token") \
+            else rng.randrange(2)
+        port = free_port()
+        marker = f"{uuid.uuid4().hex}-{i}"
+        tokens = {0: "job-token", 1: "another-token" if kind == "store-wrong-token" else "job-token"}
+        t0 = time.monotonic()
+        nodes = {}
+        for node in (0, 1):
+            if kind == "store-refused" and node == 0:
+                continue  # nobody hosts the store at that port
+            nodes[node] = self.start(self.node_command(node, port, paths), marker,
+                                     env_extra={"DPB_STORE_TOKEN": tokens[node]})
+        fault_at = None
+        if kind in ("store-refused", "store-wrong-token"):
+            fault_at = t0  # wrong from the start
+        else:
+            fault_in = rng.uniform(0.25, 0.85) * self.duration_two_nodes
+            while time.monotonic() - t0 < fault_in and all(p.poll() is None for p, _, _ in nodes.values()):
+                time.sleep(0.005)
+            launcher = nodes[victim][0]
+            pid = rank_pids(launcher.pid).get(victim) if launcher.poll() is None else None
+            if pid is not None:
+                if kind == "store-host-killed":
+                    os.kill(pid, signal.SIGKILL)
+                    fault_at = time.monotonic()
+                else:
+                    ports = tcp_ports(pid)
+                    if ports and self.firewall.block(ports, "drop" if kind == "partition" else "reset"):
+                        fault_at = time.monotonic()
+        hard = t0 + self.duration_two_nodes * 3 + a.timeout + 30
+        while any(p.poll() is None for p, _, _ in nodes.values()) and time.monotonic() < hard:
+            if fault_at is not None:
+                hard = min(hard, fault_at + a.timeout + 8)
+            time.sleep(0.01)
+        hung = [n for n, (p, _, _) in nodes.items() if p.poll() is None]
+        for n in hung:
+            os.killpg(nodes[n][0].pid, signal.SIGKILL)
+            nodes[n][0].wait()
+        end = time.monotonic()
+        self.firewall.clear()
+        texts = {}
+        for n, (p, out, err) in nodes.items():
+            out.thread.join(5)
+            err.thread.join(5)
+            texts[n] = out.text() + err.text()
+        result = {"fault": kind, "victim": victim, "exit": {n: p.returncode for n, (p, _, _) in nodes.items()},
+                  "seconds": end - t0}
+        if fault_at is None:
+            result["outcome"] = "ended before the fault"
+            return result, []
+        result["after_fault_s"] = end - fault_at
+        problems = []
+        if hung:
+            problems.append(f"hung: node(s) {hung} killed by the campaign")
+        if end - fault_at > a.timeout + 5:
+            problems.append(f"ended {end - fault_at:.2f} s after the fault (limit {a.timeout + 5:.0f} s)")
+        # What each node must name: the culprit, from where it stands.
+        peer = 1 - victim
+        lost_peer = rf"rank {{r}}|peer {{r}}|rank\(s\) {{r}} did not arrive"
+        culprits = {
+            "store-host-killed": {0: r"rank 0 \(pid \d+\) died: killed by signal 9",
+                                  1: r"store's host \(rank 0\) is gone|" + lost_peer.format(r=0)},
+            "store-refused": {1: r"could not connect to 127\.0\.0\.1:%d .*Connection refused" % port},
+            "store-wrong-token": {1: r"job token differs from rank 0's",
+                                  0: r"rank\(s\) 1 did not|rank 1|key '[^']*' was not set within"},
+            "connection-dropped": {victim: lost_peer.format(r=peer) + "|" + lost_peer.format(r=victim),
+                                   peer: lost_peer.format(r=victim)},
+            "partition": {victim: lost_peer.format(r=peer), peer: lost_peer.format(r=victim)},
+        }[kind]
+        named = all(re.search(rx, texts.get(n, "")) for n, rx in culprits.items())
+        survived = [n for n, (p, _, _) in nodes.items() if p.returncode == 0]
+        result["outcome"] = "failed, culprit named" if named else "failed"
+        for n, rx in culprits.items():
+            if not re.search(rx, texts.get(n, "")):
+                problems.append(f"node {n}: culprit not named (looked for /{rx}/)")
+        if survived:
+            problems.append(f"node(s) {survived} exited 0 despite the fault")
+        time.sleep(0.2)
+        left = processes_with(marker)
+        if left:
+            problems.append(f"left processes {left}")
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        for k, path in paths.items():
+            state = file_state(path, "json" if k != "checkpoint" else "safetensors")
+            if state == "missing" or state.startswith("corrupt"):
+                problems.append(f"{k} {state}")
+        strays = [f for d in (self.out, os.path.dirname(paths["trace"])) if os.path.isdir(d) for f in os.listdir(d)
+                  if f not in ("report.json", "report.previous.json", "trace.json", "model.safetensors", "tracedir")]
+        if strays:
+            problems.append(f"stray files {strays}")
+        result["problems"] = problems
+        result["said"] = {n: t[-600:] for n, t in texts.items()} if problems else None
+        return result, problems
+
+    def calibrate_two_nodes(self):
+        paths = self.paths("calibrate")
+        port = free_port()
+        t0 = time.monotonic()
+        nodes = [self.start(self.node_command(n, port, paths), "calibrate2", env_extra={"DPB_STORE_TOKEN": "t"})
+                 for n in (0, 1)]
+        codes = [p.wait(timeout=600) for p, _, _ in nodes]
+        self.duration_two_nodes = time.monotonic() - t0
+        if any(codes):
+            sys.exit("fault campaign: the two-node run without a fault failed:\n" +
+                     "".join(e.text() for _, _, e in nodes))
+        for k, v in paths.items():  # the previous versions stay those of the one-node run
+            with open(v, "wb") as f:
+                f.write(self.previous[k])
+        print(f"calibration: two nodes of one rank without a fault take {self.duration_two_nodes:.2f} s", flush=True)
+
     def cleanup(self):
         if self.tmpfs:
             subprocess.run(["umount", self.disk])
@@ -335,40 +585,58 @@ def main():
             ap.error(f"unknown fault '{k}' (valid: {', '.join(KINDS)})")
     rng = random.Random(a.seed)
     c = Campaign(a)
-    results, failed = [], 0
+    results, failed, landed = [], 0, 0
     try:
         c.calibrate()
+        if any(k in TWO_NODES for k in kinds):
+            c.calibrate_two_nodes()
         if not c.tmpfs and "disk-full" in kinds:
             print("disk-full: cannot mount a tmpfs here; a file-size limit stands in (set at the start)")
-        for i in range(a.faults):
-            kind = kinds[i % len(kinds)]
-            r, problems = c.one(i, kind, rng)
+        if not c.firewall.cmd and any(k in NEED_IPTABLES for k in kinds):
+            print(f"connection-dropped, partition: skipped ({c.firewall.why})")
+        # N faults that landed: a run that ended before its fault is listed and drawn again.
+        i = 0
+        while landed < a.faults and i < 3 * a.faults:
+            kind = kinds[landed % len(kinds)]
+            r, problems = (c.one_tcp if kind in TWO_NODES else c.one)(i, kind, rng)
+            i += 1
             results.append(r)
+            if r["outcome"].startswith("skipped"):
+                kinds = [k for k in kinds if k != kind]
+                print(f"{kind}: {r['outcome']}", flush=True)
+                if not kinds:
+                    break
+                continue
+            landed += "after_fault_s" in r
             failed += bool(problems)
             t = r.get("after_fault_s")
-            print(f"{i + 1:3d} {kind:17s} rank {r['victim']}  exit {r['exit']:>4}  "
+            print(f"{i:3d} {kind:18s} rank {r['victim']}  exit {str(r['exit']):>14}  "
                   f"{'%.2f s after the fault' % t if t is not None else '':24s} {r['outcome']}"
                   + ("  PROBLEMS: " + "; ".join(problems) if problems else ""), flush=True)
     finally:
+        c.firewall.clear() if c.firewall.cmd else None
         c.cleanup()
-    print(f"\n{'fault':17s} {'runs':>4} {'ok':>4} {'worst s after fault':>20}  outcomes")
+    kinds = a.kinds.split(",")
+    print(f"\n{'fault':18s} {'landed':>6} {'ok':>4} {'not landed':>10} {'worst s after fault':>20}  outcomes")
     for k in kinds:
-        rs = [r for r in results if r["fault"] == k]
-        times = [r["after_fault_s"] for r in rs if "after_fault_s" in r]
+        rs = [r for r in results if r["fault"] == k and "after_fault_s" in r]
+        missed = sum(1 for r in results if r["fault"] == k and r["outcome"] == "ended before the fault")
+        times = [r["after_fault_s"] for r in rs]
         outcomes = {}
         for r in rs:
             outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
         ok = sum(1 for r in rs if not r.get("problems"))
-        print(f"{k:17s} {len(rs):4d} {ok:4d} {max(times) if times else float('nan'):20.2f}  "
+        print(f"{k:18s} {len(rs):6d} {ok:4d} {missed:10d} {max(times) if times else float('nan'):20.2f}  "
               + ", ".join(f"{v} {o}" for o, v in sorted(outcomes.items())))
     worst = max((r["after_fault_s"] for r in results if "after_fault_s" in r), default=float("nan"))
-    print(f"\n{len(results)} fault(s), {failed} with problems; worst {worst:.2f} s after the fault "
-          f"(limit: --timeout {a.timeout:g} + 5 s)")
+    print(f"\n{landed} fault(s) landed ({len(results) - landed} run(s) ended before theirs or were skipped), "
+          f"{failed} with problems; worst {worst:.2f} s after the fault (limit: --timeout {a.timeout:g} + 5 s)")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"timeout_s": a.timeout, "calibration_s": c.duration, "tmpfs": c.tmpfs,
-                       "runs": results}, f, indent=1)
-    return 1 if failed else 0
+            json.dump({"timeout_s": a.timeout, "calibration_s": c.duration,
+                       "calibration_two_nodes_s": getattr(c, "duration_two_nodes", None), "tmpfs": c.tmpfs,
+                       "iptables": c.firewall.cmd, "seed": a.seed, "landed": landed, "runs": results}, f, indent=1)
+    return 1 if failed or landed < a.faults else 0
 
 
 if __name__ == "__main__":
