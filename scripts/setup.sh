@@ -43,4 +43,5 @@ dpb_build_targets() {
 dpb_build() { dpb_build_targets; }
 
 dpb_install_missing
-dpb_build
+# Scripts that build elsewhere (scripts/fuzz.sh) set DPB_SETUP_NO_BUILD=1.
+[ "${DPB_SETUP_NO_BUILD:-0}" = "1" ] || dpb_build

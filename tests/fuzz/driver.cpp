@@ -2,16 +2,18 @@
 // (tests/fuzz/corpus/TARGET, the crashers found so far among them), then seeded mutations
 // of them (bit flips, random bytes, inserted, deleted and repeated ranges, splices of two
 // seeds, numbers and JSON values swapped for hostile ones) until --runs or --seconds.
-// The same seed gives the same inputs. Before each input it writes it to
-// $TMPDIR/dpb_fuzz_last_TARGET, so an input that crashes the process can be kept as a
-// regression case.
+// The same seed gives the same inputs; `--seed date` takes today's date (YYYYMMDD, UTC),
+// so that each day's test runs try new inputs, and the seed is printed first so that a
+// failure can be replayed. Before each input it writes it to $TMPDIR/dpb_fuzz_last_TARGET,
+// so an input that crashes the process can be kept as a regression case.
 //
-//   fuzz_driver TARGET --corpus DIR [--runs N] [--seconds S] [--seed K]
+//   fuzz_driver TARGET --corpus DIR [--runs N] [--seconds S] [--seed K|date]
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -111,11 +113,20 @@ class Mutator {
 };
 
 int usage(const char* why) {
-  std::cerr << "fuzz_driver: " << why << "\nusage: fuzz_driver TARGET --corpus DIR [--runs N] [--seconds S] [--seed K]\n"
+  std::cerr << "fuzz_driver: " << why
+            << "\nusage: fuzz_driver TARGET --corpus DIR [--runs N] [--seconds S] [--seed K|date]\n"
             << "targets:";
   for (const auto& t : dpb::fuzz::targets()) std::cerr << "\n  " << t.name << "  " << t.what;
   std::cerr << "\n";
   return 2;
+}
+
+// Today's date as a number, YYYYMMDD (UTC).
+uint64_t date_seed() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  return static_cast<uint64_t>((utc.tm_year + 1900) * 10000 + (utc.tm_mon + 1) * 100 + utc.tm_mday);
 }
 
 }  // namespace
@@ -133,8 +144,15 @@ int main(int argc, char** argv) {
     if (k == "--corpus") corpus = v;
     else if (k == "--runs") runs = std::stol(v);
     else if (k == "--seconds") seconds = std::stod(v);
-    else if (k == "--seed") seed = std::stoull(v);
-    else return usage(("unknown flag " + k).c_str());
+    else if (k == "--seed") {
+      if (v == "date") {
+        seed = date_seed();
+      } else if (!v.empty() && v.find_first_not_of("0123456789") == std::string::npos && v.size() <= 19) {
+        seed = std::stoull(v);
+      } else {
+        return usage(("--seed must be a number or 'date', got '" + v + "'").c_str());
+      }
+    } else return usage(("unknown flag " + k).c_str());
   }
   const fs::path dir = fs::path(corpus) / target->name;
   if (corpus.empty() || !fs::is_directory(dir)) return usage(("no corpus folder " + dir.string()).c_str());
@@ -157,6 +175,8 @@ int main(int argc, char** argv) {
   };
   for (size_t i = 0; i < seeds.size(); ++i)
     if (!run(seeds[i], "seed " + names[i].string())) return 1;
+  std::cout << target->name << ": seed " << seed << " (replay: fuzz_driver " << target->name << " --corpus "
+            << corpus << " --runs " << runs << " --seconds " << seconds << " --seed " << seed << ")" << std::endl;
   Mutator m(seed, seeds);
   const auto t0 = std::chrono::steady_clock::now();
   long done = 0;

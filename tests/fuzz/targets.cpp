@@ -57,7 +57,9 @@ void report(const uint8_t* data, size_t size) {
 
 void torch_trace(const uint8_t* data, size_t size) {
   std::ostringstream sink;
-  for (const auto& e : doctor::read_torch_traces({put("rank0.pt.trace.json", data, size)}))
+  // Named as the profiler names it: gzip-compressed traces end in .json.gz.
+  const bool gz = size >= 2 && data[0] == 0x1f && data[1] == 0x8b;
+  for (const auto& e : doctor::read_torch_traces({put(gz ? "rank0.pt.trace.json.gz" : "rank0.pt.trace.json", data, size)}))
     doctor::print_diagnosis(doctor::diagnose(e), sink);
 }
 
@@ -93,6 +95,27 @@ void collectives(const uint8_t* data, size_t size) {
   // As --simulate --link reads it: a dpbench collectives report or nccl-tests' -J output.
   const sim::LinkModel l = sim::fit_link({put("collectives.json", data, size)}, sim::load_preset("cpu-gloo-local"));
   for (const auto& [ranks, f] : l.fitted) (void)l.allreduce_s(1 << 20, ranks);
+  (void)l.to_json().dump();
+}
+
+void nccl_tests(const uint8_t* data, size_t size) {
+  // nccl-tests' -J output (all_reduce_perf and the others) as --simulate --link reads it,
+  // one file per rank count, beside a second copy as a second rank count would be.
+  const std::string one = put("nccl-tests.json", data, size);
+  const sim::LinkModel l = sim::fit_link({one}, sim::load_preset("dgx-h100"));
+  for (const auto& [ranks, f] : l.fitted) (void)l.allreduce_under_load_s(1 << 24, ranks);
+  (void)l.to_json().dump();
+}
+
+void preset(const uint8_t* data, size_t size) {
+  // A --hardware=PATH preset file, then what the simulator asks of a link.
+  const sim::LinkModel l = sim::load_preset(put("preset.json", data, size));
+  for (int ranks : {2, 8, 64}) {
+    (void)l.allreduce_s(1 << 20, ranks);
+    (void)l.reduce_scatter_s(1 << 20, ranks);
+    (void)l.all_gather_s(1 << 20, ranks);
+  }
+  (void)l.send_s(1 << 20, true);
   (void)l.to_json().dump();
 }
 
@@ -142,6 +165,8 @@ const std::vector<Target>& targets() {
       {"idx", "IDX image and label files (MNIST, Fashion-MNIST)", idx},
       {"cifar", "CIFAR-10 binary batches", cifar},
       {"collectives", "--bench=collectives reports (link models)", collectives},
+      {"nccl_tests", "nccl-tests' -J output (--simulate --link)", nccl_tests},
+      {"preset", "hardware preset files (--hardware=PATH)", preset},
       {"store_wire", "the TCP store's wire messages", store_wire},
       {"dpbench_flags", "dpbench's command-line flags", dpbench_flags},
   };
