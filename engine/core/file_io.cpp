@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -37,33 +38,58 @@ void check_writable(const std::string& path) {
 
 void write_file_atomic(const std::string& path, std::string_view contents) {
   check_writable(path);
-  std::string tmp = path + ".tmp.XXXXXX";
-  const int fd = ::mkstemp(tmp.data());
+  // The new contents go to a file without a name (O_TMPFILE) in the target's directory,
+  // named only once complete and flushed, then renamed over the target: a process killed
+  // while writing (a rank stopped by its launcher, or SIGKILL) leaves nothing behind.
+  // Where the file system has no unnamed files, a named temporary file (mkstemp) does,
+  // removed on every error.
+  const std::string dir = parent_dir(path);
+  std::string tmp;
+  int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  const bool unnamed = fd >= 0;
+  if (!unnamed) {
+    tmp = path + ".tmp.XXXXXX";
+    fd = ::mkstemp(tmp.data());
+  }
   DPB_CHECK(fd >= 0) << "cannot create a temporary file next to '" << path << "': " << std::strerror(errno);
+  auto fail = [&](const std::string& what, int err) {
+    ::close(fd);
+    if (!tmp.empty()) ::unlink(tmp.c_str());
+    DPB_FAIL() << what << " '" << path << "' failed: " << std::strerror(err) << " (the previous file is intact)";
+  };
   size_t done = 0;
   while (done < contents.size()) {
     const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      DPB_FAIL() << "writing '" << path << "' failed: " << std::strerror(err) << " (the previous file is intact)";
-    }
+    if (n <= 0) fail("writing", n < 0 ? errno : ENOSPC);
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+  ::fchmod(fd, 0644);
+  if (::fsync(fd) != 0) fail("flushing", errno);
+  if (unnamed) {
+    // A name for the finished file, for the rename (which needs one): through /proc
+    // (no privilege needed), else by the descriptor itself.
+    static std::atomic<uint64_t> counter{0};
+    tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    const std::string self = "/proc/self/fd/" + std::to_string(fd);
+    if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) != 0 &&
+        ::linkat(fd, "", AT_FDCWD, tmp.c_str(), AT_EMPTY_PATH) != 0) {
+      const int err = errno;
+      tmp.clear();
+      fail("naming the new", err);
+    }
+  }
+  if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
     DPB_FAIL() << "flushing '" << path << "' failed: " << std::strerror(err) << " (the previous file is intact)";
   }
-  ::chmod(tmp.c_str(), 0644);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
     DPB_FAIL() << "renaming the new '" << path << "' into place failed: " << std::strerror(err);
   }
-  const int dfd = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);

@@ -1,7 +1,9 @@
 #pragma once
-// Atomic file writes: write a temp file in the same directory, fsync it, rename it
-// over the target, fsync the directory. Readers see the old file or the new one,
-// never a half-written one; a failure leaves the previous file intact.
+// Atomic file writes: write an unnamed temporary file in the same directory (O_TMPFILE,
+// else a named one), fsync it, name it and rename it over the target, fsync the
+// directory. Readers see the old file or the new one, never a half-written one; a
+// failure leaves the previous file intact, and a process killed while writing leaves no
+// temporary file.
 #include <string>
 #include <string_view>
 #include <vector>

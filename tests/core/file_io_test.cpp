@@ -5,7 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/wait.h>
+
+#include <chrono>
 #include <csignal>
+#include <thread>
+#include <vector>
 
 #include <filesystem>
 
@@ -71,6 +76,35 @@ TEST(FileIo, FailedWriteKeepsPreviousFileAndNoTemp) {
   int files = 0;
   for (auto& e : fs::directory_iterator(d)) files += e.is_regular_file() ? 1 : 0;
   EXPECT_EQ(files, 1) << "the temporary file must be removed";
+  fs::remove_all(d);
+}
+
+TEST(FileIo, AWriterKilledWhileWritingLeavesThePreviousFileAndNothingElse) {
+  // A rank killed (SIGKILL) in the middle of writing a large checkpoint: no temporary
+  // file may stay behind, and the previous version is still there.
+  auto d = temp_dir("killed");
+  const std::string p = (d / "model.safetensors").string();
+  write_file_atomic(p, "previous");
+  const std::string big(size_t{512} << 20, 'x');  // long enough to be caught writing
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      write_file_atomic(p, big);
+      ::_exit(0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 + 30 * attempt));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    std::vector<std::string> names;
+    for (auto& e : fs::directory_iterator(d)) names.push_back(e.path().filename().string());
+    ASSERT_EQ(names.size(), 1u) << "left behind: " << ::testing::PrintToString(names);
+    EXPECT_EQ(names[0], "model.safetensors");
+    const auto size = fs::file_size(p);
+    EXPECT_TRUE(size == 8 || size == (size_t{512} << 20)) << size;  // the previous version or the whole new one
+    if (size != 8) write_file_atomic(p, "previous");
+  }
   fs::remove_all(d);
 }
 
