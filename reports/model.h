@@ -193,7 +193,7 @@ struct TimelineInterval {
 };
 
 // The last measured step on the timeline, from its wait for data to its end, and where
-// the timeline's device times come from (DESIGN §4a).
+// the timeline's device times come from (docs/ARCHITECTURE.md §4a).
 struct TimelineExcerpt {
   trace::TimelineSource source = trace::TimelineSource::host;
   Num span_s;

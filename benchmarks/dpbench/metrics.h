@@ -1,5 +1,5 @@
 #pragma once
-// The measurements of DESIGN §4, from what a run recorded (the step records and the
+// The measurements of docs/ARCHITECTURE.md §4, from what a run recorded (the step records and the
 // timeline), into the report model's pieces: the measured window, busy fractions, a DDP
 // rank's step, compute, communication and overlap, DataParallel's primary work, the
 // pipeline's stages and bubble, the gradient buckets, and whether ranks read the same

@@ -21,7 +21,7 @@ enum class BenchKind { train, collectives, simulate };
 enum class EvalMode { automatic, on, off };
 enum class DeviceMap { spread, same };  // ddp: rank r on device r, or every rank on device 0
 enum class Backend { automatic, gloo, nccl };
-// Where device times come from (DESIGN §4a): auto picks the best the device allows.
+// Where device times come from (docs/ARCHITECTURE.md §4a): auto picks the best the device allows.
 enum class DeviceTiming { automatic, cupti, events, off };
 
 // Devices: which kind, how many, how they are shared out, and the math they run.

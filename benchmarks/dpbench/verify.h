@@ -1,6 +1,6 @@
 #pragma once
 // --verify: trains --verify-steps in --mode and in single mode from the same initial
-// weights on the same batches and compares the parameters (DESIGN §3's equivalence).
+// weights on the same batches and compares the parameters (docs/ARCHITECTURE.md §3's equivalence).
 #include <iosfwd>
 #include <string>
 

@@ -1,6 +1,6 @@
 #pragma once
 // `dpbench --simulate`: one training step at N ranks, replayed from a one-device profile
-// and a link model (DESIGN §8).
+// and a link model (docs/ARCHITECTURE.md §8).
 //
 // ddp: forward; backward layer by layer in reverse; gradients go into buckets exactly as
 //   the Reducer forms them (parameters in reverse registration order, the first bucket

@@ -2,7 +2,7 @@
 // Device activity records, as the CUPTI Activity API delivers them, in a plain form (no
 // CUDA headers: the CUDA backend's collector decodes CUPTI's records into these), and
 // what turns them into a RankTimeline (device_timeline.h) on the host's clock, so that
-// one analysis (analysis.h) gives every device figure (DESIGN §4a).
+// one analysis (analysis.h) gives every device figure (docs/ARCHITECTURE.md §4a).
 //
 //   ClockConversion  GPU timestamps -> host steady-clock nanoseconds. The collector reads
 //                    the GPU clock (cuptiGetTimestamp) between two host clock reads, at

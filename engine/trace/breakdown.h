@@ -21,7 +21,7 @@
 
 namespace dpb::trace {
 
-// Where a timeline's device times come from (DESIGN §4a).
+// Where a timeline's device times come from (docs/ARCHITECTURE.md §4a).
 //   host         the host's clock around the work: the device time on logical CPU
 //                devices, launch time on GPUs;
 //   cuda-events  CUDA timing events around each span on its stream;

@@ -1,6 +1,6 @@
 #pragma once
 // Why a device idled: every gap in its work within the window charged to what the
-// device waited for (DESIGN §6). A gap ends when the next work starts, and:
+// device waited for (docs/ARCHITECTURE.md §6). A gap ends when the next work starts, and:
 //   the next work was queued before the gap began (its launch call had returned): the
 //     device waited on itself, a dependency on another stream or event, or launch
 //     latency (device_wait);

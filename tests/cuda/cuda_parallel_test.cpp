@@ -1,4 +1,4 @@
-// The parallel modes on a GPU against single-device training on the CPU (DESIGN §3, §7):
+// The parallel modes on a GPU against single-device training on the CPU (docs/ARCHITECTURE.md §3, §7):
 // DataParallel and pipeline stages over logical CUDA devices placed on the GPU(s) there
 // are, each with its own streams and memory pool; DDP with ranks that share one GPU over
 // Gloo. Same seed, weights and global batch: the same parameters within fp32's

@@ -1,4 +1,4 @@
-// DataParallel against single-device training (DESIGN §3): same seed, initial weights
+// DataParallel against single-device training (docs/ARCHITECTURE.md §3): same seed, initial weights
 // and global batch give the same parameters after K steps, whatever N and B.
 #include "engine/parallel/data_parallel.h"
 

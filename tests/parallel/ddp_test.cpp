@@ -1,4 +1,4 @@
-// DistributedDataParallel against single-device training (DESIGN §3), with ranks as
+// DistributedDataParallel against single-device training (docs/ARCHITECTURE.md §3), with ranks as
 // threads of this process, each on its own logical CPU device, over Gloo: same seed,
 // same initial weights, and each step's global batch the union of the ranks' shards
 // (DistributedSampler without shuffle gives rank r the indices r, r+W, ...), so K steps

@@ -1,4 +1,4 @@
-// Model/pipeline parallelism against single-device training (DESIGN §3): the model cut
+// Model/pipeline parallelism against single-device training (docs/ARCHITECTURE.md §3): the model cut
 // into stages on logical CPU devices, each schedule (naive, gpipe, 1f1b) with its
 // micro-batches, K steps from the same weights on the same batches must give the same
 // parameters. Also: units and splits, the schedules' order and in-flight micro-batches,

@@ -1,4 +1,4 @@
-// The house reads in one direction (DESIGN §1): engine <- reports <- diagnostics <-
+// The house reads in one direction (docs/ARCHITECTURE.md §1): engine <- reports <- diagnostics <-
 // benchmarks; inside the engine a lower layer never includes a higher one; inside
 // dpbench control flows cli -> launch -> rank -> benchmark -> report; inside dpdoctor the
 // rules know the evidence, not the doctor that runs them. And no source file outside

@@ -1,5 +1,5 @@
 // The trainer's one step body over each ParallelStrategy, on logical CPU devices, against
-// single-device training (DESIGN §3): dp over 2 and 3 devices, the pipeline's schedules
+// single-device training (docs/ARCHITECTURE.md §3): dp over 2 and 3 devices, the pipeline's schedules
 // over 2 stages, and DDP with 2 ranks on the ranks' global batch give the parameters
 // one device gives. Also: the strategy is the one asked for, the harness hook runs
 // inside every batch's forward, and options that do not fit the mode are clear errors.
