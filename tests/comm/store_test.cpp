@@ -25,6 +25,21 @@ std::string temp_dir(const std::string& tag) {
   return (std::filesystem::temp_directory_path() / ("dpb_" + tag + "_" + std::to_string(::getpid()))).string();
 }
 
+// A socket listening on 127.0.0.1 at a free port (*port), standing in for a store host
+// that misbehaves; -1 on failure.
+int listen_loopback(int* port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd, 16) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    return -1;
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
 void exercise(Store& s) {
   EXPECT_FALSE(s.check("a"));
   std::thread writer([&] {
@@ -205,14 +220,9 @@ TEST(Store, TcpStoreClosesSilentConnectionsAndStillAdmitsARank) {
 TEST(Store, ATokenIsBlamedOnlyWhenTheStoreSaysItIsWrong) {
   // A server that accepts and closes without answering (full, or shutting down) is not a
   // wrong token: the rank retries until its timeout, then says what happened.
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(::listen(listener, 16), 0);
-  socklen_t len = sizeof(a);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = 0;
+  const int listener = listen_loopback(&port);
+  ASSERT_GE(listener, 0);
   std::atomic<bool> stop{false};
   std::thread closer([&] {
     while (!stop) {
@@ -222,7 +232,7 @@ TEST(Store, ATokenIsBlamedOnlyWhenTheStoreSaysItIsWrong) {
     }
   });
   try {
-    TcpStore s("127.0.0.1", ntohs(a.sin_port), false, Millis(500), "secret");
+    TcpStore s("127.0.0.1", port, false, Millis(500), "secret");
     FAIL() << "a store that never admits must fail";
   } catch (const Error& e) {
     const std::string what = e.what();
@@ -244,14 +254,9 @@ TEST(Store, AStoreThatStopsAnsweringCostsOneTimeoutNotOnePerRequest) {
   // A host cut off by a partition: it admitted the rank, then answers nothing. The first
   // request waits out the timeout; every later one fails at once with the same reason
   // (a health check reading every rank's record would otherwise wait once per key).
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(::listen(listener, 4), 0);
-  socklen_t len = sizeof(a);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = 0;
+  const int listener = listen_loopback(&port);
+  ASSERT_GE(listener, 0);
   int conn = -1;
   std::thread host([&] {
     conn = ::accept(listener, nullptr, nullptr);
@@ -261,7 +266,7 @@ TEST(Store, AStoreThatStopsAnsweringCostsOneTimeoutNotOnePerRequest) {
     const char admitted = 1;
     ASSERT_EQ(::send(conn, &admitted, 1, MSG_NOSIGNAL), 1);
   });
-  TcpStore s("127.0.0.1", ntohs(a.sin_port), false, Millis(1000), "t");
+  TcpStore s("127.0.0.1", port, false, Millis(1000), "t");
   host.join();
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
