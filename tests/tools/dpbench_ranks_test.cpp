@@ -118,6 +118,24 @@ TEST(DpbenchRanks, TwoNodesOfTwoRanksOnLoopback) {
   std::remove((base + ".1.code").c_str());
 }
 
+TEST(DpbenchRanks, ANodeWithAnotherTokenIsToldSoAndTheOtherNamesTheRankThatNeverJoined) {
+  const std::string port = std::to_string(free_port());
+  const std::string base = tmp("token");
+  std::string common = bin();
+  common += " --bench=collectives -b 8 -e 4K -f 8 -n 3 --warmup=1 --threads=1 --timeout=3 --gpus=1 --nnodes=2";
+  common += " --master-addr=127.0.0.1 --master-port=" + port;
+  std::string both = "(DPB_STORE_TOKEN=other ";
+  both += common + " --node-rank=1 > " + base + ".1 2>&1) & DPB_STORE_TOKEN=mine ";
+  both += common + " --node-rank=0; code=$?; wait; exit $code";
+  const Proc r = sh(both);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("rank(s) 1 never joined the group"), std::string::npos) << r.err;
+  const std::string node1 = slurp(base + ".1");
+  EXPECT_NE(node1.find("job token differs from rank 0's"), std::string::npos) << node1;
+  EXPECT_LT(r.seconds, 3 + 5) << "the job must end within its timeout and a few seconds";
+  std::remove((base + ".1").c_str());
+}
+
 TEST(DpbenchRanks, RanksStartedWithTorchrunVariables) {
   const std::string port = std::to_string(free_port());
   auto env = [&](int rank) {

@@ -36,15 +36,37 @@ class GlooStore : public gloo::rendezvous::Store {
     s_->set(key, std::string(data.begin(), data.end()));
   }
   std::vector<char> get(const std::string& key) override {
-    const std::string v = s_->get(key, timeout_);
-    return {v.begin(), v.end()};
+    try {
+      const std::string v = s_->get(key, timeout_);
+      return {v.begin(), v.end()};
+    } catch (const Error& e) {
+      name_missing({key}, e);
+    }
   }
-  void wait(const std::vector<std::string>& keys) override { s_->wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
-    s_->wait(keys, timeout);
+    try {
+      s_->wait(keys, timeout);
+    } catch (const Error& e) {
+      name_missing(keys, e);
+    }
   }
 
  private:
+  // Gloo's full mesh keys each rank's address by its number: a wait that timed out says
+  // which ranks never joined, where the store can still tell.
+  [[noreturn]] void name_missing(const std::vector<std::string>& keys, const Error& e) {
+    std::string missing;
+    try {
+      for (const auto& k : keys)
+        if (!k.empty() && k.find_first_not_of("0123456789") == std::string::npos && !s_->check(k))
+          missing += (missing.empty() ? "" : ", ") + k;
+    } catch (const Error&) {
+    }
+    if (missing.empty()) throw e;
+    DPB_FAIL() << "rank(s) " << missing << " never joined the group (not started, dead, or turned away by the "
+               << "store): " << e.what();
+  }
   std::shared_ptr<comm::Store> s_;
   Millis timeout_;
 };
