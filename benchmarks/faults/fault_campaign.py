@@ -56,6 +56,7 @@ KINDS = ["sigkill", "sigterm", "sigstop", "hang", "store", "disk-full", "trace-u
 # Faults of a job of two nodes (two launchers) around the TCP store.
 TWO_NODES = {"store-host-killed", "store-refused", "store-wrong-token", "connection-dropped", "partition"}
 NEED_IPTABLES = {"connection-dropped", "partition"}
+HEARTBEAT_S = 0.2  # how often a rank publishes its progress to the store (comm/health.h)
 # Faults whose effect shows only when the run writes its outputs at the end.
 AT_WRITE = {"disk-full", "trace-unwritable"}
 
@@ -122,6 +123,15 @@ def rank_pids(launcher_pid):
         except (OSError, ValueError, KeyError):
             pass
     return out
+
+
+def stamp(path):
+    """What tells a rewritten file from the one that was there: inode, size, mtime."""
+    try:
+        st = os.stat(path)
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        return None
 
 
 def cpu_ticks(pid):
@@ -321,10 +331,13 @@ class Campaign:
         t0 = time.monotonic()
         p, out, err = self.start(self.command(kind, paths, extra), marker, fsize)
         fault_at = None
+        written = {k: stamp(v) for k, v in paths.items()}  # the previous versions, as restored
         if kind in ("sigkill", "sigterm", "sigstop", "store", "disk-full", "trace-unwritable"):
             while time.monotonic() - t0 < fault_in and p.poll() is None:
                 time.sleep(0.005)
-            if p.poll() is None:
+            # A fault at the write lands only before the run has written its outputs.
+            already = kind in AT_WRITE and any(stamp(v) != written[k] for k, v in paths.items())
+            if p.poll() is None and not already:
                 fault_at = time.monotonic()
                 if kind in ("sigkill", "sigterm", "sigstop"):
                     pids = rank_pids(p.pid)
@@ -335,10 +348,10 @@ class Campaign:
                                                "sigstop": signal.SIGSTOP}[kind])
                 elif kind == "store":
                     run_dir = f"/tmp/dpbench-run-{p.pid}"
-                    if os.path.isdir(run_dir):
+                    if os.path.isdir(run_dir) and os.listdir(run_dir):
                         shutil.rmtree(run_dir, ignore_errors=True)
                     else:
-                        fault_at = None  # no store yet (or already gone): nothing to take away
+                        fault_at = None  # no store in use yet (or gone): nothing to take away
                 elif kind == "disk-full":
                     if self.tmpfs and not fill(self.disk):
                         fault_at = None
@@ -400,14 +413,33 @@ class Campaign:
             "trace-unwritable": r"tracedir",
         }[kind]
         survived = p.returncode == 0
+        named = re.search(culprit, text)
+        if kind == "store" and survived and not named and end - since < 2 * HEARTBEAT_S:
+            # Gone at the very end: the run asked nothing more of its store (the ranks'
+            # heartbeats would have found it missing within an interval).
+            result["outcome"] = "ended before the fault bit"
+            del result["after_fault_s"]
+            return result, []
         if kind == "store" and survived:
-            result["outcome"] = "completed, store loss reported" if re.search(culprit, text) else "completed"
+            result["outcome"] = "completed, store loss reported" if named else "completed"
         else:
-            result["outcome"] = "failed, culprit named" if re.search(culprit, text) else "failed"
-        if not re.search(culprit, text):
+            result["outcome"] = "failed, culprit named" if named else "failed"
+        if not named:
             problems.append(f"culprit not named (looked for /{culprit}/)")
         if kind != "store" and survived:
             problems.append("exited 0 despite the fault")
+        if os.path.exists(f"/tmp/dpbench-run-{p.pid}"):
+            problems.append(f"left /tmp/dpbench-run-{p.pid}")
+            shutil.rmtree(f"/tmp/dpbench-run-{p.pid}", ignore_errors=True)
+        problems += self.leftovers(marker, paths)
+        result["problems"] = problems
+        return result, problems
+
+    def leftovers(self, marker, paths):
+        """What a run left that it should not have: processes of the job, outputs neither
+        the previous version nor complete, stray files (removed, so the next run starts
+        clean)."""
+        problems = []
         time.sleep(0.2)
         left = processes_with(marker)
         if left:
@@ -417,23 +449,22 @@ class Campaign:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
-        if os.path.exists(f"/tmp/dpbench-run-{p.pid}"):
-            problems.append(f"left /tmp/dpbench-run-{p.pid}")
-            shutil.rmtree(f"/tmp/dpbench-run-{p.pid}", ignore_errors=True)
         for k, path in paths.items():
             if k == "trace" and not os.path.isdir(os.path.dirname(path)):
                 continue  # the fault took its directory away
             state = file_state(path, "json" if k != "checkpoint" else "safetensors")
             if state == "missing" or state.startswith("corrupt"):
                 problems.append(f"{k} {state}")
-        strays = [f for d in (self.out, self.disk, os.path.dirname(paths["trace"]))
-                  if os.path.isdir(d) for f in os.listdir(d)
+        dirs = [d for d in (self.out, self.disk, os.path.dirname(paths["trace"])) if os.path.isdir(d)]
+        strays = [os.path.join(d, f) for d in dirs for f in os.listdir(d)
                   if f not in ("report.json", "report.previous.json", "trace.json", "model.safetensors",
-                               "tracedir", "filler")]
+                               "tracedir", "disk", "out", "filler")]
         if strays:
-            problems.append(f"stray files {strays}")
-        result["problems"] = problems
-        return result, problems
+            problems.append(f"stray files {[os.path.basename(f) for f in strays]}")
+            for f in strays:
+                if os.path.isfile(f):
+                    os.remove(f)
+        return problems
 
     def node_command(self, node, port, paths):
         a = self.a
@@ -500,6 +531,13 @@ class Campaign:
             result["outcome"] = "ended before the fault"
             return result, []
         result["after_fault_s"] = end - fault_at
+        survivors = [n for n in nodes if not (kind == "store-host-killed" and n == victim)]
+        if kind in NEED_IPTABLES | {"store-host-killed"} and all(nodes[n][0].returncode == 0 for n in survivors) and all(
+                file_state(v, "json" if k != "checkpoint" else "safetensors") == "complete" for k, v in paths.items()):
+            # After the job's last message (every collective had completed): nothing to bite.
+            result["outcome"] = "ended before the fault bit"
+            del result["after_fault_s"]
+            return result, []
         problems = []
         if hung:
             problems.append(f"hung: node(s) {hung} killed by the campaign")
@@ -513,10 +551,13 @@ class Campaign:
                                   1: r"store's host \(rank 0\) is gone|" + lost_peer.format(r=0)},
             "store-refused": {1: r"could not connect to 127\.0\.0\.1:%d .*Connection refused" % port},
             "store-wrong-token": {1: r"job token differs from rank 0's",
-                                  0: r"rank\(s\) 1 did not|rank 1|key '[^']*' was not set within"},
+                                  0: r"rank\(s\) 1 (did not arrive|never joined)"},
             "connection-dropped": {victim: lost_peer.format(r=peer) + "|" + lost_peer.format(r=victim),
                                    peer: lost_peer.format(r=victim)},
-            "partition": {victim: lost_peer.format(r=peer), peer: lost_peer.format(r=victim)},
+            # Cut off, the victim cannot tell its link from its peer's: it names the peer,
+            # or the store it can no longer reach.
+            "partition": {victim: lost_peer.format(r=peer) + r"|store \(tcp store [^)]*\) does not answer",
+                          peer: lost_peer.format(r=victim)},
         }[kind]
         named = all(re.search(rx, texts.get(n, "")) for n, rx in culprits.items())
         survived = [n for n, (p, _, _) in nodes.items() if p.returncode == 0]
@@ -526,23 +567,7 @@ class Campaign:
                 problems.append(f"node {n}: culprit not named (looked for /{rx}/)")
         if survived:
             problems.append(f"node(s) {survived} exited 0 despite the fault")
-        time.sleep(0.2)
-        left = processes_with(marker)
-        if left:
-            problems.append(f"left processes {left}")
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-        for k, path in paths.items():
-            state = file_state(path, "json" if k != "checkpoint" else "safetensors")
-            if state == "missing" or state.startswith("corrupt"):
-                problems.append(f"{k} {state}")
-        strays = [f for d in (self.out, os.path.dirname(paths["trace"])) if os.path.isdir(d) for f in os.listdir(d)
-                  if f not in ("report.json", "report.previous.json", "trace.json", "model.safetensors", "tracedir")]
-        if strays:
-            problems.append(f"stray files {strays}")
+        problems += self.leftovers(marker, paths)
         result["problems"] = problems
         result["said"] = {n: t[-600:] for n, t in texts.items()} if problems else None
         return result, problems
@@ -620,7 +645,7 @@ def main():
     print(f"\n{'fault':18s} {'landed':>6} {'ok':>4} {'not landed':>10} {'worst s after fault':>20}  outcomes")
     for k in kinds:
         rs = [r for r in results if r["fault"] == k and "after_fault_s" in r]
-        missed = sum(1 for r in results if r["fault"] == k and r["outcome"] == "ended before the fault")
+        missed = sum(1 for r in results if r["fault"] == k and r["outcome"].startswith("ended before the fault"))
         times = [r["after_fault_s"] for r in rs]
         outcomes = {}
         for r in rs:
