@@ -165,7 +165,10 @@ TEST_P(DoctorScenario, GetsItsRuleAndNoFalseAlarms) {
       ASSERT_TRUE(kTiming.count(id)) << "unexpected " << id << ": " << v.doc.dump(2);
       disturbed = true;
     }
-    if (!s.rule.empty() && !all.count(s.rule)) {
+    // A timing rule counts where it fires as a warning: said only as advice (its share of
+    // the step fell below the warning's threshold on a busy machine), the run is disturbed.
+    const bool fired = kTiming.count(s.rule) ? bad.count(s.rule) > 0 : all.count(s.rule) > 0;
+    if (!s.rule.empty() && !fired) {
       ASSERT_TRUE(kTiming.count(s.rule)) << s.rule << " did not fire: " << v.doc.dump(2);
       disturbed = true;  // a timing rule may miss in a disturbed run too
     }
