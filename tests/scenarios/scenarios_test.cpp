@@ -177,7 +177,12 @@ TEST_P(DoctorScenario, GetsItsRuleAndNoFalseAlarms) {
       continue;
     }
     if (s.rule.empty()) EXPECT_EQ(v.doc["verdict"], "healthy") << v.doc.dump(2);
-    clean.push_back(bad);
+    // A companion that rests on timing (exposed communication beside a tiny batch) may come
+    // and go between runs; the rest must be the same.
+    auto compared = bad;
+    for (const auto& id : s.company)
+      if (kTiming.count(id)) compared.erase(id);
+    clean.push_back(compared);
   }
   ASSERT_EQ(clean.size(), 2u) << "fewer than two undisturbed runs in five";
   EXPECT_EQ(clean[0], clean[1]) << "findings changed between two runs of the same scenario";
