@@ -27,13 +27,10 @@ comm::Millis timeout_of(const BenchOptions& o) {
   return comm::Millis(static_cast<int64_t>(o.ranks.timeout_s * 1000.0));
 }
 
-bool is_loopback(const std::string& addr) {
-  return addr.empty() || addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
-}
-
 // The address other ranks reach this one at: loopback when every rank is on this node.
 std::string gloo_host(const RankEnv& env) {
-  if (env.world_size == env.local_world_size && is_loopback(env.master_addr)) return "127.0.0.1";
+  const bool loopback = env.master_addr.empty() || comm::is_loopback_address(env.master_addr);
+  if (env.world_size == env.local_world_size && loopback) return "127.0.0.1";
   char name[256] = {0};
   ::gethostname(name, sizeof(name) - 1);
   return name;

@@ -15,10 +15,6 @@ namespace dpb::comm {
 
 namespace {
 
-bool loopback_name(const std::string& a) {
-  return a == "localhost" || a.rfind("127.", 0) == 0 || a == "::1";
-}
-
 // The wildcard of MASTER_ADDR's family ("::" serves IPv4 too).
 std::string wildcard_for(const std::string& master_addr) {
   addrinfo hints{}, *res = nullptr;
@@ -33,9 +29,11 @@ std::string wildcard_for(const std::string& master_addr) {
 
 }  // namespace
 
+bool is_loopback_address(const std::string& a) { return a == "localhost" || a.rfind("127.", 0) == 0 || a == "::1"; }
+
 StoreBind store_bind_address(const RankEnv& env) {
   if (!env.store_bind.empty()) return {env.store_bind, "--store-bind/DPB_STORE_BIND"};
-  if (loopback_name(env.master_addr)) return {env.master_addr, "MASTER_ADDR is a loopback address"};
+  if (is_loopback_address(env.master_addr)) return {env.master_addr, "MASTER_ADDR is a loopback address"};
   if (env.world_size > env.local_world_size)
     return {wildcard_for(env.master_addr),
             "the job spans nodes (" + std::to_string(env.world_size) + " ranks, " +
@@ -61,14 +59,14 @@ std::shared_ptr<Store> rendezvous_store(const RankEnv& env, Millis timeout) {
     const StoreBind bind = store_bind_address(env);
     o.bind = bind.address;
     log::info("tcp store: binding {} ({})", bind.address, bind.why);
-    if (loopback_name(env.master_addr) && env.world_size > env.local_world_size)
+    if (is_loopback_address(env.master_addr) && env.world_size > env.local_world_size)
       log::warn("MASTER_ADDR {} is a loopback address but the job spans nodes: the other nodes will look for the "
                 "store on themselves; set MASTER_ADDR to this node's name or address", env.master_addr);
     if (o.token.empty())
       log::warn("DPB_STORE_TOKEN is not set, so the store at {}:{} admits any client that reaches it ({}); export "
                 "the same secret on every rank's environment",
                 env.master_addr, port,
-                loopback_name(bind.address) ? "on loopback: any user of this machine" : "any host on the network");
+                is_loopback_address(bind.address) ? "on loopback: any user of this machine" : "any host on the network");
   }
   return std::make_shared<TcpStore>(env.master_addr, port, o);
 }

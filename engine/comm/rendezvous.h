@@ -20,6 +20,9 @@ namespace dpb::comm {
 
 std::shared_ptr<Store> rendezvous_store(const RankEnv& env, Millis timeout);
 
+// "localhost", 127.x.y.z or ::1.
+bool is_loopback_address(const std::string& addr);
+
 // Where rank 0's store listens, and why (for the log).
 struct StoreBind {
   std::string address;  // a name, an address, "0.0.0.0" or "::"
