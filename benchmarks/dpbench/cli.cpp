@@ -141,6 +141,28 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
   app.add_option("--model", o.data.model, "Model: " + join(model_names()))->check(CLI::IsMember(model_names()));
   app.add_option("--dataset", o.data.dataset, "Dataset (synthetic: generated, learnable, no I/O)")
       ->check(CLI::IsMember(dataset_names()));
+  app.add_option_function<std::string>(
+         "--data",
+         [&o](const std::string& v) {
+           // text:PATH (byte-level tokens of a file), or any dataset name
+           if (v.rfind("text:", 0) == 0) {
+             if (v.size() == 5) throw CLI::ValidationError("--data", "text:PATH needs a file after 'text:'");
+             o.data.dataset = "text";
+             o.data.dir = v.substr(5);
+             return;
+           }
+           std::vector<std::string> names;
+           for (const auto& n : dataset_names())
+             if (n != "text") names.push_back(n);
+           if (std::find(names.begin(), names.end(), v) == names.end())
+             throw CLI::ValidationError("--data", "'" + v + "' is not one of: text:PATH, " + join(names));
+           o.data.dataset = v;
+         },
+         "Training data: text:PATH (byte-level tokens of a text file, 90/10 train/validation split, for the "
+         "gpt2 models) or a --dataset name")
+      ->excludes("--dataset");
+  app.add_option("--seq", o.data.seq, "Tokens per sequence for the gpt2 models (default: the model's context)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--data-dir", o.data.dir,
                  "Dataset folder (default: fashion-mnist " + default_data_dir("fashion-mnist") + ", mnist " +
                      default_data_dir("mnist") + ", cifar10 " + default_data_dir("cifar10") + ")");

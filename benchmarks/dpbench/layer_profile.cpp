@@ -16,12 +16,8 @@ reports::LayerProfile measure_layer_profile(Model& model, int64_t batch, Device 
                                             uint64_t seed) {
   reports::LayerProfile p = sim::layer_skeleton(model, batch);
   p.source = "measured";
-  std::vector<int64_t> dims{batch};
-  for (auto d : model.spec().input.dims()) dims.push_back(d);
   Generator g(seed);
-  std::vector<float> v(static_cast<size_t>(Shape(dims).numel()));
-  for (auto& e : v) e = static_cast<float>(g.normal());
-  const UnitTimes t = measure_unit_times(model, Tensor::from_vector(Shape(dims), v, device), 5);
+  const UnitTimes t = measure_unit_times(model, model.random_batch(batch, device, g), 5);
   for (size_t i = 0; i < p.layers.size(); ++i) {
     p.layers[i].forward_s = t.forward_s[i];
     p.layers[i].backward_s = t.backward_s[i];

@@ -43,7 +43,8 @@ struct DeviceOptions {
 struct DataOptions {
   std::string model = "lenet";
   std::string dataset = "synthetic";
-  std::string dir;  // empty: the dataset's default location
+  std::string dir;  // empty: the dataset's default location; the file for "text"
+  int64_t seq = 0;  // tokens per sequence for the language models (0: the model's context)
   bool augment = true;
   int workers = -1;  // -1: 0 on the CPU, up to 8 loader threads for GPUs
   int prefetch = 2;

@@ -68,6 +68,7 @@ RunSetup prepare_run(const BenchOptions& o, bool parallel, const RankContext* ra
   ModelOptions mo;
   const Shape data_shape = dataset_sample_shape(o.data.dataset);
   if (data_shape.ndim() == 3 && o.data.model != "simple" && o.data.model != "widemlp") mo.image = data_shape;
+  mo.seq = o.data.seq;
   r.model = build_model(o.data.model, init_gen, mo);
   const ModelSpec& spec = r.model->spec();
   DatasetRequest dr;
@@ -76,6 +77,7 @@ RunSetup prepare_run(const BenchOptions& o, bool parallel, const RankContext* ra
   dr.augment = o.data.augment;
   dr.sample_shape = spec.input;
   dr.loss = spec.loss;
+  dr.input_dtype = spec.input_dtype;
   dr.width = spec.outputs;
   dr.seed = o.train.seed;
   r.data = load_dataset(dr);

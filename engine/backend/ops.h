@@ -112,6 +112,34 @@ void axpy(float alpha, const Tensor& x, Tensor& acc);
 // x *= alpha
 void scale(Tensor& x, float alpha);
 
+// --- transformer ---------------------------------------------------------------------
+// Token tensors are i32; activations (N, T, C) f32, plain.
+// y (N, T, C) = table (V, C) rows at tokens (N, T); a token outside [0, V) is an error.
+void embedding_forward(const Tensor& tokens, const Tensor& table, Tensor& y);
+// dtable (V, C) (+)= the rows of dy (N, T, C) added at their tokens.
+void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtable, bool accumulate);
+// y (N, T, C) = x + table (P, C) rows 0..T-1 (learned position embedding; P >= T).
+void position_embedding_forward(const Tensor& x, const Tensor& table, Tensor& y);
+// dtable rows 0..T-1 (+)= sum over N of dy; rows T..P-1 get zero (or keep theirs).
+void position_embedding_backward(const Tensor& dy, Tensor& dtable, bool accumulate);
+// Layer norm over the last dimension C of x (..., C): y = (x - mean) * rstd * gamma + beta,
+// saving mean and rstd (one per row, M = numel / C).
+void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
+                       Tensor& rstd, float eps);
+// dx (undefined: not computed); dgamma/dbeta (+)= as in linear_backward_weights.
+void layernorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate);
+// GELU, tanh approximation (GPT-2's): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+void gelu_forward(const Tensor& x, Tensor& y);
+void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
+// Causal multi-head scaled dot-product attention on the fused projection qkv (N, T, 3C)
+// (q, k, v side by side, each C = heads x D wide, head h in columns h*D..h*D+D-1):
+// y (N, T, C) = softmax(q k^T / sqrt(D), masked to keys <= query) v per head; saves the
+// probabilities in probs (N, heads, T, T).
+void attention_forward(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& probs);
+// dqkv (N, T, 3C) from dy (N, T, C) and the forward's qkv and probs (overwritten).
+void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy, int64_t heads, Tensor& dqkv);
+
 // --- losses ----------------------------------------------------------------------
 // Mean softmax cross-entropy of logits (N, C) against labels (N) i32; writes
 // dlogits = (softmax - onehot) / N when dlogits is defined. Returns the loss, and the

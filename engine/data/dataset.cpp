@@ -2,24 +2,43 @@
 
 namespace dpb {
 
-Batch make_batch(const Dataset& ds, const std::vector<int64_t>& indices) {
-  const auto n = static_cast<int64_t>(indices.size());
+void Dataset::get_tokens(int64_t, int32_t*, int32_t*) const {
+  DPB_FAIL() << "dataset '" << name() << "' holds " << dtype_name(input_dtype()) << " samples, not token sequences";
+}
+
+Batch allocate_batch(const Dataset& ds, int64_t n, bool pinned) {
   const Shape sample = ds.sample_shape();
   std::vector<int64_t> dims{n};
   for (auto d : sample.dims()) dims.push_back(d);
-  Batch b;
-  b.indices = indices;
-  b.x = Tensor::empty(Shape(dims));
-  const int64_t per = sample.numel();
+  const bool tokens = ds.input_dtype() == DType::i32;
   const bool classify = ds.target_kind() == LossKind::cross_entropy;
-  b.target = classify ? Tensor::empty({n}, Device::cpu(), DType::i32) : Tensor::empty({n, ds.target_width()});
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t idx = indices[static_cast<size_t>(i)];
-    DPB_CHECK(idx >= 0 && idx < ds.size()) << "sample index " << idx << " outside dataset '" << ds.name()
-                                           << "' of size " << ds.size();
-    ds.get(idx, b.x.data() + i * per, classify ? b.target.data_i32() + i : nullptr,
-           classify ? nullptr : b.target.data() + i * ds.target_width());
+  const Shape tshape = tokens ? Shape(dims) : classify ? Shape{n} : Shape{n, ds.target_width()};
+  const DType xdtype = tokens ? DType::i32 : DType::f32;
+  const DType tdtype = classify ? DType::i32 : DType::f32;
+  Batch b;
+  b.x = pinned ? Tensor::empty_pinned(Shape(dims), xdtype) : Tensor::empty(Shape(dims), Device::cpu(), xdtype);
+  b.target = pinned ? Tensor::empty_pinned(tshape, tdtype) : Tensor::empty(tshape, Device::cpu(), tdtype);
+  return b;
+}
+
+void fill_batch_row(const Dataset& ds, int64_t idx, Batch& b, int64_t i) {
+  DPB_CHECK(idx >= 0 && idx < ds.size()) << "sample index " << idx << " outside dataset '" << ds.name()
+                                         << "' of size " << ds.size();
+  const int64_t per = ds.sample_shape().numel();
+  if (ds.input_dtype() == DType::i32) {
+    ds.get_tokens(idx, b.x.data_i32() + i * per, b.target.data_i32() + i * per);
+    return;
   }
+  const bool classify = ds.target_kind() == LossKind::cross_entropy;
+  ds.get(idx, b.x.data() + i * per, classify ? b.target.data_i32() + i : nullptr,
+         classify ? nullptr : b.target.data() + i * ds.target_width());
+}
+
+Batch make_batch(const Dataset& ds, const std::vector<int64_t>& indices) {
+  const auto n = static_cast<int64_t>(indices.size());
+  Batch b = allocate_batch(ds, n, false);
+  b.indices = indices;
+  for (int64_t i = 0; i < n; ++i) fill_batch_row(ds, indices[static_cast<size_t>(i)], b, i);
   return b;
 }
 

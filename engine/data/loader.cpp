@@ -36,25 +36,16 @@ Batch DataLoader::assemble(int64_t batch_index, int64_t epoch, const std::vector
   const int64_t end = std::min<int64_t>(begin + o_.batch, static_cast<int64_t>(order.size()));
   const int64_t n = end - begin;
   const Shape sample = ds_.sample_shape();
-  std::vector<int64_t> dims{n};
-  for (auto d : sample.dims()) dims.push_back(d);
-  const bool to_gpu = o_.device.is_cuda();
-  const bool classify = ds_.target_kind() == LossKind::cross_entropy;
-  const Shape tshape = classify ? Shape{n} : Shape{n, ds_.target_width()};
-  const DType tdtype = classify ? DType::i32 : DType::f32;
-  Batch b;
+  Batch b = allocate_batch(ds_, n, o_.device.is_cuda());
   b.indices.assign(order.begin() + begin, order.begin() + end);
-  b.x = to_gpu ? Tensor::empty_pinned(Shape(dims)) : Tensor::empty(Shape(dims));
-  b.target = to_gpu ? Tensor::empty_pinned(tshape, tdtype) : Tensor::empty(tshape, Device::cpu(), tdtype);
   const int64_t per = sample.numel();
+  DPB_CHECK(!transform_ || ds_.input_dtype() == DType::f32) << "augmentation of token sequences";
   for (int64_t i = 0; i < n; ++i) {
     const int64_t idx = order[static_cast<size_t>(begin + i)];
-    float* x = b.x.data() + i * per;
-    ds_.get(idx, x, classify ? b.target.data_i32() + i : nullptr,
-            classify ? nullptr : b.target.data() + i * ds_.target_width());
+    fill_batch_row(ds_, idx, b, i);
     if (transform_) {
       Generator g = sample_generator(o_.seed, epoch, idx);
-      transform_->apply(x, sample, g);
+      transform_->apply(b.x.data() + i * per, sample, g);
     }
   }
   if (o_.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o_.delay_ms));

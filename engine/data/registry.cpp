@@ -3,6 +3,7 @@
 #include "engine/data/cifar10.h"
 #include "engine/data/idx.h"
 #include "engine/data/synthetic.h"
+#include "engine/data/tokens.h"
 
 namespace dpb {
 
@@ -11,7 +12,7 @@ constexpr int64_t kSyntheticTrain = 60000, kSyntheticTest = 10000;
 }
 
 const std::vector<std::string>& dataset_names() {
-  static const std::vector<std::string> names{"synthetic", "fashion-mnist", "mnist", "cifar10"};
+  static const std::vector<std::string> names{"synthetic", "fashion-mnist", "mnist", "cifar10", "text"};
   return names;
 }
 
@@ -30,6 +31,21 @@ Shape dataset_sample_shape(const std::string& name) {
 
 DatasetSplits load_dataset(const DatasetRequest& r) {
   DatasetSplits s;
+  if (r.name == "synthetic" && r.input_dtype == DType::i32) {
+    DPB_CHECK(r.sample_shape.ndim() == 1) << "synthetic tokens: a sequence length, got " << r.sample_shape;
+    s.train = std::make_unique<SyntheticTokens>(r.sample_shape[0], r.width, kSyntheticTrain, r.seed);
+    s.test = std::make_unique<SyntheticTokens>(r.sample_shape[0], r.width, kSyntheticTest, r.seed, kSyntheticTrain);
+    return s;
+  }
+  if (r.name == "text") {
+    DPB_CHECK(!r.dir.empty()) << "the text dataset reads one file: --data=text:PATH";
+    DPB_CHECK(r.input_dtype == DType::i32 && r.sample_shape.ndim() == 1)
+        << "the text dataset is token sequences, for the language models (gpt2, gpt2-medium, gpt2-tiny)";
+    s.dir = r.dir;
+    s.train = std::make_unique<TextTokens>(r.dir, true, r.sample_shape[0], r.width);
+    s.test = std::make_unique<TextTokens>(r.dir, false, r.sample_shape[0], r.width);
+    return s;
+  }
   if (r.name == "synthetic") {
     s.train = std::make_unique<SyntheticDataset>(r.sample_shape, r.loss, r.width, kSyntheticTrain, r.seed);
     s.test = std::make_unique<SyntheticDataset>(r.sample_shape, r.loss, r.width, kSyntheticTest, r.seed, 1.0f,

@@ -19,10 +19,12 @@ struct DatasetSplits {
 
 struct DatasetRequest {
   std::string name = "synthetic";
-  std::string dir;  // empty: the dataset's default location
+  std::string dir;  // empty: the dataset's default location; for "text" the file
   bool augment = true;
-  // For synthetic data: the task of the model that will train on it.
+  // For synthetic data: the task of the model that will train on it (i32 input: token
+  // sequences of sample_shape[0] tokens over a vocabulary of `width`).
   Shape sample_shape{1, 28, 28};
+  DType input_dtype = DType::f32;
   LossKind loss = LossKind::cross_entropy;
   int64_t width = 10;
   uint64_t seed = 0;

@@ -14,10 +14,16 @@ namespace dpb {
 
 struct ModelSpec {
   std::string name;
-  Shape input;          // per sample: (C, H, W) or (features)
-  int64_t outputs = 0;  // classes (cross-entropy) or regression width (mse)
+  Shape input;          // per sample: (C, H, W), (features) or (T) tokens
+  int64_t outputs = 0;  // classes (cross-entropy), regression width (mse) or vocabulary
   LossKind loss = LossKind::cross_entropy;
   bool has_batchnorm = false;
+  DType input_dtype = DType::f32;  // i32 for token sequences (language models)
+  // A language model predicts every position: its output is (N, T, vocabulary) and its
+  // target (N, T) next tokens, one cross-entropy row per token.
+  bool per_position = false;
+  // The parameter a TiedLinear head among the layers uses ("transformer.wte.weight").
+  std::string head_tied_to;
 };
 
 class Model : public Sequential {
@@ -30,6 +36,11 @@ class Model : public Sequential {
   std::unique_ptr<Module> clone_structure() const override;
   // Forward FLOPs for one sample (x3 for a training step).
   int64_t flops_per_sample() const;
+  // A batch of `batch` random inputs on `device` (N(0, 1) values, or tokens drawn
+  // uniformly from the vocabulary) for measuring the model without a dataset.
+  Tensor random_batch(int64_t batch, Device device, Generator& gen) const;
+  // Ties the TiedLinear head to spec().head_tied_to (done at build and after every clone).
+  void tie_head();
 
  private:
   ModelSpec spec_;
@@ -39,6 +50,8 @@ struct ModelOptions {
   // Input image shape for the convolutional models; (0, 0, 0) picks the model's default.
   Shape image{0, 0, 0};
   int64_t classes = 10;
+  // Tokens per sequence for the language models (at most their context); 0: the context.
+  int64_t seq = 0;
 };
 
 // Builds a model by name with PyTorch-default initialisation from `gen`.

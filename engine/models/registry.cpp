@@ -1,6 +1,6 @@
 // The model zoo, selectable by name. Parameter names follow PyTorch's module paths
-// (torchvision's resnet18, the LeNet-5 of the PyTorch tutorials) so weights can be
-// exchanged with PyTorch through safetensors checkpoints.
+// (torchvision's resnet18, the LeNet-5 of the PyTorch tutorials, nanoGPT's GPT) so
+// weights can be exchanged with PyTorch through safetensors checkpoints.
 #include <functional>
 #include <map>
 
@@ -10,17 +10,30 @@
 #include "engine/nn/flatten.h"
 #include "engine/nn/global_avg_pool2d.h"
 #include "engine/nn/linear.h"
+#include "engine/nn/embedding.h"
 #include "engine/nn/pool2d.h"
+#include "engine/nn/tied_linear.h"
+#include "engine/nn/transformer_block.h"
 
 namespace dpb {
 
 namespace {
 
+ModelSpec make_spec(std::string name, Shape input, int64_t outputs, LossKind loss, bool has_batchnorm) {
+  ModelSpec s;
+  s.name = std::move(name);
+  s.input = std::move(input);
+  s.outputs = outputs;
+  s.loss = loss;
+  s.has_batchnorm = has_batchnorm;
+  return s;
+}
+
 Shape image_or(const ModelOptions& o, Shape fallback) { return o.image[0] == 0 ? fallback : o.image; }
 
 // Linear 10 -> 1: the smallest model, regression with MSE (the DataParallel tutorial's seed example).
 std::unique_ptr<Model> simple(Generator& gen, const ModelOptions&) {
-  auto m = std::make_unique<Model>(ModelSpec{"simple", Shape{10}, 1, LossKind::mse, false});
+  auto m = std::make_unique<Model>(make_spec("simple", Shape{10}, 1, LossKind::mse, false));
   m->add("fc", std::make_unique<Linear>(10, 1, true, &gen));
   return m;
 }
@@ -28,7 +41,7 @@ std::unique_ptr<Model> simple(Generator& gen, const ModelOptions&) {
 // 784-512-512-10 on flattened 28x28 images.
 std::unique_ptr<Model> mlp(Generator& gen, const ModelOptions& o) {
   const Shape img = image_or(o, Shape{1, 28, 28});
-  auto m = std::make_unique<Model>(ModelSpec{"mlp", img, o.classes, LossKind::cross_entropy, false});
+  auto m = std::make_unique<Model>(make_spec("mlp", img, o.classes, LossKind::cross_entropy, false));
   m->add("flatten", std::make_unique<Flatten>());
   m->add("fc1", std::make_unique<Linear>(img.numel(), 512, true, &gen));
   m->add("relu1", std::make_unique<ReLU>(true));
@@ -46,7 +59,7 @@ std::unique_ptr<Model> lenet(Generator& gen, const ModelOptions& o) {
   DPB_CHECK(img[1] == img[2] && (img[1] == 28 || img[1] == 32))
       << "lenet takes 28x28 or 32x32 images, got " << img[1] << "x" << img[2];
   const int pad = img[1] == 28 ? 2 : 0;
-  auto m = std::make_unique<Model>(ModelSpec{"lenet", img, o.classes, LossKind::cross_entropy, false});
+  auto m = std::make_unique<Model>(make_spec("lenet", img, o.classes, LossKind::cross_entropy, false));
   m->add("conv1", std::make_unique<Conv2d>(img[0], 6, 5, 1, pad, true, &gen));
   m->add("relu1", std::make_unique<ReLU>(true));
   m->add("pool1", MaxPool2d(2, 2));
@@ -66,7 +79,7 @@ std::unique_ptr<Model> lenet(Generator& gen, const ModelOptions& o) {
 // BasicBlocks (64, 128, 256, 512 channels), global average pool, fully connected.
 std::unique_ptr<Model> resnet18(Generator& gen, const ModelOptions& o) {
   const Shape img = image_or(o, Shape{3, 32, 32});
-  auto m = std::make_unique<Model>(ModelSpec{"resnet18", img, o.classes, LossKind::cross_entropy, true});
+  auto m = std::make_unique<Model>(make_spec("resnet18", img, o.classes, LossKind::cross_entropy, true));
   m->add("conv1", std::make_unique<Conv2d>(img[0], 64, 3, 1, 1, false, &gen));
   m->add("bn1", std::make_unique<BatchNorm2d>(64));
   m->add("relu", std::make_unique<ReLU>(true));
@@ -93,7 +106,7 @@ std::unique_ptr<Model> imagenet_resnet(const char* name, const int (&blocks)[4],
   const Shape img = image_or(o, Shape{3, 224, 224});
   DPB_CHECK(img[1] >= 32 && img[2] >= 32) << name << " takes images of at least 32x32, got " << img[1] << "x"
                                           << img[2];
-  auto m = std::make_unique<Model>(ModelSpec{name, img, o.classes, LossKind::cross_entropy, true});
+  auto m = std::make_unique<Model>(make_spec(name, img, o.classes, LossKind::cross_entropy, true));
   m->add("conv1", std::make_unique<Conv2d>(img[0], 64, 7, 2, 3, false, &gen));
   m->add("bn1", std::make_unique<BatchNorm2d>(64));
   m->add("relu", std::make_unique<ReLU>(true));
@@ -134,7 +147,7 @@ std::unique_ptr<Model> vgg16(Generator& gen, const ModelOptions& o) {
   const Shape img = image_or(o, Shape{3, 224, 224});
   DPB_CHECK(img[1] % 32 == 0 && img[2] % 32 == 0 && img[1] > 0 && img[2] > 0)
       << "vgg16 takes images whose sides are multiples of 32, got " << img[1] << "x" << img[2];
-  auto m = std::make_unique<Model>(ModelSpec{"vgg16", img, o.classes, LossKind::cross_entropy, false});
+  auto m = std::make_unique<Model>(make_spec("vgg16", img, o.classes, LossKind::cross_entropy, false));
   auto features = std::make_unique<Sequential>();
   const int64_t cfg[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0};
   int64_t in = img[0];
@@ -164,11 +177,57 @@ std::unique_ptr<Model> vgg16(Generator& gen, const ModelOptions& o) {
 // Linear 5000 -> 10000 -> 5000 with ReLU, MSE regression: ~100 M parameters, the classic
 // model to cut across two devices.
 std::unique_ptr<Model> widemlp(Generator& gen, const ModelOptions&) {
-  auto m = std::make_unique<Model>(ModelSpec{"widemlp", Shape{5000}, 5000, LossKind::mse, false});
+  auto m = std::make_unique<Model>(make_spec("widemlp", Shape{5000}, 5000, LossKind::mse, false));
   m->add("fc1", std::make_unique<Linear>(5000, 10000, true, &gen));
   m->add("relu", std::make_unique<ReLU>(true));
   m->add("fc2", std::make_unique<Linear>(10000, 5000, true, &gen));
   return m;
+}
+
+// GPT-2 as nanoGPT builds it (bias everywhere, tanh GELU, pre-norm blocks, tied
+// token embedding and output head), with nanoGPT's parameter names: transformer.wte,
+// transformer.wpe, transformer.h.<i>.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc,
+// mlp.c_proj}, transformer.ln_f, and lm_head (tied to transformer.wte.weight, so the
+// weight is stored once). Each block is a layer of the Sequential, so a pipeline cuts
+// between blocks. The input is (T) i32 tokens, the output (T, vocab) logits per sample.
+struct Gpt2Config {
+  const char* name;
+  int64_t layers, heads, width, context, vocab;
+};
+
+std::unique_ptr<Model> gpt2_model(const Gpt2Config& c, Generator& gen, const ModelOptions& o) {
+  const int64_t T = o.seq == 0 ? c.context : o.seq;
+  DPB_CHECK(T >= 1 && T <= c.context) << c.name << " takes sequences of 1 to " << c.context << " tokens, got "
+                                      << T << " (--seq)";
+  ModelSpec spec = make_spec(c.name, Shape{T}, c.vocab, LossKind::cross_entropy, false);
+  spec.input_dtype = DType::i32;
+  spec.per_position = true;
+  spec.head_tied_to = "transformer.wte.weight";
+  auto m = std::make_unique<Model>(spec);
+  m->add("transformer.wte", std::make_unique<Embedding>(c.vocab, c.width, &gen));
+  m->add("transformer.wpe", std::make_unique<PositionEmbedding>(c.context, c.width, &gen));
+  for (int64_t i = 0; i < c.layers; ++i)
+    m->add("transformer.h." + std::to_string(i), std::make_unique<TransformerBlock>(c.width, c.heads, c.layers, &gen));
+  m->add("transformer.ln_f", std::make_unique<LayerNorm>(c.width));
+  m->add("lm_head", std::make_unique<TiedLinear>());
+  m->tie_head();
+  return m;
+}
+
+// GPT-2 124M (12 layers, 12 heads, 768 wide, context 1024) and 350M (24, 16, 1024), with
+// the vocabulary of 50257 padded to 50304 (a multiple of 128) as llm.c and nanoGPT do.
+std::unique_ptr<Model> gpt2(Generator& gen, const ModelOptions& o) {
+  return gpt2_model({"gpt2", 12, 12, 768, 1024, 50304}, gen, o);
+}
+
+std::unique_ptr<Model> gpt2_medium(Generator& gen, const ModelOptions& o) {
+  return gpt2_model({"gpt2-medium", 24, 16, 1024, 1024, 50304}, gen, o);
+}
+
+// A GPT-2 small enough for tests: 2 layers, 4 heads, 64 wide, context 64, and a
+// vocabulary of 512 (byte-level text uses its first 256 tokens).
+std::unique_ptr<Model> gpt2_tiny(Generator& gen, const ModelOptions& o) {
+  return gpt2_model({"gpt2-tiny", 2, 4, 64, 64, 512}, gen, o);
 }
 
 using Builder = std::function<std::unique_ptr<Model>(Generator&, const ModelOptions&)>;
@@ -176,15 +235,17 @@ using Builder = std::function<std::unique_ptr<Model>(Generator&, const ModelOpti
 const std::map<std::string, Builder>& builders() {
   static const std::map<std::string, Builder> b{
       {"simple", simple}, {"mlp", mlp}, {"lenet", lenet}, {"resnet18", resnet18},
-      {"resnet50", resnet50}, {"resnet101", resnet101}, {"vgg16", vgg16}, {"widemlp", widemlp}};
+      {"resnet50", resnet50}, {"resnet101", resnet101}, {"vgg16", vgg16}, {"widemlp", widemlp},
+      {"gpt2", gpt2}, {"gpt2-medium", gpt2_medium}, {"gpt2-tiny", gpt2_tiny}};
   return b;
 }
 
 }  // namespace
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names{"simple",   "mlp",       "lenet", "resnet18",
-                                                "resnet50", "resnet101", "vgg16", "widemlp"};
+  static const std::vector<std::string> names{"simple",    "mlp",   "lenet",   "resnet18", "resnet50",
+                                                "resnet101", "vgg16", "widemlp", "gpt2",     "gpt2-medium",
+                                                "gpt2-tiny"};
   return names;
 }
 

@@ -21,7 +21,15 @@ void Parameter::set_grad(Tensor g) {
 }
 
 void Parameter::mark_grad_ready() {
+  if (++marked_ < uses_) return;
+  marked_ = 0;
   for (auto& h : hooks_) h(*this);
+}
+
+void Parameter::set_uses(int uses) {
+  DPB_CHECK(uses >= 1) << "a parameter is used by at least one layer, got " << uses;
+  uses_ = uses;
+  marked_ = 0;
 }
 
 void Parameter::to(Device device) {

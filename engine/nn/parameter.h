@@ -27,7 +27,10 @@ class Parameter {
 
   // Allocates the gradient if needed; returns true when this backward must add to it.
   bool begin_grad();
-  void zero_grad() { grad_is_zero_ = true; }
+  void zero_grad() {
+    grad_is_zero_ = true;
+    marked_ = 0;
+  }
   // Makes `g` (same shape and device) the gradient's storage, e.g. a view into DDP's
   // flat bucket; its values count as zero until the next backward writes them.
   void set_grad(Tensor g);
@@ -40,6 +43,11 @@ class Parameter {
   void add_grad_ready_hook(Hook hook) { hooks_.push_back(std::move(hook)); }
   void clear_grad_ready_hooks() { hooks_.clear(); }
   void mark_grad_ready();
+  // A parameter that `uses` layers share (tied weights: GPT-2's token embedding and its
+  // output head) is complete only when each use's backward has added to it: the hooks
+  // fire on the last of every `uses` calls of mark_grad_ready.
+  void set_uses(int uses);
+  int uses() const { return uses_; }
 
   // Moves data (and the gradient, if any) to another device.
   void to(Device device);
@@ -48,6 +56,8 @@ class Parameter {
   Tensor data_;
   Tensor grad_;
   bool grad_is_zero_ = true;
+  int uses_ = 1;
+  int marked_ = 0;
   std::vector<Hook> hooks_;
 };
 

@@ -13,6 +13,7 @@
 #include "engine/core/clock.h"
 #include "engine/core/rng.h"
 #include "engine/core/text.h"
+#include "engine/nn/tied_linear.h"
 #include "engine/parallel/data_parallel.h"
 #include "engine/trace/nvtx.h"
 #include "engine/trace/timeline.h"
@@ -167,13 +168,9 @@ std::vector<int> resolve_split(const std::vector<std::string>& starts_given, con
 }
 
 MeasuredSplit split_by_measured_time(Model& model, int stages, int64_t micro_batch, Device device, uint64_t seed) {
-  std::vector<int64_t> dims{micro_batch};
-  for (auto d : model.spec().input.dims()) dims.push_back(d);
   Generator g(seed);
-  std::vector<float> v(static_cast<size_t>(Shape(dims).numel()));
-  for (auto& e : v) e = static_cast<float>(g.normal());
   MeasuredSplit out;
-  out.unit_costs = measure_unit_costs(model, Tensor::from_vector(Shape(dims), v, device));
+  out.unit_costs = measure_unit_costs(model, model.random_batch(micro_batch, device, g));
   out.split = balanced_split(out.unit_costs, stages);
   return out;
 }
@@ -221,6 +218,11 @@ struct PipelineParallel::Shared {
   }
 };
 
+struct PipelineParallel::TiedCopy {
+  Parameter* owner = nullptr;
+  std::unique_ptr<Parameter> copy;
+};
+
 PipelineParallel::PipelineParallel(Model& model, PipelineOptions options) : model_(model), o_(std::move(options)) {
   const int p = static_cast<int>(o_.devices.size());
   DPB_CHECK(p >= 2) << "model parallelism needs at least 2 devices, got " << p;
@@ -250,6 +252,15 @@ PipelineParallel::PipelineParallel(Model& model, PipelineOptions options) : mode
       // parameters (a cut right after a Flatten): the backward pass keeps its shape.
       units_[u].module->set_needs_input_grad(true);
     }
+  }
+  for (size_t u = 0; u < units_.size(); ++u) {
+    auto* head = dynamic_cast<TiedLinear*>(units_[u].module);
+    const Device dev = o_.devices[static_cast<size_t>(stage_of(u))];
+    if (!head || !head->weight() || head->weight()->data().device() == dev) continue;
+    tied_ = std::make_unique<TiedCopy>();
+    tied_->owner = head->weight();
+    tied_->copy = std::make_unique<Parameter>(tied_->owner->data().to(dev));
+    head->tie(tied_->copy.get());
   }
   for (const auto& d : o_.devices) workers_.push_back(std::make_unique<DeviceWorker>(d));
   last_.theory = 0;
@@ -281,6 +292,7 @@ void PipelineParallel::make_micro_copies(int micro) {
     for (auto& u : units_) {
       auto c = u.module->clone_structure();
       c->share_state_with(*u.module);
+      if (auto* head = dynamic_cast<TiedLinear*>(u.module)) static_cast<TiedLinear&>(*c).tie(head->weight());
       c->set_needs_input_grad(u.module->needs_input_grad());
       copy.push_back(std::move(c));
     }
@@ -342,6 +354,14 @@ LossResult PipelineParallel::train_step(const Tensor& x, const Tensor& target) {
         mine[i]->note_grad_written();
       }
     }
+  }
+
+  if (tied_) {
+    Parameter& copy = *tied_->copy;
+    copy.data().copy_from(tied_->owner->data());
+    if (!copy.grad().defined()) copy.set_grad(Tensor::zeros(copy.data().shape(), copy.data().device()));
+    else copy.grad().zero();
+    copy.note_grad_written();
   }
 
   Shared sh;
@@ -450,6 +470,7 @@ LossResult PipelineParallel::train_step(const Tensor& x, const Tensor& target) {
   }
   r.theory = static_cast<double>(p - 1) / static_cast<double>(micro + p - 1);
   last_ = std::move(r);
+  if (tied_) ops::axpy(1.0f, tied_->copy->grad().to(tied_->owner->data().device()), tied_->owner->grad());
 
   LossResult out;
   out.loss = static_cast<float>(loss_sum / static_cast<double>(batch));

@@ -138,6 +138,12 @@ class PipelineParallel {
   std::vector<std::unique_ptr<DeviceWorker>> workers_;
   // copies_[m][u]: micro-batch m's copy of unit u (sharing the unit's parameters).
   std::vector<std::vector<std::unique_ptr<Module>>> copies_;
+  // A head tied to a parameter of an earlier stage (GPT-2's lm_head and token embedding,
+  // split as Megatron-LM splits them): the head's stage computes with its own copy of the
+  // weight, refreshed from the owner at the start of each step, and the copy's gradient
+  // is added to the owner's at the end of the step, before the optimizer sees it.
+  struct TiedCopy;
+  std::unique_ptr<TiedCopy> tied_;
   PipelineStepRecord last_;
 };
 

@@ -27,7 +27,9 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, Device dev
   }
   model.train(was_training);
   r.loss = loss_sum / static_cast<double>(r.samples);
-  r.accuracy = static_cast<double>(correct) / static_cast<double>(r.samples);
+  // A language model is right or wrong once per token.
+  const int64_t per_sample = model.spec().per_position ? model.spec().input[0] : 1;
+  r.accuracy = static_cast<double>(correct) / static_cast<double>(r.samples * per_sample);
   r.seconds = sw.elapsed_s();
   return r;
 }

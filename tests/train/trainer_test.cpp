@@ -4,6 +4,7 @@
 
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/data/synthetic.h"
+#include "engine/data/tokens.h"
 #include "engine/train/checkpoint.h"
 
 #include <filesystem>
@@ -24,7 +25,10 @@ TrainedRun train(const std::string& name, int64_t batch, int64_t steps, float lr
   auto model = build_model(name, g);
   const auto& spec = model->spec();
   // A few batches' worth of samples, revisited each epoch: learnable within a few steps.
-  SyntheticDataset data(spec.input, spec.loss, spec.outputs, 4 * batch, seed);
+  std::unique_ptr<Dataset> owned;
+  if (spec.input_dtype == DType::i32) owned = std::make_unique<SyntheticTokens>(spec.input[0], spec.outputs, 4 * batch, seed);
+  else owned = std::make_unique<SyntheticDataset>(spec.input, spec.loss, spec.outputs, 4 * batch, seed);
+  const Dataset& data = *owned;
   TrainOptions o;
   o.batch = batch;
   o.steps = steps;
@@ -64,8 +68,13 @@ INSTANTIATE_TEST_SUITE_P(Models, LossFalls,
                                            std::make_tuple("mlp", 16, 30, 0.01f, 0.5),
                                            std::make_tuple("lenet", 16, 60, 0.05f, 0.75),
                                            std::make_tuple("resnet18", 4, 16, 0.005f, 0.8),
-                                           std::make_tuple("widemlp", 2, 8, 0.1f, 0.8)),
-                         [](const auto& info) { return std::get<0>(info.param); });
+                                           std::make_tuple("widemlp", 2, 8, 0.1f, 0.8),
+                                           std::make_tuple("gpt2-tiny", 8, 40, 0.1f, 0.8)),
+                         [](const auto& info) {
+                           std::string n = std::get<0>(info.param);
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 TEST(Trainer, SameSeedAndThreadsGiveBitwiseIdenticalParameters) {
   cpu::set_threads_per_device(2);

@@ -1,0 +1,63 @@
+#include "engine/data/tokens.h"
+
+#include <fstream>
+#include <iterator>
+
+#include "engine/core/rng.h"
+
+namespace dpb {
+
+namespace {
+void not_floats(const Dataset& ds) {
+  DPB_FAIL() << "dataset '" << ds.name() << "' holds token sequences: read them with get_tokens";
+}
+}  // namespace
+
+SyntheticTokens::SyntheticTokens(int64_t seq, int64_t vocab, int64_t size, uint64_t seed, int64_t first)
+    : seq_(seq), vocab_(vocab), size_(size), seed_(seed), first_(first) {
+  DPB_CHECK(seq >= 1 && vocab >= 2 && size >= 1) << "synthetic tokens: " << size << " sequences of " << seq
+                                                 << " tokens over a vocabulary of " << vocab;
+}
+
+void SyntheticTokens::get(int64_t, float*, int32_t*, float*) const { not_floats(*this); }
+
+void SyntheticTokens::get_tokens(int64_t index, int32_t* tokens, int32_t* next) const {
+  Generator g(seed_ * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(first_ + index));
+  const int64_t m = std::min<int64_t>(vocab_, 64);
+  static constexpr int64_t kStrides[] = {1, 2, 3, 5};
+  const int64_t start = static_cast<int64_t>(g.below(static_cast<uint64_t>(m)));
+  const int64_t stride = kStrides[g.below(4)];
+  for (int64_t t = 0; t < seq_; ++t) {
+    tokens[t] = static_cast<int32_t>((start + stride * t) % m);
+    next[t] = static_cast<int32_t>((start + stride * (t + 1)) % m);
+  }
+}
+
+TextTokens::TextTokens(const std::string& path, bool train, int64_t seq, int64_t vocab)
+    : seq_(seq), vocab_(vocab) {
+  DPB_CHECK(vocab >= 256) << "text: byte-level tokens need a vocabulary of at least 256, the model has " << vocab;
+  DPB_CHECK(seq >= 1) << "text: sequences of " << seq << " tokens";
+  std::ifstream in(path, std::ios::binary);
+  DPB_CHECK(in) << "text: cannot open '" << path << "' (--data=text:PATH names a text file)";
+  std::vector<unsigned char> all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  DPB_CHECK(!in.bad()) << "text: error reading '" << path << "'";
+  const size_t cut = all.size() * 9 / 10;
+  if (train) bytes_.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(cut));
+  else bytes_.assign(all.begin() + static_cast<std::ptrdiff_t>(cut), all.end());
+  size_ = bytes() > seq ? (bytes() - 1) / seq : 0;
+  DPB_CHECK(size_ >= 1) << "text: '" << path << "' has " << all.size() << " bytes, too few for one "
+                        << (train ? "training" : "validation") << " sequence of " << seq
+                        << " tokens (the validation split is the last 10 %)";
+}
+
+void TextTokens::get(int64_t, float*, int32_t*, float*) const { not_floats(*this); }
+
+void TextTokens::get_tokens(int64_t index, int32_t* tokens, int32_t* next) const {
+  const unsigned char* p = bytes_.data() + index * seq_;
+  for (int64_t t = 0; t < seq_; ++t) {
+    tokens[t] = p[t];
+    next[t] = p[t + 1];
+  }
+}
+
+}  // namespace dpb

@@ -1,0 +1,72 @@
+#include "engine/nn/attention.h"
+
+#include "engine/backend/ops.h"
+#include "engine/nn/init.h"
+
+namespace dpb {
+
+std::unique_ptr<Linear> gpt2_linear(int64_t in, int64_t out, float std, Generator* gen) {
+  auto l = std::make_unique<Linear>(in, out, true, nullptr);
+  if (gen) {
+    for (auto& [name, p] : l->named_parameters()) {
+      if (name == "weight") init::normal(p->data(), std, *gen);
+      else p->data().zero();
+    }
+  }
+  return l;
+}
+
+CausalSelfAttention::CausalSelfAttention(int64_t dim, int64_t heads, float proj_std, Generator* gen)
+    : dim_(dim), heads_(heads), proj_std_(proj_std) {
+  DPB_CHECK(dim > 0 && heads > 0 && dim % heads == 0)
+      << "CausalSelfAttention: width " << dim << " does not divide into " << heads << " heads";
+  c_attn_ = &register_module("c_attn", gpt2_linear(dim, 3 * dim, 0.02f, gen));
+  c_proj_ = &register_module("c_proj", gpt2_linear(dim, dim, proj_std, gen));
+}
+
+void CausalSelfAttention::set_needs_input_grad(bool on) {
+  Module::set_needs_input_grad(on);
+  c_attn_->set_needs_input_grad(on);
+}
+
+// x (N, T, C) -> qkv (N, T, 3C) -> y (N, T, C) -> out (N, T, C)
+Tensor CausalSelfAttention::forward(const Tensor& x) {
+  DPB_CHECK(x.ndim() == 3 && x.size(2) == dim_)
+      << "CausalSelfAttention(" << dim_ << ") expects (N, T, " << dim_ << "), got " << x.shape();
+  Tensor qkv = c_attn_->forward(x);
+  Tensor y = Tensor::empty(x.shape(), x.device(), qkv.dtype());
+  Tensor probs = Tensor::empty({x.size(0), heads_, x.size(1), x.size(1)}, x.device(), qkv.dtype());
+  ops::attention_forward(qkv, heads_, y, probs);
+  if (training_) {
+    qkv_ = qkv;
+    probs_ = probs;
+  }
+  return c_proj_->forward(y);
+}
+
+Tensor CausalSelfAttention::backward(const Tensor& dy) {
+  DPB_CHECK(qkv_.defined()) << "CausalSelfAttention.backward without a training-mode forward";
+  Tensor dattn = c_proj_->backward(dy);
+  Tensor dqkv = Tensor::empty_like(qkv_);
+  ops::attention_backward(qkv_, probs_, dattn, heads_, dqkv);
+  qkv_ = probs_ = Tensor();
+  return c_attn_->backward(dqkv);
+}
+
+int64_t CausalSelfAttention::forward_flops(const Shape& input, Shape* output) const {
+  Shape qkv, y;
+  int64_t total = c_attn_->forward_flops(input, &qkv);
+  total += c_proj_->forward_flops(input, &y);
+  // q k^T and probs v: 2 x T x T x C multiply-adds each over the heads. The causal mask
+  // halves the useful work, but the products are computed whole, as PaLM's count states.
+  const int64_t T = input.ndim() >= 2 ? input[input.ndim() - 2] : 1;
+  total += 2 * 2 * T * T * dim_;
+  *output = input;
+  return total;
+}
+
+std::unique_ptr<Module> CausalSelfAttention::clone_structure() const {
+  return std::make_unique<CausalSelfAttention>(dim_, heads_, proj_std_, nullptr);
+}
+
+}  // namespace dpb
