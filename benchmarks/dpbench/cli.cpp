@@ -210,6 +210,9 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
   app.add_option("--weight-decay", o.train.weight_decay, "Weight decay (default: 0; AdamW 0.01)");
   app.add_option("--lr-schedule", f.lr_schedule, "Learning-rate schedule")
       ->check(CLI::IsMember({"constant", "step", "cosine"}));
+  app.add_option("--clip-grad-norm", o.train.clip_grad_norm,
+                 "Clip gradients to this global L2 norm before each step (0: off; under ddp the reduced gradient's)")
+      ->check(CLI::Range(0.0, 1e12));
   app.add_option("--lr-warmup", o.train.lr_warmup, "Linear learning-rate warm-up steps")->check(CLI::NonNegativeNumber);
   app.add_option("--lr-scale", f.lr_scale,
                  "none, or linear: lr x global batch / --base-batch, with warm-up (10% of the run unless --lr-warmup)")

@@ -62,6 +62,7 @@ struct TrainingOptions {
   float lr = 0.01f, momentum = 0.9f, weight_decay = -1.0f;
   LrScheduleKind lr_schedule = LrScheduleKind::constant;
   int64_t lr_warmup = 0;
+  double clip_grad_norm = 0;  // > 0: clip gradients to this global norm
   LrScaling lr_scale = LrScaling::none;
   int64_t base_batch = 256;
   int accum_steps = 1;  // batches per optimizer step

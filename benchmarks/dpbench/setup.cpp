@@ -98,6 +98,7 @@ RunSetup prepare_run(const BenchOptions& o, bool parallel, const RankContext* ra
   t.lr_scale = tr.lr_scale;
   t.base_batch = tr.base_batch;
   t.accum_steps = tr.accum_steps;
+  t.clip_grad_norm = tr.clip_grad_norm;
   t.device = bench_device(o, 0);
   t.mode = parallel ? o.mode : ParallelMode::single;
   if (t.mode == ParallelMode::pipeline) {

@@ -311,6 +311,12 @@ void scale(Tensor& x, float alpha) {
   dispatch("scale", x.device(), [&] { cpu::scale(x, alpha); }, DPB_CUDA_IMPL(scale(x, alpha)));
 }
 
+double sum_squares(const Tensor& x) {
+  DPB_CHECK(x.dtype() == DType::f32) << "sum_squares: f32 tensors only, got " << dtype_name(x.dtype());
+  return dispatch("sum_squares", x.device(), [&] { return cpu::sum_squares(x); },
+                  DPB_CUDA_IMPL(sum_squares(x)));
+}
+
 // --- transformer ---------------------------------------------------------------------
 
 namespace {
@@ -324,7 +330,7 @@ void check_embedding(const char* op, const Tensor& tokens, const Tensor& table, 
   expect_dtype(op, "tokens", tokens, DType::i32);
   expect_ndim(op, "table", table, 2, "(V, C)");
   expect_shape(op, "activation", act, {tokens.size(0), tokens.size(1), table.size(1)});
-  expect_dtype(op, "activation", act, DType::f32);
+  if (!act.device().is_cuda()) expect_dtype(op, "activation", act, DType::f32);
 }
 
 void check_position(const char* op, const Tensor& act, const Tensor& table) {
@@ -348,34 +354,39 @@ void check_attention(const char* op, const Tensor& qkv, int64_t heads, const Ten
 void embedding_forward(const Tensor& tokens, const Tensor& table, Tensor& y) {
   check_embedding("embedding_forward", tokens, table, y);
   same_device("embedding_forward", tokens.device(), {&table, &y});
-  dispatch("embedding_forward", tokens.device(), [&] { cpu::embedding_forward(tokens, table, y); });
+  dispatch("embedding_forward", tokens.device(), [&] { cpu::embedding_forward(tokens, table, y); },
+           DPB_CUDA_IMPL(embedding_forward(tokens, table, y)));
 }
 
 void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtable, bool accumulate) {
   check_embedding("embedding_backward", tokens, dtable, dy);
   same_device("embedding_backward", tokens.device(), {&dy, &dtable});
   dispatch("embedding_backward", tokens.device(),
-           [&] { cpu::embedding_backward(tokens, dy, dtable, accumulate); });
+           [&] { cpu::embedding_backward(tokens, dy, dtable, accumulate); },
+           DPB_CUDA_IMPL(embedding_backward(tokens, dy, dtable, accumulate)));
 }
 
 void position_embedding_forward(const Tensor& x, const Tensor& table, Tensor& y) {
   check_position("position_embedding_forward", x, table);
   expect_shape("position_embedding_forward", "output", y, x.shape());
   same_device("position_embedding_forward", x.device(), {&table, &y});
-  dispatch("position_embedding_forward", x.device(), [&] { cpu::position_embedding_forward(x, table, y); });
+  dispatch("position_embedding_forward", x.device(), [&] { cpu::position_embedding_forward(x, table, y); },
+           DPB_CUDA_IMPL(position_embedding_forward(x, table, y)));
 }
 
 void position_embedding_backward(const Tensor& dy, Tensor& dtable, bool accumulate) {
   check_position("position_embedding_backward", dy, dtable);
   same_device("position_embedding_backward", dy.device(), {&dtable});
   dispatch("position_embedding_backward", dy.device(),
-           [&] { cpu::position_embedding_backward(dy, dtable, accumulate); });
+           [&] { cpu::position_embedding_backward(dy, dtable, accumulate); },
+           DPB_CUDA_IMPL(position_embedding_backward(dy, dtable, accumulate)));
 }
 
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
                        Tensor& rstd, float eps) {
-  DPB_CHECK(x.ndim() >= 1 && x.is_plain() && x.dtype() == DType::f32)
-      << "layernorm_forward: input must be plain f32 (..., C), got " << x.shape();
+  DPB_CHECK(x.ndim() >= 1 && x.is_plain() && (x.dtype() == DType::f32 || x.device().is_cuda()))
+      << "layernorm_forward: input must be plain f32 (..., C) (bf16 on CUDA), got " << dtype_name(x.dtype()) << " "
+      << x.shape();
   const int64_t C = x.size(x.ndim() - 1);
   expect_shape("layernorm_forward", "weight", gamma, {C});
   expect_shape("layernorm_forward", "bias", beta, {C});
@@ -383,7 +394,8 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   expect_shape("layernorm_forward", "mean", mean, {x.numel() / C});
   expect_shape("layernorm_forward", "rstd", rstd, {x.numel() / C});
   same_device("layernorm_forward", x.device(), {&gamma, &beta, &y, &mean, &rstd});
-  dispatch("layernorm_forward", x.device(), [&] { cpu::layernorm_forward(x, gamma, beta, y, mean, rstd, eps); });
+  dispatch("layernorm_forward", x.device(), [&] { cpu::layernorm_forward(x, gamma, beta, y, mean, rstd, eps); },
+           DPB_CUDA_IMPL(layernorm_forward(x, gamma, beta, y, mean, rstd, eps)));
 }
 
 void layernorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
@@ -396,34 +408,38 @@ void layernorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
   expect_shape("layernorm_backward", "mean", mean, {x.numel() / C});
   same_device("layernorm_backward", x.device(), {&dy, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta});
   dispatch("layernorm_backward", x.device(),
-           [&] { cpu::layernorm_backward(x, dy, gamma, mean, rstd, dx, dgamma, dbeta, accumulate); });
+           [&] { cpu::layernorm_backward(x, dy, gamma, mean, rstd, dx, dgamma, dbeta, accumulate); },
+           DPB_CUDA_IMPL(layernorm_backward(x, dy, gamma, mean, rstd, dx, dgamma, dbeta, accumulate)));
 }
 
 void gelu_forward(const Tensor& x, Tensor& y) {
   expect_shape("gelu_forward", "output", y, x.shape());
-  DPB_CHECK(x.is_plain() && y.is_plain() && x.dtype() == DType::f32) << "gelu_forward: plain f32 tensors only";
+  DPB_CHECK(x.is_plain() && y.is_plain() && x.dtype() == y.dtype() && (x.dtype() == DType::f32 || x.device().is_cuda()))
+      << "gelu_forward: plain f32 tensors (bf16 on CUDA) of one dtype";
   same_device("gelu_forward", x.device(), {&y});
-  dispatch("gelu_forward", x.device(), [&] { cpu::gelu_forward(x, y); });
+  dispatch("gelu_forward", x.device(), [&] { cpu::gelu_forward(x, y); }, DPB_CUDA_IMPL(gelu_forward(x, y)));
 }
 
 void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   expect_shape("gelu_backward", "grad_output", dy, x.shape());
   expect_shape("gelu_backward", "grad_input", dx, x.shape());
   same_device("gelu_backward", x.device(), {&dy, &dx});
-  dispatch("gelu_backward", x.device(), [&] { cpu::gelu_backward(x, dy, dx); });
+  dispatch("gelu_backward", x.device(), [&] { cpu::gelu_backward(x, dy, dx); }, DPB_CUDA_IMPL(gelu_backward(x, dy, dx)));
 }
 
 void attention_forward(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& probs) {
   check_attention("attention_forward", qkv, heads, y, probs);
   same_device("attention_forward", qkv.device(), {&y, &probs});
-  dispatch("attention_forward", qkv.device(), [&] { cpu::attention_forward(qkv, heads, y, probs); });
+  dispatch("attention_forward", qkv.device(), [&] { cpu::attention_forward(qkv, heads, y, probs); },
+           DPB_CUDA_IMPL(attention_forward(qkv, heads, y, probs)));
 }
 
 void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy, int64_t heads, Tensor& dqkv) {
   check_attention("attention_backward", qkv, heads, dy, probs);
   expect_shape("attention_backward", "grad_input", dqkv, qkv.shape());
   same_device("attention_backward", qkv.device(), {&probs, &dy, &dqkv});
-  dispatch("attention_backward", qkv.device(), [&] { cpu::attention_backward(qkv, probs, dy, heads, dqkv); });
+  dispatch("attention_backward", qkv.device(), [&] { cpu::attention_backward(qkv, probs, dy, heads, dqkv); },
+           DPB_CUDA_IMPL(attention_backward(qkv, probs, dy, heads, dqkv)));
 }
 
 float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, int64_t* correct) {

@@ -111,6 +111,8 @@ void add(const Tensor& a, const Tensor& b, Tensor& out);
 void axpy(float alpha, const Tensor& x, Tensor& acc);
 // x *= alpha
 void scale(Tensor& x, float alpha);
+// The sum of squares of x's elements (f32), accumulated in double; waits for the device.
+double sum_squares(const Tensor& x);
 
 // --- transformer ---------------------------------------------------------------------
 // Token tensors are i32; activations (N, T, C) f32, plain.

@@ -26,7 +26,15 @@ void fill_batch_row(const Dataset& ds, int64_t idx, Batch& b, int64_t i) {
                                          << "' of size " << ds.size();
   const int64_t per = ds.sample_shape().numel();
   if (ds.input_dtype() == DType::i32) {
-    ds.get_tokens(idx, b.x.data_i32() + i * per, b.target.data_i32() + i * per);
+    int32_t* x = b.x.data_i32() + i * per;
+    int32_t* y = b.target.data_i32() + i * per;
+    ds.get_tokens(idx, x, y);
+    // Checked here, on the host, so no device ever indexes its embedding table with them.
+    const int64_t vocab = ds.target_width();
+    for (int64_t t = 0; t < per; ++t)
+      DPB_CHECK(x[t] >= 0 && x[t] < vocab && y[t] >= 0 && y[t] < vocab)
+          << "dataset '" << ds.name() << "' sample " << idx << ": token " << (x[t] < 0 || x[t] >= vocab ? x[t] : y[t])
+          << " at position " << t << " outside the vocabulary [0, " << vocab << ")";
     return;
   }
   const bool classify = ds.target_kind() == LossKind::cross_entropy;

@@ -1,5 +1,6 @@
 #include "engine/models/model.h"
 
+#include "engine/nn/embedding.h"
 #include "engine/nn/tied_linear.h"
 
 namespace dpb {
@@ -35,6 +36,20 @@ Tensor Model::random_batch(int64_t batch, Device device, Generator& gen) const {
   std::vector<float> v(static_cast<size_t>(shape.numel()));
   for (auto& e : v) e = static_cast<float>(gen.normal());
   return Tensor::from_vector(shape, v, device);
+}
+
+std::vector<bool> Model::weight_decay_mask() {
+  std::vector<bool> mask;
+  if (!spec_.per_position) {
+    mask.assign(parameters().size(), true);
+    return mask;
+  }
+  for (auto& [name, child] : named_children()) {
+    const bool table = dynamic_cast<Embedding*>(child) || dynamic_cast<PositionEmbedding*>(child);
+    for (Parameter* p : child->parameters()) mask.push_back(!table && p->data().ndim() >= 2);
+  }
+  DPB_CHECK(mask.size() == parameters().size()) << "model '" << spec_.name << "': parameters outside its layers";
+  return mask;
 }
 
 void Model::tie_head() {

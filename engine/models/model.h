@@ -39,6 +39,10 @@ class Model : public Sequential {
   // A batch of `batch` random inputs on `device` (N(0, 1) values, or tokens drawn
   // uniformly from the vocabulary) for measuring the model without a dataset.
   Tensor random_batch(int64_t batch, Device device, Generator& gen) const;
+  // Which parameters (in parameters() order) weight decay applies to. GPT-2 (as
+  // nanoGPT's optimizer groups, without its embeddings) decays only the linear layers'
+  // weight matrices, not biases, norms or embedding tables; every other model decays all.
+  std::vector<bool> weight_decay_mask();
   // Ties the TiedLinear head to spec().head_tied_to (done at build and after every clone).
   void tie_head();
 

@@ -31,10 +31,12 @@ void TransformerBlock::set_needs_input_grad(bool on) {
 Tensor TransformerBlock::forward(const Tensor& x) {
   DPB_CHECK(x.ndim() == 3 && x.size(2) == dim_)
       << "TransformerBlock(" << dim_ << ") expects (N, T, " << dim_ << "), got " << x.shape();
-  Tensor a = attn_->forward(ln_1_->forward(x));
+  // The residual stream keeps x's dtype; under bf16 the branches come back in bf16 and
+  // are added in f32, as autocast promotes them.
+  Tensor a = attn_->forward(ln_1_->forward(x)).to_dtype(x.dtype());
   Tensor h = Tensor::empty_like(x);
   ops::add(x, a, h);
-  Tensor m = mlp_->forward(ln_2_->forward(h));
+  Tensor m = mlp_->forward(ln_2_->forward(h)).to_dtype(x.dtype());
   Tensor out = Tensor::empty_like(h);
   ops::add(h, m, out);
   return out;
@@ -42,11 +44,12 @@ Tensor TransformerBlock::forward(const Tensor& x) {
 
 Tensor TransformerBlock::backward(const Tensor& dy) {
   // The MLP branch: dh = dy + ln_2'(mlp'(dy))
-  Tensor dh = ln_2_->backward(mlp_->backward(dy));
+  Tensor dh = ln_2_->backward(mlp_->backward(dy)).to_dtype(dy.dtype());
   ops::add(dh, dy, dh);
   // The attention branch: dx = dh + ln_1'(attn'(dh))
   Tensor dx = ln_1_->backward(attn_->backward(dh));
   if (!dx.defined()) return Tensor();
+  dx = dx.to_dtype(dh.dtype());
   ops::add(dx, dh, dx);
   return dx;
 }

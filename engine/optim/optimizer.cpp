@@ -3,11 +3,32 @@
 #include "engine/core/text.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace dpb {
 
 void Optimizer::zero_grad() {
   for (auto* p : params_) p->zero_grad();
+}
+
+void Optimizer::set_decay_mask(std::vector<bool> decay) {
+  DPB_CHECK(decay.size() == params_.size()) << name() << ": a weight-decay mask of " << decay.size()
+                                            << " flags for " << params_.size() << " parameters";
+  decay_ = std::move(decay);
+}
+
+double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm) {
+  DPB_CHECK(max_norm > 0) << "gradient clipping needs a positive norm, got " << max_norm;
+  double sq = 0;
+  for (const Parameter* p : params)
+    if (!p->grad_is_zero()) sq += ops::sum_squares(p->grad());
+  const double norm = std::sqrt(sq);
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0) {
+    for (Parameter* p : params)
+      if (!p->grad_is_zero()) ops::scale(p->grad(), static_cast<float>(coef));
+  }
+  return norm;
 }
 
 SGD::SGD(std::vector<Parameter*> params, const ops::SgdHyper& h)
@@ -23,7 +44,9 @@ void SGD::step() {
     Parameter& p = *params_[i];
     if (p.grad_is_zero()) continue;
     if (h_.momentum != 0.0f && !buf_[i].defined()) buf_[i] = Tensor::empty(p.data().shape(), p.data().device());
-    ops::sgd_step(p.data(), p.grad(), buf_[i], h_, !has_buf_[i]);
+    ops::SgdHyper h = h_;
+    if (!decays(i)) h.weight_decay = 0.0f;
+    ops::sgd_step(p.data(), p.grad(), buf_[i], h, !has_buf_[i]);
     has_buf_[i] = h_.momentum != 0.0f;
   }
 }
@@ -65,7 +88,9 @@ void Adam::step() {
       m_[i] = Tensor::zeros(p.data().shape(), p.data().device());
       v_[i] = Tensor::zeros(p.data().shape(), p.data().device());
     }
-    ops::adam_step(p.data(), p.grad(), m_[i], v_[i], h_, ++steps_[i]);
+    ops::AdamHyper h = h_;
+    if (!decays(i)) h.weight_decay = 0.0f;
+    ops::adam_step(p.data(), p.grad(), m_[i], v_[i], h, ++steps_[i]);
   }
 }
 

@@ -35,9 +35,14 @@ class Optimizer {
   virtual void load_state(const OptimizerState& s) = 0;
   void zero_grad();
   const std::vector<Parameter*>& params() const { return params_; }
+  // Which parameters weight decay applies to (default: all), one flag per params() entry:
+  // GPT-2 decays its matrices only (Model::weight_decay_mask).
+  void set_decay_mask(std::vector<bool> decay);
+  bool decays(size_t i) const { return decay_.empty() || decay_[i]; }
 
  protected:
   std::vector<Parameter*> params_;
+  std::vector<bool> decay_;
 };
 
 class SGD : public Optimizer {
@@ -86,5 +91,10 @@ struct OptimizerOptions {
 };
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, std::vector<Parameter*> params);
+
+// torch.nn.utils.clip_grad_norm_: the global L2 norm of the parameters' gradients
+// (those written since zero_grad); when it exceeds max_norm every gradient is scaled by
+// max_norm / (norm + 1e-6). Returns the norm before clipping.
+double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm);
 
 }  // namespace dpb

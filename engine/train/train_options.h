@@ -78,6 +78,9 @@ struct TrainOptions {
   // Batches per optimizer step (gradient accumulation; under DDP the first ones run with
   // no_sync). The loss gradient is divided by it, so k batches of B train as one of kB.
   int accum_steps = 1;
+  // > 0: clip the gradients to this global L2 norm before each optimizer step
+  // (torch.nn.utils.clip_grad_norm_; under DDP the norm of the reduced gradient).
+  double clip_grad_norm = 0;
   int workers = 0;
   int prefetch = 2;
   int64_t loader_delay_ms = 0;

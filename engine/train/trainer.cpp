@@ -66,6 +66,8 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
       << "gradient accumulation (--accum-steps) is not available in --mode=" << parallel_mode_name(o_.mode)
       << (o_.mode == ParallelMode::pipeline ? ": use --micro-batches instead" : "");
   optimizer_ = make_optimizer(o_.optim, model_.parameters());
+  optimizer_->set_decay_mask(model_.weight_decay_mask());
+  DPB_CHECK(o_.clip_grad_norm >= 0) << "--clip-grad-norm must be >= 0, got " << o_.clip_grad_norm;
 
   LoaderOptions lo;
   lo.batch = o_.batch;
@@ -126,6 +128,7 @@ StepRecord Trainer::step(const std::vector<Batch>& batches, int64_t global_step)
   {
     trace::NvtxRange range("optimizer");
     trace::Span span("optimizer", trace::Category::optim, o_.device.index);
+    if (o_.clip_grad_norm > 0) r.grad_norm = clip_grad_norm(optimizer_->params(), o_.clip_grad_norm);
     optimizer_->step();
     optimizer_->zero_grad();
   }

@@ -32,6 +32,7 @@ void global_avgpool_backward(const Tensor& dy, Tensor& dx);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void axpy(float alpha, const Tensor& x, Tensor& acc);
 void scale(Tensor& x, float alpha);
+double sum_squares(const Tensor& x);
 float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, int64_t* correct);
 float mse_loss(const Tensor& pred, const Tensor& target, Tensor& dpred);
 void embedding_forward(const Tensor& tokens, const Tensor& table, Tensor& y);

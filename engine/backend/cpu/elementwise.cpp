@@ -33,4 +33,13 @@ void scale(Tensor& x, float alpha) {
   for (int64_t i = 0; i < n; ++i) p[i] *= alpha;
 }
 
+double sum_squares(const Tensor& x) {
+  const int64_t n = x.storage_numel();
+  const float* p = x.data();
+  double s = 0;
+#pragma omp parallel for simd reduction(+ : s) schedule(static) if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(p[i]) * p[i];
+  return s;
+}
+
 }  // namespace dpb::cpu

@@ -40,6 +40,19 @@ void global_avgpool_backward(const Tensor& dy, Tensor& dx);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void axpy(float alpha, const Tensor& x, Tensor& acc);
 void scale(Tensor& x, float alpha);
+double sum_squares(const Tensor& x);
+void embedding_forward(const Tensor& tokens, const Tensor& table, Tensor& y);
+void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtable, bool accumulate);
+void position_embedding_forward(const Tensor& x, const Tensor& table, Tensor& y);
+void position_embedding_backward(const Tensor& dy, Tensor& dtable, bool accumulate);
+void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
+                       Tensor& rstd, float eps);
+void layernorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate);
+void gelu_forward(const Tensor& x, Tensor& y);
+void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
+void attention_forward(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& probs);
+void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy, int64_t heads, Tensor& dqkv);
 float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, int64_t* correct);
 Tensor softmax_cross_entropy_deferred(const Tensor& logits, const Tensor& labels, Tensor& dlogits);
 float mse_loss(const Tensor& pred, const Tensor& target, Tensor& dpred);

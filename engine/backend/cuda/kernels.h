@@ -85,4 +85,40 @@ struct AdamArgs {
 };
 void adam(cudaStream_t s, float* param, const float* grad, float* m, float* v, int64_t n, const AdamArgs& a);
 
+// --- the transformer (transformer.cu); activations float or bf16, parameters float ---
+// y (rows, C) = table rows at tokens; dtable (V, C) (+)= dy rows added at their tokens
+void embedding_forward(cudaStream_t s, const int32_t* tokens, const float* table, void* y, bool bf16, int64_t rows,
+                       int64_t C, int64_t V);
+void embedding_backward(cudaStream_t s, const int32_t* tokens, const void* dy, bool bf16, float* dtable, int64_t rows,
+                        int64_t C, int64_t V, bool accumulate);
+// y (N, T*C) = x + table[0 .. T*C); dtable[0 .. T*C) (+)= sum over N of dy, the rest of
+// the P*C table zeroed when not accumulating
+void position_embedding_forward(cudaStream_t s, const void* x, const float* table, void* y, bool bf16, int64_t N,
+                                int64_t TC);
+void position_embedding_backward(cudaStream_t s, const void* dy, bool bf16, float* dtable, int64_t N, int64_t TC,
+                                 int64_t PC, bool accumulate);
+// Layer norm of M rows of C; dx may be null
+void layernorm_forward(cudaStream_t s, const void* x, const float* gamma, const float* beta, void* y, bool bf16,
+                       float* mean, float* rstd, int64_t M, int64_t C, float eps);
+void layernorm_backward(cudaStream_t s, const void* x, const void* dy, bool bf16, const float* gamma,
+                        const float* mean, const float* rstd, void* dx, float* dgamma, float* dbeta, int64_t M,
+                        int64_t C, bool accumulate);
+void gelu_forward(cudaStream_t s, const void* x, void* y, bool bf16, int64_t n);
+void gelu_backward(cudaStream_t s, const void* x, const void* dy, void* dx, bool bf16, int64_t n);
+// qkv (N, T, 3C) <-> q, k, v (N, H, T, D); (N, H, T, D) <-> (N, T, C)
+void split_heads(cudaStream_t s, const void* qkv, void* q, void* k, void* v, bool bf16, int64_t N, int64_t T,
+                 int64_t H, int64_t D);
+void merge_heads(cudaStream_t s, const void* q, const void* k, const void* v, void* qkv, bool bf16, int64_t N,
+                 int64_t T, int64_t H, int64_t D);
+void heads_to_rows(cudaStream_t s, const void* heads, void* rows, bool bf16, int64_t N, int64_t T, int64_t H,
+                   int64_t D);
+void rows_to_heads(cudaStream_t s, const void* rows, void* heads, bool bf16, int64_t N, int64_t T, int64_t H,
+                   int64_t D);
+// Rows of T scores (row r is query r % T): causal softmax in place; its backward in
+// place of dp
+void causal_softmax(cudaStream_t s, void* p, bool bf16, int64_t rows, int64_t T);
+void causal_softmax_backward(cudaStream_t s, const void* p, void* dp, bool bf16, int64_t rows, int64_t T);
+// out[0] (device double) = sum of x^2
+void sum_squares(cudaStream_t s, const float* x, int64_t n, double* out);
+
 }  // namespace dpb::cuda::k

@@ -1,0 +1,127 @@
+// The transformer's ops on CUDA against the CPU backend (skipped without a GPU), in
+// fp32 and bf16, and gpt2-tiny's loss and every gradient against the CPU's.
+#include <gtest/gtest.h>
+
+#include "engine/backend/cpu/cpu_context.h"
+#include "engine/backend/ops.h"
+#include "engine/data/tokens.h"
+#include "engine/models/model.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace dpb {
+namespace {
+
+using test::rel_error;
+using test::random_tensor;
+using test::tolerance;
+
+const Device kGpu = Device::cuda(0);
+
+Tensor tokens(int64_t n, int64_t t, int64_t vocab, uint64_t seed) {
+  Generator g(seed);
+  std::vector<int32_t> v(static_cast<size_t>(n * t));
+  for (auto& x : v) x = static_cast<int32_t>(g.below(static_cast<uint64_t>(vocab)));
+  return Tensor::from_labels(v).view({n, t});
+}
+
+TEST(CudaTransformerOps, EmbeddingsMatchCpu) {
+  DPB_REQUIRE_GPU();
+  const Tensor tok = tokens(3, 7, 50, 1), table = random_tensor({50, 16}, 2), pos = random_tensor({9, 16}, 3);
+  Tensor y = Tensor::empty({3, 7, 16}), gy = Tensor::empty({3, 7, 16}, kGpu);
+  ops::embedding_forward(tok, table, y);
+  ops::embedding_forward(tok.to(kGpu), table.to(kGpu), gy);
+  EXPECT_LT(rel_error(gy, y), 1e-7);
+  Tensor z = Tensor::empty_like(y), gz = Tensor::empty_like(gy);
+  ops::position_embedding_forward(y, pos, z);
+  ops::position_embedding_forward(gy, pos.to(kGpu), gz);
+  EXPECT_LT(rel_error(gz, z), 1e-7);
+  const Tensor dy = random_tensor({3, 7, 16}, 4);
+  for (bool acc : {false, true}) {
+    Tensor dt = random_tensor({50, 16}, 5), gdt = dt.to(kGpu), dp = random_tensor({9, 16}, 6), gdp = dp.to(kGpu);
+    ops::embedding_backward(tok, dy, dt, acc);
+    ops::embedding_backward(tok.to(kGpu), dy.to(kGpu), gdt, acc);
+    EXPECT_LT(rel_error(gdt, dt), 1e-6) << "accumulate " << acc;
+    ops::position_embedding_backward(dy, dp, acc);
+    ops::position_embedding_backward(dy.to(kGpu), gdp, acc);
+    EXPECT_LT(rel_error(gdp, dp), 1e-6) << "accumulate " << acc;
+  }
+}
+
+TEST(CudaTransformerOps, LayerNormGeluAttentionMatchCpu) {
+  DPB_REQUIRE_GPU();
+  const int64_t N = 2, T = 37, C = 96, H = 3;  // rows and heads not multiples of a warp or block
+  const Tensor x = random_tensor({N, T, C}, 7), gamma = random_tensor({C}, 8), beta = random_tensor({C}, 9);
+  Tensor y = Tensor::empty_like(x), m = Tensor::empty({N * T}), r = Tensor::empty({N * T});
+  Tensor gy = Tensor::empty(x.shape(), kGpu), gm = Tensor::empty({N * T}, kGpu), gr = Tensor::empty({N * T}, kGpu);
+  ops::layernorm_forward(x, gamma, beta, y, m, r, 1e-5f);
+  ops::layernorm_forward(x.to(kGpu), gamma.to(kGpu), beta.to(kGpu), gy, gm, gr, 1e-5f);
+  EXPECT_LT(rel_error(gy, y), 1e-5);
+  const Tensor dy = random_tensor(x.shape(), 10);
+  Tensor dx = Tensor::empty_like(x), dg = Tensor::empty({C}), db = Tensor::empty({C});
+  Tensor gdx = Tensor::empty(x.shape(), kGpu), gdg = Tensor::empty({C}, kGpu), gdb = Tensor::empty({C}, kGpu);
+  ops::layernorm_backward(x, dy, gamma, m, r, dx, dg, db, false);
+  ops::layernorm_backward(x.to(kGpu), dy.to(kGpu), gamma.to(kGpu), gm, gr, gdx, gdg, gdb, false);
+  EXPECT_LT(rel_error(gdx, dx), 1e-4);
+  EXPECT_LT(rel_error(gdg, dg), 1e-4);
+  EXPECT_LT(rel_error(gdb, db), 1e-4);
+
+  Tensor a = Tensor::empty_like(x), ga = Tensor::empty(x.shape(), kGpu);
+  ops::gelu_forward(x, a);
+  ops::gelu_forward(x.to(kGpu), ga);
+  EXPECT_LT(rel_error(ga, a), 1e-5);
+  ops::gelu_backward(x, dy, a);
+  ops::gelu_backward(x.to(kGpu), dy.to(kGpu), ga);
+  EXPECT_LT(rel_error(ga, a), 1e-5);
+
+  for (Precision prec : {Precision::fp32, Precision::tf32}) {
+    test::PrecisionScope scope(prec);
+    const Tensor qkv = random_tensor({N, T, 3 * C}, 11);
+    Tensor o = Tensor::empty({N, T, C}), p = Tensor::empty({N, H, T, T});
+    Tensor go = Tensor::empty({N, T, C}, kGpu), gp = Tensor::empty({N, H, T, T}, kGpu);
+    ops::attention_forward(qkv, H, o, p);
+    ops::attention_forward(qkv.to(kGpu), H, go, gp);
+    EXPECT_LT(rel_error(go, o), tolerance(prec, 1e-5)) << precision_name(prec);
+    EXPECT_LT(rel_error(gp, p), tolerance(prec, 1e-5)) << precision_name(prec);
+    const Tensor dout = random_tensor({N, T, C}, 12);
+    Tensor d = Tensor::empty_like(qkv), gd = Tensor::empty(qkv.shape(), kGpu);
+    ops::attention_backward(qkv, p, dout, H, d);
+    ops::attention_backward(qkv.to(kGpu), gp, dout.to(kGpu), H, gd);
+    EXPECT_LT(rel_error(gd, d), tolerance(prec, 1e-4)) << precision_name(prec);
+  }
+  const Tensor big = random_tensor({1000}, 13);
+  EXPECT_NEAR(ops::sum_squares(big.to(kGpu)), ops::sum_squares(big), 1e-4 * ops::sum_squares(big));
+}
+
+// gpt2-tiny end to end: the loss and every parameter's gradient (the tied embedding's
+// two contributions included) as the CPU computes them.
+TEST(CudaGradients, Gpt2TinyMatchesCpu) {
+  DPB_REQUIRE_GPU();
+  cpu::CpuDeviceScope scope(0);
+  for (Precision prec : {Precision::fp32, Precision::bf16}) {
+    test::PrecisionScope ps(prec);
+    Generator g(3), g2(3);
+    ModelOptions mo;
+    mo.seq = 32;
+    auto cm = build_model("gpt2-tiny", g, mo), gm = build_model("gpt2-tiny", g2, mo);
+    gm->to(kGpu);
+    SyntheticTokens data(32, 512, 8, 3);
+    Batch b = make_batch(data, {0, 1, 2, 3});
+    auto grads = [&](Model& m, Device d) {
+      LossResult l = compute_loss(LossKind::cross_entropy, m.forward(b.x.to(d)), b.target.to(d), true);
+      m.backward(l.grad);
+      return l.loss;
+    };
+    const float cl = grads(*cm, Device::cpu()), gl = grads(*gm, kGpu);
+    EXPECT_NEAR(gl, cl, tolerance(prec, 1e-5) * std::fabs(cl)) << precision_name(prec);
+    auto cp = cm->named_parameters(), gp = gm->named_parameters();
+    ASSERT_EQ(cp.size(), gp.size());
+    for (size_t i = 0; i < cp.size(); ++i) {
+      const std::string what = std::string(precision_name(prec)) + ": gradient of " + cp[i].first;
+      if (prec == Precision::fp32) EXPECT_LT(rel_error(gp[i].second->grad(), cp[i].second->grad()), 1e-3) << what;
+      else EXPECT_GT(test::cosine(gp[i].second->grad(), cp[i].second->grad()), 0.99) << what;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dpb
