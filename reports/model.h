@@ -225,6 +225,10 @@ struct RunMetrics {
   Num data_wait_share, wall_time_s;
   Num loss_first, loss_last;
   Num flops_per_sample, achieved_flops_per_s, mfu, peak_flops_per_s;
+  // Language models: tokens in each sample (the sequence length), tokens trained per
+  // second, and the training FLOPs per token (6N + 12LCT, PaLM's count) behind the MFU.
+  std::optional<int64_t> tokens_per_sample;
+  Num throughput_tokens_per_s, flops_per_token;
   std::optional<Accuracy> accuracy;
   std::vector<DeviceStats> devices;
   std::optional<std::vector<RankStats>> ranks;

@@ -296,6 +296,11 @@ json run_json(const RunMetrics& r) {
             {"peak_flops_per_s", num(r.peak_flops_per_s)},
             {"loss_per_step", nums(r.loss_per_step)},
             {"step_times_s", nums(r.step_times_s)}};
+  if (r.tokens_per_sample) {
+    j["tokens_per_sample"] = *r.tokens_per_sample;
+    j["throughput_tokens_per_s"] = num(r.throughput_tokens_per_s);
+    j["flops_per_token"] = num(r.flops_per_token);
+  }
   if (r.accuracy) j["accuracy"] = {{"test", num(r.accuracy->test)}, {"test_loss", num(r.accuracy->test_loss)}};
   json devices = json::array();
   for (const auto& d : r.devices)
@@ -354,6 +359,11 @@ RunMetrics run_from(const JsonView& j) {
   r.achieved_flops_per_s = j.maybe_number("achieved_flops_per_s", 0, kBig);
   r.mfu = j.maybe_number("mfu", 0, kBig);
   r.peak_flops_per_s = j.maybe_number("peak_flops_per_s", 0, kBig);
+  if (j.has("tokens_per_sample")) {
+    r.tokens_per_sample = j.integer("tokens_per_sample", 1, kCount);
+    r.throughput_tokens_per_s = j.maybe_number("throughput_tokens_per_s", 0, kBig);
+    r.flops_per_token = j.maybe_number("flops_per_token", 0, kBig);
+  }
   if (auto a = j.maybe_member("accuracy")) r.accuracy = Accuracy{a->maybe_number("test", 0, 1), a->maybe_number("test_loss", 0, kBig)};
   for (const auto& d : j.items("devices", kMaxWorld))
     r.devices.push_back({d.str("id", kName), d.integer("samples", 0, kCount), d.maybe_number("busy_fraction", 0, 1),

@@ -228,7 +228,15 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   run.wall_time_s = result.wall_seconds;
   run.loss_first = result.steps.front().loss;
   run.loss_last = result.steps.back().loss;
-  const double flops_per_sample = 3.0 * static_cast<double>(model.flops_per_sample());
+  double flops_per_sample = 3.0 * static_cast<double>(model.flops_per_sample());
+  if (model.spec().per_position) {
+    const int64_t T = model.spec().input[0];
+    run.tokens_per_sample = T;
+    run.throughput_tokens_per_s = throughput * static_cast<double>(T);
+    const double per_token = model.flops_per_token();
+    run.flops_per_token = per_token;
+    flops_per_sample = per_token * static_cast<double>(T);
+  }
   const double peak = device_peak_flops(o);
   run.flops_per_sample = flops_per_sample;
   run.achieved_flops_per_s = flops_per_sample * throughput;

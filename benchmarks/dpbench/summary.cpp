@@ -30,6 +30,18 @@ void print_summary(const reports::RunReport& report, const SummaryExtras& extras
                      r.batch_per_device, r.global_batch, human_time(st.median.value_or(0)),
                      human_time(st.p10.value_or(0)), human_time(st.p90.value_or(0)), st.cv.value_or(0) * 100,
                      r.throughput_samples_per_s.value_or(0), r.loss_first.value_or(0), r.loss_last.value_or(0));
+  if (r.tokens_per_sample) {
+    std::string line = fmt::format("tokens: {} per sequence, {:.0f} tokens/s, {:.3g} training FLOPs per token (6N + 12LCT)",
+                                   *r.tokens_per_sample, r.throughput_tokens_per_s.value_or(0),
+                                   r.flops_per_token.value_or(0));
+    line += r.mfu ? fmt::format(", MFU {:.1f}% of {:.0f} TFLOP/s", 100 * *r.mfu, r.peak_flops_per_s.value_or(0) / 1e12)
+                  : ", MFU n/a (no known peak for this device)";
+    std::string memory;
+    for (const auto& d : r.devices)
+      if (d.peak_memory_bytes > 0) memory += fmt::format("{}{} {:.1f} MiB", memory.empty() ? "" : ", ", d.id,
+                                                       static_cast<double>(d.peak_memory_bytes) / (1 << 20));
+    out << line << (memory.empty() ? "" : " | peak memory " + memory) << "\n";
+  }
   if (r.accuracy)
     out << fmt::format("test: accuracy {:.2f}%, loss {:.4f} on {} samples | trained {:.2f} epoch(s) in {:.1f} s\n",
                        100 * r.accuracy->test.value_or(0), r.accuracy->test_loss.value_or(0), extras.test_samples,

@@ -38,6 +38,12 @@ Tensor Model::random_batch(int64_t batch, Device device, Generator& gen) const {
   return Tensor::from_vector(shape, v, device);
 }
 
+double Model::flops_per_token() {
+  if (!spec_.per_position || spec_.layers == 0) return 0;
+  const double n = static_cast<double>(parameter_count() - spec_.context * spec_.width);
+  return 6.0 * n + 12.0 * static_cast<double>(spec_.layers * spec_.width * spec_.input[0]);
+}
+
 std::vector<bool> Model::weight_decay_mask() {
   std::vector<bool> mask;
   if (!spec_.per_position) {

@@ -24,6 +24,8 @@ struct ModelSpec {
   bool per_position = false;
   // The parameter a TiedLinear head among the layers uses ("transformer.wte.weight").
   std::string head_tied_to;
+  // A transformer's depth and width (0 for other models), for its FLOPs per token.
+  int64_t layers = 0, width = 0, context = 0;
 };
 
 class Model : public Sequential {
@@ -36,6 +38,11 @@ class Model : public Sequential {
   std::unique_ptr<Module> clone_structure() const override;
   // Forward FLOPs for one sample (x3 for a training step).
   int64_t flops_per_sample() const;
+  // A transformer's training FLOPs per token as the PaLM paper's appendix B counts them
+  // (and nanoGPT's estimate_mfu): 6 N + 12 L C T, with N the parameters without the
+  // position table (the token embedding counts: it is the output layer's weight), L
+  // layers, C the width (heads x head size) and T the tokens per sequence. 0 otherwise.
+  double flops_per_token();
   // A batch of `batch` random inputs on `device` (N(0, 1) values, or tokens drawn
   // uniformly from the vocabulary) for measuring the model without a dataset.
   Tensor random_batch(int64_t batch, Device device, Generator& gen) const;

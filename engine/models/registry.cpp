@@ -203,6 +203,9 @@ std::unique_ptr<Model> gpt2_model(const Gpt2Config& c, Generator& gen, const Mod
   spec.input_dtype = DType::i32;
   spec.per_position = true;
   spec.head_tied_to = "transformer.wte.weight";
+  spec.layers = c.layers;
+  spec.width = c.width;
+  spec.context = c.context;
   auto m = std::make_unique<Model>(spec);
   m->add("transformer.wte", std::make_unique<Embedding>(c.vocab, c.width, &gen));
   m->add("transformer.wpe", std::make_unique<PositionEmbedding>(c.context, c.width, &gen));

@@ -18,6 +18,44 @@ TEST(Optimizer, SkipsParametersWithoutGradient) {
   EXPECT_EQ(b.data().to_vector(), (std::vector<float>{1.0f, 1.0f}));
 }
 
+// torch.nn.utils.clip_grad_norm_: the norm over every gradient written since zero_grad,
+// scaling by max_norm / (norm + 1e-6) only when that is below 1.
+TEST(Optimizer, ClipGradNormScalesOnlyAboveTheLimit) {
+  Parameter a(Tensor::zeros({2})), b(Tensor::zeros({1})), untouched(Tensor::zeros({1}));
+  a.begin_grad();
+  a.grad().copy_from(Tensor::from_vector({2}, {3.0f, 0.0f}));
+  b.begin_grad();
+  b.grad().copy_from(Tensor::from_vector({1}, {4.0f}));
+  EXPECT_NEAR(clip_grad_norm({&a, &b, &untouched}, 10.0), 5.0, 1e-9);  // under the limit: unchanged
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<float>{3.0f, 0.0f}));
+  EXPECT_NEAR(clip_grad_norm({&a, &b, &untouched}, 1.0), 5.0, 1e-9);
+  const float coef = static_cast<float>(1.0 / (5.0 + 1e-6));
+  EXPECT_FLOAT_EQ(a.grad().to_vector()[0], 3.0f * coef);
+  EXPECT_FLOAT_EQ(b.grad().to_vector()[0], 4.0f * coef);
+  EXPECT_TRUE(untouched.grad_is_zero());
+  EXPECT_THROW(clip_grad_norm({&a}, 0.0), Error);
+}
+
+// A weight-decay mask leaves the unmasked parameters undecayed (AdamW's decoupled decay
+// with a zero gradient moves only the decayed one).
+TEST(Optimizer, DecayMaskSelectsParameters) {
+  Parameter a(Tensor::full({1}, 1.0f)), b(Tensor::full({1}, 1.0f));
+  OptimizerOptions o;
+  o.kind = OptimizerKind::adamw;
+  o.lr = 0.1f;
+  o.weight_decay = 0.5f;
+  auto opt = make_optimizer(o, {&a, &b});
+  opt->set_decay_mask({true, false});
+  for (Parameter* p : {&a, &b}) {
+    p->begin_grad();
+    p->grad().fill(0.0f);
+  }
+  opt->step();
+  EXPECT_FLOAT_EQ(a.data().item(), 1.0f - 0.1f * 0.5f);
+  EXPECT_FLOAT_EQ(b.data().item(), 1.0f);
+  EXPECT_THROW(opt->set_decay_mask({true}), Error);
+}
+
 TEST(Optimizer, GradientsAccumulateUntilZeroGrad) {
   Parameter p(Tensor::full({1}, 0.0f));
   EXPECT_FALSE(p.begin_grad());

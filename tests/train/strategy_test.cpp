@@ -116,6 +116,47 @@ TEST_P(Strategies, EveryModeTrainsLikeOneDevice) {
         << name << " ddp rank " << r;
 }
 
+// Gradient clipping acts on the whole step's gradient: under DDP the reduced one, in the
+// pipeline the one spread over the stages' devices, so every mode clips as one device.
+TEST(Strategies, ClippingTheGlobalNormMatchesOneDevice) {
+  cpu::set_threads_per_device(1);
+  cpu::CpuDeviceScope scope(0);
+  const std::string name = "gpt2-tiny";
+  const int64_t batch = 8, steps = 3;
+  auto clip = [](TrainOptions& o) {
+    o.clip_grad_norm = 0.05;  // well below gpt2-tiny's gradient norm: every step clips
+    o.optim.kind = OptimizerKind::adamw;
+    o.optim.lr = 1e-3f;
+  };
+  const TrainedModel single = train(name, batch, batch, steps, clip);
+  const Params initial = initial_params(name);
+  const TrainedModel mp = train(name, batch, batch, steps, [&](TrainOptions& o) {
+    clip(o);
+    o.mode = ParallelMode::pipeline;
+    o.devices = {Device::cpu(0), Device::cpu(1)};
+    o.pipeline.schedule = PipelineSchedule::gpipe;
+    o.pipeline.micro_batches = 2;
+  });
+  EXPECT_LT(relative_difference(mp.params, single.params, initial), 1e-3) << "pipeline";
+  std::vector<TrainedModel> ranks(2);
+  test::run_ranks_ok(2, [&](int r, comm::ProcessGroup& pg) {
+    ranks[static_cast<size_t>(r)] = train(name, batch / 2, batch, steps, [&](TrainOptions& o) {
+      clip(o);
+      o.mode = ParallelMode::ddp;
+      o.device = Device::cpu(r);
+      o.ddp.group = &pg;
+    });
+  });
+  for (int r = 0; r < 2; ++r)
+    EXPECT_LT(relative_difference(ranks[static_cast<size_t>(r)].params, single.params, initial), 1e-3) << "ddp rank " << r;
+  // Without clipping the run differs: the limit was in force.
+  const TrainedModel unclipped = train(name, batch, batch, steps, [](TrainOptions& o) {
+    o.optim.kind = OptimizerKind::adamw;
+    o.optim.lr = 1e-3f;
+  });
+  EXPECT_GT(relative_difference(unclipped.params, single.params, initial), 1e-2);
+}
+
 // gpt2-tiny: i32 tokens through every mode, and in the pipeline a tied output head on
 // another stage than the token embedding it shares its weight with.
 INSTANTIATE_TEST_SUITE_P(Models, Strategies, ::testing::Values("mlp", "lenet", "gpt2-tiny"),
