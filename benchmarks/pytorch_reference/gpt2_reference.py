@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 
 # gpt2-tiny in dpbench's registry
-CONFIG = dict(n_layer=2, n_head=4, n_embd=64, block_size=64, vocab_size=512)
+CONFIG = dict(n_layer=2, n_head=4, n_embd=64, block_size=256, vocab_size=512)
 
 
 class CausalSelfAttention(nn.Module):

@@ -227,10 +227,10 @@ std::unique_ptr<Model> gpt2_medium(Generator& gen, const ModelOptions& o) {
   return gpt2_model({"gpt2-medium", 24, 16, 1024, 1024, 50304}, gen, o);
 }
 
-// A GPT-2 small enough for tests: 2 layers, 4 heads, 64 wide, context 64, and a
+// A GPT-2 small enough for tests: 2 layers, 4 heads, 64 wide, context 256, and a
 // vocabulary of 512 (byte-level text uses its first 256 tokens).
 std::unique_ptr<Model> gpt2_tiny(Generator& gen, const ModelOptions& o) {
-  return gpt2_model({"gpt2-tiny", 2, 4, 64, 64, 512}, gen, o);
+  return gpt2_model({"gpt2-tiny", 2, 4, 64, 256, 512}, gen, o);
 }
 
 using Builder = std::function<std::unique_ptr<Model>(Generator&, const ModelOptions&)>;

@@ -160,9 +160,10 @@ TEST(Gpt2, MediumParameterCount) {
 TEST(Gpt2, SeqSetsTheContextUsed) {
   Generator g(58);
   ModelOptions mo;
-  mo.seq = 256;
+  mo.seq = 257;
   EXPECT_EQ(build_model("gpt2-tiny", g, ModelOptions{{0, 0, 0}, 10, 32})->spec().input, (Shape{32}));
-  EXPECT_THROW(build_model("gpt2-tiny", g, mo), Error);  // its context is 64
+  EXPECT_EQ(build_model("gpt2-tiny", g)->spec().input, (Shape{256}));  // its context
+  EXPECT_THROW(build_model("gpt2-tiny", g, mo), Error);
 }
 
 // A clone is tied to its own token embedding, not to the original's.

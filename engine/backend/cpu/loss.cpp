@@ -2,8 +2,24 @@
 #include <cmath>
 
 #include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cpu/fast_math.h"
 
 namespace dpb::cpu {
+
+namespace {
+// log sum_j exp(row[j] - mx), accumulated in double.
+DPB_SIMD_CLONES double log_sum_exp(const float* row, int64_t C, float mx) {
+  double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < C; ++j) sum += static_cast<double>(fast_exp(row[j] - mx));
+  return std::log(sum);
+}
+
+// drow = softmax(row) * scale, from the row's max and log-sum-exp.
+DPB_SIMD_CLONES void softmax_row(const float* row, float* drow, int64_t C, float mx, float ls, float scale) {
+  for (int64_t j = 0; j < C; ++j) drow[j] = fast_exp((row[j] - mx) - ls) * scale;
+}
+}  // namespace
 
 float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, int64_t* correct) {
   const int64_t N = logits.size(0), C = logits.size(1);
@@ -25,15 +41,12 @@ float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& 
         mx = row[j];
         argmax = j;
       }
-    double sum = 0.0;
-    for (int64_t j = 0; j < C; ++j) sum += std::exp(static_cast<double>(row[j] - mx));
-    const double log_sum = std::log(sum);
+    const double log_sum = log_sum_exp(row, C, mx);
     total += log_sum - static_cast<double>(row[y[i]] - mx);
     hits += argmax == y[i] ? 1 : 0;
     if (dz) {
       float* drow = dz + i * C;
-      for (int64_t j = 0; j < C; ++j)
-        drow[j] = static_cast<float>(std::exp(static_cast<double>(row[j] - mx) - log_sum)) * inv_n;
+      softmax_row(row, drow, C, mx, static_cast<float>(log_sum), inv_n);
       drow[y[i]] -= inv_n;
     }
   }

@@ -12,6 +12,7 @@
 
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/dnnl_util.h"
+#include "engine/backend/cpu/fast_math.h"
 
 namespace dpb::cpu {
 
@@ -219,15 +220,56 @@ constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluCube = 0.044715f;
 }  // namespace
 
+namespace {
+constexpr int64_t kChunk = 4096;  // elements per OpenMP work item
+
+DPB_SIMD_CLONES void gelu_span(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = 0.5f * v * (1.0f + fast_tanh(kGeluScale * (v + kGeluCube * v * v * v)));
+  }
+}
+
+DPB_SIMD_CLONES void gelu_backward_span(const float* x, const float* g, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float th = fast_tanh(kGeluScale * (v + kGeluCube * v * v * v));
+    const float d = 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * kGeluScale * (1.0f + 3.0f * kGeluCube * v * v);
+    dx[i] = g[i] * d;
+  }
+}
+
+// Row t of causal scores in place: softmax over keys 0..t, zero after.
+DPB_SIMD_CLONES void causal_softmax_row(float* row, int64_t t, int64_t T) {
+  float mx = row[0];
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 1; j <= t; ++j) mx = row[j] > mx ? row[j] : mx;
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j <= t; ++j) {
+    row[j] = fast_exp(row[j] - mx);
+    sum += row[j];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j <= t; ++j) row[j] *= inv;
+  for (int64_t j = t + 1; j < T; ++j) row[j] = 0.0f;
+}
+
+DPB_SIMD_CLONES void causal_softmax_backward_row(const float* prow, float* drow, int64_t t, int64_t T) {
+  float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t j = 0; j <= t; ++j) dot += prow[j] * drow[j];
+  for (int64_t j = 0; j <= t; ++j) drow[j] = prow[j] * (drow[j] - dot);
+  for (int64_t j = t + 1; j < T; ++j) drow[j] = 0.0f;
+}
+}  // namespace
+
 void gelu_forward(const Tensor& x, Tensor& y) {
   const int64_t n = x.numel();
   const float* px = x.data();
   float* out = y.data();
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = px[i];
-    out[i] = 0.5f * v * (1.0f + std::tanh(kGeluScale * (v + kGeluCube * v * v * v)));
-  }
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+  for (int64_t b = 0; b < n; b += kChunk) gelu_span(px + b, out + b, std::min(kChunk, n - b));
 }
 
 void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
@@ -235,13 +277,8 @@ void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   const float* px = x.data();
   const float* g = dy.data();
   float* out = dx.data();
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = px[i];
-    const float th = std::tanh(kGeluScale * (v + kGeluCube * v * v * v));
-    const float d = 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * kGeluScale * (1.0f + 3.0f * kGeluCube * v * v);
-    out[i] = g[i] * d;
-  }
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+  for (int64_t b = 0; b < n; b += kChunk) gelu_backward_span(px + b, g + b, out + b, std::min(kChunk, n - b));
 }
 
 void attention_forward(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& probs) {
@@ -256,20 +293,7 @@ void attention_forward(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& prob
   // causal softmax in place: row t sees keys 0..t
   const int64_t rows = h.N * h.H * h.T, T = h.T;
 #pragma omp parallel for schedule(static) if (rows > kParallelRows)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t t = r % T;
-    float* row = p + r * T;
-    float mx = row[0];
-    for (int64_t j = 1; j <= t; ++j) mx = std::max(mx, row[j]);
-    float sum = 0.0f;
-    for (int64_t j = 0; j <= t; ++j) {
-      row[j] = std::exp(row[j] - mx);
-      sum += row[j];
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t j = 0; j <= t; ++j) row[j] *= inv;
-    for (int64_t j = t + 1; j < T; ++j) row[j] = 0.0f;
-  }
+  for (int64_t r = 0; r < rows; ++r) causal_softmax_row(p + r * T, r % T, T);
   // y = probs v, written head by head into (N, T, C)
   batched_matmul(ctx, "attn_pv", {h.square(), h.square_strides(), p}, {h.shape(), h.strides(), base + 2 * h.C},
                  {h.shape(), h.y_strides(), y.data()}, 1.0f, false);
@@ -292,15 +316,7 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy
   // dscores = probs * (dprobs - sum_j dprobs * probs), in place of dprobs (zero above the diagonal)
   const int64_t rows = h.N * h.H * h.T, T = h.T;
 #pragma omp parallel for schedule(static) if (rows > kParallelRows)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t t = r % T;
-    const float* prow = p + r * T;
-    float* drow = dp + r * T;
-    float dot = 0.0f;
-    for (int64_t j = 0; j <= t; ++j) dot += prow[j] * drow[j];
-    for (int64_t j = 0; j <= t; ++j) drow[j] = prow[j] * (drow[j] - dot);
-    for (int64_t j = t + 1; j < T; ++j) drow[j] = 0.0f;
-  }
+  for (int64_t r = 0; r < rows; ++r) causal_softmax_backward_row(p + r * T, dp + r * T, r % T, T);
   const float scale = 1.0f / std::sqrt(static_cast<float>(h.D));
   // dq = dscores k / sqrt(D) ; dk = dscores^T q / sqrt(D)
   batched_matmul(ctx, "attn_dq", {h.square(), h.square_strides(), dp}, {h.shape(), h.strides(), base + h.C},
