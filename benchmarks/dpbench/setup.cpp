@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "engine/backend/cpu/cpu_context.h"
@@ -61,6 +62,62 @@ std::vector<int> allowed_cores() {
   return cores;
 }
 
+namespace {
+int64_t host_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+// A language model's training memory on one device, estimated before the run so that a
+// batch that cannot fit is an error naming the limit, not an allocation failure minutes
+// in: the parameters with their gradients and optimizer state (f32), and what each
+// token's forward keeps for the backward (per block about 19 activations of the width
+// and a row of attention probabilities; the logits and their gradient).
+void check_language_model_fits(Model& model, const BenchOptions& o, bool parallel) {
+  const ModelSpec& spec = model.spec();
+  if (!spec.per_position || spec.layers == 0) return;
+  const double params = static_cast<double>(model.parameter_count());
+  const double state = o.train.optimizer == OptimizerKind::sgd ? 3.0 : 4.0;
+  const double T = static_cast<double>(spec.input[0]);
+  const double act_bytes = o.device.precision == Precision::bf16 ? 2.0 : 4.0;
+  const double probs = static_cast<double>(spec.heads) * T;  // attention probabilities per token
+  const double tokens = static_cast<double>(o.train.batch) * T;
+  const double per_token = static_cast<double>(spec.layers) * (19.0 * static_cast<double>(spec.width) + probs) +
+                           2.0 * static_cast<double>(spec.outputs);
+  const double weights = 4.0 * state * params;
+  const double activations = act_bytes * tokens * per_token;
+  const bool cuda = o.device.kind == DeviceKind::cuda;
+  const int sharing = parallel ? std::max(1, o.device.count) : 1;
+  double available = 0;
+  std::string where;
+  if (cuda) {
+    const CudaInfo info = cuda_info();
+    if (info.gpus.empty()) return;  // the run's own device check says why
+    const int gpus = static_cast<int>(info.gpus.size());
+    available = static_cast<double>(info.gpus[0].memory_bytes) / std::max(1, (sharing + gpus - 1) / gpus);
+    where = info.gpus[0].name + (sharing > gpus ? " (shared by " + std::to_string(sharing) + " devices)" : "");
+  } else {
+    available = static_cast<double>(host_available_bytes()) / sharing;
+    where = "this machine's available memory" + (sharing > 1 ? " shared by " + std::to_string(sharing) + " devices" : "");
+  }
+  if (available <= 0) return;
+  const double per_device = o.mode == ParallelMode::pipeline && parallel ? (weights + activations) / sharing
+                                                                          : weights + activations;
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  DPB_CHECK(per_device <= available)
+      << spec.name << " at batch " << o.train.batch << " x " << spec.input[0] << " tokens needs about "
+      << fmt::format("{:.1f}", per_device / gib) << " GiB per device (parameters, gradients and optimizer state "
+      << fmt::format("{:.1f}", weights / gib) << " GiB; activations " << fmt::format("{:.1f}", activations / gib)
+      << " GiB, estimated) but " << where << " is " << fmt::format("{:.1f}", available / gib)
+      << " GiB: lower --batch or --seq";
+}
+}  // namespace
+
 RunSetup prepare_run(const BenchOptions& o, bool parallel, const RankContext* rank) {
   RunSetup r;
   if (o.device.logical_gpus) place_cuda_devices(parallel ? o.device.count : 0);
@@ -70,6 +127,7 @@ RunSetup prepare_run(const BenchOptions& o, bool parallel, const RankContext* ra
   if (data_shape.ndim() == 3 && o.data.model != "simple" && o.data.model != "widemlp") mo.image = data_shape;
   mo.seq = o.data.seq;
   r.model = build_model(o.data.model, init_gen, mo);
+  check_language_model_fits(*r.model, o, parallel);
   const ModelSpec& spec = r.model->spec();
   DatasetRequest dr;
   dr.name = o.data.dataset;

@@ -41,6 +41,16 @@ TextTokens::TextTokens(const std::string& path, bool train, int64_t seq, int64_t
   DPB_CHECK(in) << "text: cannot open '" << path << "' (--data=text:PATH names a text file)";
   std::vector<unsigned char> all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   DPB_CHECK(!in.bad()) << "text: error reading '" << path << "'";
+  DPB_CHECK(!all.empty()) << "text: '" << path << "' is empty";
+  // Text has no NUL bytes and few control characters (tab, newlines, form feed and
+  // carriage return aside); UTF-8's multi-byte sequences are bytes >= 0x80 and pass.
+  size_t control = 0;
+  for (unsigned char c : all) {
+    DPB_CHECK(c != 0) << "text: '" << path << "' holds NUL bytes: a binary file, not text";
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v') ++control;
+  }
+  DPB_CHECK(control * 100 <= all.size()) << "text: '" << path << "' is " << control * 100 / all.size()
+                                         << "% control characters: a binary file, not text";
   const size_t cut = all.size() * 9 / 10;
   if (train) bytes_.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(cut));
   else bytes_.assign(all.begin() + static_cast<std::ptrdiff_t>(cut), all.end());

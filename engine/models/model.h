@@ -25,7 +25,7 @@ struct ModelSpec {
   // The parameter a TiedLinear head among the layers uses ("transformer.wte.weight").
   std::string head_tied_to;
   // A transformer's depth and width (0 for other models), for its FLOPs per token.
-  int64_t layers = 0, width = 0, context = 0;
+  int64_t layers = 0, width = 0, heads = 0, context = 0;
 };
 
 class Model : public Sequential {

@@ -205,6 +205,7 @@ std::unique_ptr<Model> gpt2_model(const Gpt2Config& c, Generator& gen, const Mod
   spec.head_tied_to = "transformer.wte.weight";
   spec.layers = c.layers;
   spec.width = c.width;
+  spec.heads = c.heads;
   spec.context = c.context;
   auto m = std::make_unique<Model>(spec);
   m->add("transformer.wte", std::make_unique<Embedding>(c.vocab, c.width, &gen));

@@ -217,7 +217,10 @@ TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) 
       continue;
     }
     StepRecord r = step(batches, pos.global_step);
-    if (o_.mode == ParallelMode::ddp) last_batch_ = batches.back();
+    // The A/B re-times a full batch: an epoch's short last batch would time less work
+    // than the steps it is compared with.
+    if (o_.mode == ParallelMode::ddp && (batches.back().size() == o_.batch || !last_batch_))
+      last_batch_ = batches.back();
     r.data_hash = samples_hash(batches);
     r.data_ns = waited;
     if (waited > 0)

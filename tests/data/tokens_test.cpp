@@ -47,7 +47,20 @@ TEST(TextTokens, BadFilesAndVocabulariesAreClearErrors) {
   std::ofstream(tiny) << "short";
   EXPECT_THROW(TextTokens(tiny.string(), false, 8, 512), Error);  // no validation window of 8
   std::filesystem::remove(tiny);
-  if (std::filesystem::exists(kText)) EXPECT_THROW(TextTokens(kText, true, 8, 100), Error);  // bytes need 256
+  if (std::filesystem::exists(kText)) {
+    EXPECT_THROW(TextTokens(kText, true, 8, 100), Error);  // bytes need a vocabulary of 256
+  }
+  std::ofstream(tiny) << "";
+  EXPECT_THROW(TextTokens(tiny.string(), true, 8, 512), Error);  // empty
+  std::filesystem::remove(tiny);
+  // A binary file: this very test program.
+  const auto self = std::filesystem::read_symlink("/proc/self/exe");
+  try {
+    TextTokens t(self.string(), true, 8, 512);
+    ADD_FAILURE() << "a binary file was read as text";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("binary file"), std::string::npos) << e.what();
+  }
 }
 
 TEST(SyntheticTokens, LearnableDeterministicSequences) {
