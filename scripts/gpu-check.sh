@@ -22,7 +22,8 @@
 #   modes.tar.gz         the reports of those runs
 #   corpus.tar.gz        the GPU trace corpus cases recorded here (tests/data/traces/gpu-*)
 #   doctor.log           dpdoctor and HTA on those traces
-#   speed.log            dpbench against PyTorch eager and torch.compile, fp32/tf32/bf16
+#   speed.log            dpbench against PyTorch eager and torch.compile, fp32/tf32/bf16, and
+#                        GPT-2 in bf16 with each one's MFU
 # Checked, these become reports/results/gpu-<date>.md and the GPU cases in tests/data.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -164,6 +165,11 @@ measure() {
     env DPBENCH="$DPBENCH" PYTHON="$venv/bin/python" REPEAT=1 STEPS=40 WARMUP=10 timeout 280 \
     "$ROOT/benchmarks/pytorch_reference/compare_cuda.sh" "$OUT/speed"
   [ -d "$OUT/speed" ] && { cat "$OUT"/speed/summary* >>"$OUT/speed.log" 2>/dev/null; rm -rf "$OUT/speed"; }
+  # GPT-2 124M in bf16 at batch 16 x 1024 against PyTorch eager and torch.compile, with
+  # each one's MFU (targets: >= 1.0x compile, MFU >= 35 %).
+  step "GPT-2 speed against PyTorch (compare_gpt2.sh: gpt2 bf16 16 x 1024, eager and torch.compile)" \
+    "$OUT/speed.log" env DPBENCH="$DPBENCH" PYTHON="$venv/bin/python" DEVICE=cuda PRECISION=bf16 REPEAT=1 WARMUP=5 \
+    CASES="gpt2:16:1024:20" timeout 200 "$ROOT/benchmarks/pytorch_reference/compare_gpt2.sh"
   rm -rf "$venv"
 }
 

@@ -83,10 +83,27 @@ TEST(GradCheck, Gpt2TinyWithTiedHead) {
   expect_gradients_match(*m, random_tokens(2, 6, 512, g), 53, o);
 }
 
-// Attention's forward against the textbook formula, head by head.
-TEST(Attention, MatchesDirectComputation) {
+// Long sequences run attention's products in causal blocks (2 from 32 tokens, 4 from 128,
+// of uneven sizes here): the gradients there, as in one block.
+TEST(GradCheck, CausalSelfAttentionInBlocks) {
+  for (int64_t T : {37, 130}) {
+    Generator g(60 + static_cast<uint64_t>(T));
+    CausalSelfAttention a(8, 2, 0.3f, &g);
+    for (auto& [name, p] : a.named_parameters()) p->data().copy_from(random_tensor(p->data().shape(), g, 0.4f));
+    testing::GradCheckOptions o;
+    o.samples = 20;
+    SCOPED_TRACE("T = " + std::to_string(T));
+    expect_gradients_match(a, random_tensor({2, T, 8}, g), 61, o);
+  }
+}
+
+// Attention's forward against the textbook formula, head by head, in one block and in
+// causal blocks.
+class AttentionForward : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(AttentionForward, MatchesDirectComputation) {
   Generator g(54);
-  const int64_t N = 2, T = 5, H = 2, C = 6, D = C / H;
+  const int64_t N = 2, T = GetParam(), H = 2, C = 6, D = C / H;
   Tensor qkv = random_tensor({N, T, 3 * C}, g);
   Tensor y = Tensor::empty({N, T, C}), probs = Tensor::empty({N, H, T, T});
   ops::attention_forward(qkv, H, y, probs);
@@ -112,6 +129,8 @@ TEST(Attention, MatchesDirectComputation) {
         for (int64_t j = t + 1; j < T; ++j) EXPECT_EQ(probs.data()[((n * H + h) * T + t) * T + j], 0.0f);
       }
 }
+
+INSTANTIATE_TEST_SUITE_P(Lengths, AttentionForward, ::testing::Values(5, 33, 131));
 
 // A token never sees the tokens after it: changing the last token leaves every earlier
 // position's logits as they were.

@@ -7,6 +7,13 @@
 namespace dpb::cpu {
 
 namespace {
+DPB_SIMD_CLONES float row_max(const float* row, int64_t C) {
+  float mx = row[0];
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 1; j < C; ++j) mx = row[j] > mx ? row[j] : mx;
+  return mx;
+}
+
 // log sum_j exp(row[j] - mx), accumulated in double.
 DPB_SIMD_CLONES double log_sum_exp(const float* row, int64_t C, float mx) {
   double sum = 0.0;
@@ -34,13 +41,9 @@ float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& 
 #pragma omp parallel for reduction(+ : total, hits) schedule(static) if (N * C > (1 << 15))
   for (int64_t i = 0; i < N; ++i) {
     const float* row = z + i * C;
+    const float mx = row_max(row, C);
     int64_t argmax = 0;
-    float mx = row[0];
-    for (int64_t j = 1; j < C; ++j)
-      if (row[j] > mx) {
-        mx = row[j];
-        argmax = j;
-      }
+    while (row[argmax] != mx && argmax + 1 < C) ++argmax;  // the first maximum, as argmax
     const double log_sum = log_sum_exp(row, C, mx);
     total += log_sum - static_cast<double>(row[y[i]] - mx);
     hits += argmax == y[i] ? 1 : 0;

@@ -281,22 +281,48 @@ void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   for (int64_t b = 0; b < n; b += kChunk) gelu_backward_span(px + b, g + b, out + b, std::min(kChunk, n - b));
 }
 
+namespace {
+// The causal mask leaves the upper triangle of every T x T product zero, so the products
+// run in blocks of query rows [r0, r1) against keys [0, r1) (and, for the products that
+// run over queries, key rows [c0, c1) against queries [c0, T)): 4 blocks do 62.5 % of the
+// full products' work. Entries right of a block's keys are never read: the softmax and
+// its backward stop at the diagonal and write the zeros.
+int64_t attention_blocks(int64_t T) { return T >= 128 ? 4 : T >= 32 ? 2 : 1; }
+int64_t block_edge(int64_t T, int64_t b, int64_t blocks) { return T * b / blocks; }
+
+dims with_rows(dims shape, int64_t rows, int64_t cols) {
+  shape[2] = rows;
+  shape[3] = cols;
+  return shape;
+}
+}  // namespace
+
 void attention_forward(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& probs) {
   auto& ctx = context(qkv.device().index);
   const Heads h = heads_of(qkv, heads);
   float* base = qkv.data();
   float* p = probs.data();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(h.D));
-  // scores = q k^T / sqrt(D)
-  batched_matmul(ctx, "attn_qk", {h.shape(), h.strides(), base}, {h.shape_t(), h.strides_t(), base + h.C},
-                 {h.square(), h.square_strides(), p}, scale, false);
+  float* out = y.data();
+  const int64_t T = h.T, C = h.C, D = h.D, blocks = attention_blocks(T);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  // scores = q k^T / sqrt(D), queries [r0, r1) against keys [0, r1)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t r0 = block_edge(T, b, blocks), r1 = block_edge(T, b + 1, blocks);
+    batched_matmul(ctx, "attn_qk", {with_rows(h.shape(), r1 - r0, D), h.strides(), base + r0 * 3 * C},
+                   {with_rows(h.shape_t(), D, r1), h.strides_t(), base + C},
+                   {with_rows(h.square(), r1 - r0, r1), h.square_strides(), p + r0 * T}, scale, false);
+  }
   // causal softmax in place: row t sees keys 0..t
-  const int64_t rows = h.N * h.H * h.T, T = h.T;
+  const int64_t rows = h.N * h.H * T;
 #pragma omp parallel for schedule(static) if (rows > kParallelRows)
   for (int64_t r = 0; r < rows; ++r) causal_softmax_row(p + r * T, r % T, T);
   // y = probs v, written head by head into (N, T, C)
-  batched_matmul(ctx, "attn_pv", {h.square(), h.square_strides(), p}, {h.shape(), h.strides(), base + 2 * h.C},
-                 {h.shape(), h.y_strides(), y.data()}, 1.0f, false);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t r0 = block_edge(T, b, blocks), r1 = block_edge(T, b + 1, blocks);
+    batched_matmul(ctx, "attn_pv", {with_rows(h.square(), r1 - r0, r1), h.square_strides(), p + r0 * T},
+                   {with_rows(h.shape(), r1, D), h.strides(), base + 2 * C},
+                   {with_rows(h.shape(), r1 - r0, D), h.y_strides(), out + r0 * C}, 1.0f, false);
+  }
 }
 
 void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy, int64_t heads, Tensor& dqkv) {
@@ -306,23 +332,35 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy
   float* p = probs.data();
   float* g = dy.data();
   float* d = dqkv.data();
+  const int64_t T = h.T, C = h.C, D = h.D, blocks = attention_blocks(T);
   Tensor dprobs = Tensor::empty(probs.shape(), probs.device());
   float* dp = dprobs.data();
-  // dprobs = dy v^T ; dv = probs^T dy
-  batched_matmul(ctx, "attn_dp", {h.shape(), h.y_strides(), g}, {h.shape_t(), h.strides_t(), base + 2 * h.C},
-                 {h.square(), h.square_strides(), dp}, 1.0f, false);
-  batched_matmul(ctx, "attn_dv", {h.square(), h.square_strides_t(), p}, {h.shape(), h.y_strides(), g},
-                 {h.shape(), h.strides(), d + 2 * h.C}, 1.0f, false);
+  // dprobs = dy v^T (queries [r0, r1), keys [0, r1)); dv = probs^T dy (keys [c0, c1),
+  // queries [c0, T))
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t r0 = block_edge(T, b, blocks), r1 = block_edge(T, b + 1, blocks);
+    batched_matmul(ctx, "attn_dp", {with_rows(h.shape(), r1 - r0, D), h.y_strides(), g + r0 * C},
+                   {with_rows(h.shape_t(), D, r1), h.strides_t(), base + 2 * C},
+                   {with_rows(h.square(), r1 - r0, r1), h.square_strides(), dp + r0 * T}, 1.0f, false);
+    batched_matmul(ctx, "attn_dv", {with_rows(h.square(), r1 - r0, T - r0), h.square_strides_t(), p + r0 * T + r0},
+                   {with_rows(h.shape(), T - r0, D), h.y_strides(), g + r0 * C},
+                   {with_rows(h.shape(), r1 - r0, D), h.strides(), d + 2 * C + r0 * 3 * C}, 1.0f, false);
+  }
   // dscores = probs * (dprobs - sum_j dprobs * probs), in place of dprobs (zero above the diagonal)
-  const int64_t rows = h.N * h.H * h.T, T = h.T;
+  const int64_t rows = h.N * h.H * T;
 #pragma omp parallel for schedule(static) if (rows > kParallelRows)
   for (int64_t r = 0; r < rows; ++r) causal_softmax_backward_row(p + r * T, dp + r * T, r % T, T);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(h.D));
-  // dq = dscores k / sqrt(D) ; dk = dscores^T q / sqrt(D)
-  batched_matmul(ctx, "attn_dq", {h.square(), h.square_strides(), dp}, {h.shape(), h.strides(), base + h.C},
-                 {h.shape(), h.strides(), d}, scale, false);
-  batched_matmul(ctx, "attn_dk", {h.square(), h.square_strides_t(), dp}, {h.shape(), h.strides(), base},
-                 {h.shape(), h.strides(), d + h.C}, scale, false);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  // dq = dscores k / sqrt(D) ; dk = dscores^T q / sqrt(D), blocked as above
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t r0 = block_edge(T, b, blocks), r1 = block_edge(T, b + 1, blocks);
+    batched_matmul(ctx, "attn_dq", {with_rows(h.square(), r1 - r0, r1), h.square_strides(), dp + r0 * T},
+                   {with_rows(h.shape(), r1, D), h.strides(), base + C},
+                   {with_rows(h.shape(), r1 - r0, D), h.strides(), d + r0 * 3 * C}, scale, false);
+    batched_matmul(ctx, "attn_dk", {with_rows(h.square(), r1 - r0, T - r0), h.square_strides_t(), dp + r0 * T + r0},
+                   {with_rows(h.shape(), T - r0, D), h.strides(), base + r0 * 3 * C},
+                   {with_rows(h.shape(), r1 - r0, D), h.strides(), d + C + r0 * 3 * C}, scale, false);
+  }
 }
 
 }  // namespace dpb::cpu
