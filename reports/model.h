@@ -207,7 +207,13 @@ struct Accuracy {
 
 struct EpochStats {
   int64_t epoch = 0;
-  Num train_loss, test_accuracy, seconds;
+  Num train_loss, test_accuracy, seconds, test_loss;
+};
+
+// --eval-every: the test split evaluated after optimizer step `step`.
+struct StepEvalStats {
+  int64_t step = 0;
+  Num test_loss, test_accuracy;
 };
 
 struct OpProfileRow {
@@ -243,6 +249,7 @@ struct RunMetrics {
   std::vector<Num> loss_per_step, step_times_s;
   std::optional<TimelineExcerpt> timeline;
   std::vector<EpochStats> epochs;
+  std::vector<StepEvalStats> evals;
   std::optional<std::vector<OpProfileRow>> op_profile;
   std::optional<LayerProfile> layer_profile;  // --layer-profile (single device)
   // In a sweep: which repetition, and the mode the point ran in.

@@ -325,9 +325,16 @@ json run_json(const RunMetrics& r) {
   for (const auto& e : r.epochs) {
     json je = {{"epoch", e.epoch}, {"train_loss", num(e.train_loss)}, {"seconds", num(e.seconds)}};
     if (e.test_accuracy) je["test_accuracy"] = num(e.test_accuracy);
+    if (e.test_loss) je["test_loss"] = num(e.test_loss);
     epochs.push_back(je);
   }
   j["epochs"] = epochs;
+  if (!r.evals.empty()) {
+    json evals = json::array();
+    for (const auto& e : r.evals)
+      evals.push_back({{"step", e.step}, {"test_loss", num(e.test_loss)}, {"test_accuracy", num(e.test_accuracy)}});
+    j["evals"] = evals;
+  }
   if (r.op_profile) {
     json rows = json::array();
     for (const auto& o : *r.op_profile)
@@ -398,8 +405,12 @@ RunMetrics run_from(const JsonView& j) {
     es.train_loss = e.maybe_number("train_loss", -kBig, kBig);
     es.test_accuracy = e.maybe_number("test_accuracy", 0, 1);
     es.seconds = e.maybe_number("seconds", 0, kBig);
+    es.test_loss = e.maybe_number("test_loss", 0, kBig);
     r.epochs.push_back(es);
   }
+  for (const auto& e : j.maybe_items("evals", 1 << 20))
+    r.evals.push_back({e.integer("step", 1, kCount), e.maybe_number("test_loss", 0, kBig),
+                       e.maybe_number("test_accuracy", 0, 1)});
   if (j.has("op_profile")) {
     r.op_profile.emplace();
     for (const auto& o : j.items("op_profile", 1 << 16))

@@ -141,7 +141,10 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   Model& model = *setup.model;
   const ModelSpec& spec = model.spec();
   DatasetSplits& data = setup.data;
-  const bool eval = o.data.eval == EvalMode::on || (o.data.eval == EvalMode::automatic && o.data.dataset != "synthetic");
+  DPB_CHECK(o.data.eval_every == 0 || o.data.eval != EvalMode::off)
+      << "--eval-every=" << o.data.eval_every << " evaluates the test split, which --eval=off turns off";
+  const bool eval = o.data.eval == EvalMode::on || o.data.eval_every > 0 ||
+                    (o.data.eval == EvalMode::automatic && o.data.dataset != "synthetic");
   const std::vector<std::string> ids = device_ids(o, rank);
   setup.train.save_path = o.train.save_path;
   setup.train.resume_path = o.train.resume_path;
@@ -299,7 +302,9 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
     run.breakdown->push_back(b);
   }
   for (const auto& e : result.epochs)
-    run.epochs.push_back({e.epoch, e.train_loss, e.test ? reports::Num(e.test->accuracy) : reports::Num(), e.seconds});
+    run.epochs.push_back({e.epoch, e.train_loss, e.test ? reports::Num(e.test->accuracy) : reports::Num(), e.seconds,
+                          e.test ? reports::Num(e.test->loss) : reports::Num()});
+  for (const auto& e : result.evals) run.evals.push_back({e.step, e.test.loss, e.test.accuracy});
   if (o.out.op_profile) {
     run.op_profile.emplace();
     const double steps = static_cast<double>(measured.size());

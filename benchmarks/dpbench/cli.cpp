@@ -175,6 +175,10 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
       ->check(CLI::Range(int64_t{0}, int64_t{3600000}));
   app.add_option("--eval", f.eval, "Evaluate on the test split (auto: for real datasets)")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_option("--eval-every", o.data.eval_every,
+                 "Also evaluate the test split every K optimizer steps (runs[].evals; a language model's validation "
+                 "loss during training)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--augment", o.data.augment, "Random crop + flip for cifar10");
   app.add_option("--save", o.train.save_path, "Write a safetensors checkpoint at the end");
   app.add_option("--resume", o.train.resume_path, "Continue from a checkpoint written by --save");

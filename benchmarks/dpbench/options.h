@@ -50,6 +50,7 @@ struct DataOptions {
   int prefetch = 2;
   int64_t loader_delay_ms = 0;
   EvalMode eval = EvalMode::automatic;
+  int64_t eval_every = 0;  // > 0: evaluate every this many steps as well
 };
 
 struct TrainingOptions {

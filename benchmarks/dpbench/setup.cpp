@@ -157,6 +157,7 @@ RunSetup prepare_run(const BenchOptions& o, bool parallel, const RankContext* ra
   t.base_batch = tr.base_batch;
   t.accum_steps = tr.accum_steps;
   t.clip_grad_norm = tr.clip_grad_norm;
+  t.eval_every = o.data.eval_every;
   t.device = bench_device(o, 0);
   t.mode = parallel ? o.mode : ParallelMode::single;
   if (t.mode == ParallelMode::pipeline) {

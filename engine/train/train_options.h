@@ -87,6 +87,9 @@ struct TrainOptions {
   TrainHooks hooks;
   int64_t eval_batch = 500;
   bool eval_each_epoch = true;
+  // > 0: also evaluate the test split every this many optimizer steps (a language
+  // model's validation loss during training).
+  int64_t eval_every = 0;
   std::string save_path;    // checkpoint written at the end
   std::string resume_path;  // checkpoint to continue from
   ProgressMode progress = ProgressMode::none;

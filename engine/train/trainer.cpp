@@ -67,6 +67,7 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
       << (o_.mode == ParallelMode::pipeline ? ": use --micro-batches instead" : "");
   optimizer_ = make_optimizer(o_.optim, model_.parameters());
   optimizer_->set_decay_mask(model_.weight_decay_mask());
+  DPB_CHECK(o_.eval_every >= 0) << "--eval-every must be >= 0, got " << o_.eval_every;
   DPB_CHECK(o_.clip_grad_norm >= 0) << "--clip-grad-norm must be >= 0, got " << o_.clip_grad_norm;
 
   LoaderOptions lo;
@@ -234,6 +235,13 @@ TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) 
     epoch_loss += r.loss;
     ++epoch_steps;
     result.steps.push_back(r);
+    if (test_ && o_.eval_every > 0 && pos.global_step % o_.eval_every == 0) {
+      StepEval e{pos.global_step, evaluate(model_, *test_, o_.eval_batch, o_.device)};
+      progress.note(fmt::format("step {}: test loss {:.4f}, test accuracy {:.2f}%", e.step, e.test.loss,
+                                100 * e.test.accuracy));
+      result.test = e.test;
+      result.evals.push_back(std::move(e));
+    }
     progress.update(taken, r.loss);
     if (on_step) on_step(r);
   }

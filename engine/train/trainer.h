@@ -32,9 +32,16 @@ struct EpochRecord {
   double seconds = 0;
 };
 
+// An evaluation every TrainOptions::eval_every steps: after optimizer step `step` (1-based).
+struct StepEval {
+  int64_t step = 0;
+  EvalResult test;
+};
+
 struct TrainResult {
   std::vector<StepRecord> steps;
   std::vector<EpochRecord> epochs;
+  std::vector<StepEval> evals;
   std::optional<EvalResult> test;  // the last evaluation
   TrainPosition end;
   float lr = 0;                    // the base learning rate after scaling

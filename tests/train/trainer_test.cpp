@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/data/synthetic.h"
 #include "engine/data/tokens.h"
@@ -212,6 +214,39 @@ TEST(Trainer, EpochsEvaluateOnTheTestSplit) {
   EXPECT_LE(r.test->accuracy, 1.0);
   EXPECT_EQ(r.end.epoch, 2);
   EXPECT_EQ(r.end.batch, 0);
+}
+
+// A language model's validation loss during training: the test split every K steps, on
+// real text (byte-level tokens); each evaluation counts every token of the split.
+TEST(Trainer, EvalEveryKStepsGivesTheValidationLossOnText) {
+  const std::string text = "/usr/share/common-licenses/GPL-3";
+  if (!std::filesystem::exists(text)) GTEST_SKIP() << text << " is not on this system";
+  cpu::CpuDeviceScope scope(0);
+  Generator g(0);
+  ModelOptions mo;
+  mo.seq = 32;
+  auto model = build_model("gpt2-tiny", g, mo);
+  TextTokens train(text, true, 32, 512), test(text, false, 32, 512);
+  TrainOptions o;
+  o.batch = 8;
+  o.steps = 12;
+  o.warmup = 0;
+  o.eval_every = 5;
+  o.optim.kind = OptimizerKind::adamw;
+  o.optim.lr = 3e-3f;
+  Trainer t(*model, train, o, &test);
+  auto r = t.run();
+  ASSERT_EQ(r.evals.size(), 2u);
+  EXPECT_EQ(r.evals[0].step, 5);
+  EXPECT_EQ(r.evals[1].step, 10);
+  for (const auto& e : r.evals) {
+    EXPECT_EQ(e.test.samples, test.size());
+    EXPECT_GT(e.test.loss, 0.0);
+    EXPECT_LE(e.test.accuracy, 1.0);
+  }
+  EXPECT_LT(r.evals[1].test.loss, std::log(512.0)) << "below the uniform guess after 10 steps";
+  o.eval_every = -1;
+  EXPECT_THROW(Trainer(*model, train, o, &test), Error);
 }
 
 TEST(Trainer, LinearScalingRuleScalesAndWarmsUp) {
