@@ -21,19 +21,36 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator* 
   }
 }
 
+Tensor linear_rows_forward(const Tensor& x, const Tensor& w, const Tensor& b) {
+  const int64_t in = w.size(1), out = w.size(0), rows = x.numel() / in;
+  std::vector<int64_t> dims = x.shape().dims();
+  dims.back() = out;
+  Tensor y = Tensor::empty(Shape(dims), x.device(), compute_dtype(x.device()));
+  Tensor y2 = x.ndim() == 2 ? y : y.view({rows, out});
+  ops::linear_forward(x.ndim() == 2 ? x : x.view({rows, in}), w, b, y2);
+  return y;
+}
+
+Tensor linear_rows_backward(const Tensor& x, const Tensor& w, const Tensor& dy_in, bool input_grad, Tensor& dw,
+                            Tensor& db, bool accumulate) {
+  const int64_t in = w.size(1), out = w.size(0), rows = x.numel() / in;
+  const Tensor dy = dy_in.ndim() == 2 ? dy_in : dy_in.view({rows, out});
+  Tensor dx;
+  if (input_grad) {
+    dx = Tensor::empty(x.shape(), dy.device(), x.dtype());
+    Tensor dx2 = x.ndim() == 2 ? dx : dx.view({rows, in});
+    ops::linear_backward_data(dy, w, dx2);
+  }
+  ops::linear_backward_weights(x.ndim() == 2 ? x : x.view({rows, in}), dy, dw, db, accumulate);
+  return dx;
+}
+
 Tensor Linear::forward(const Tensor& x) {
   DPB_CHECK(x.ndim() >= 2 && x.size(x.ndim() - 1) == in_)
       << "Linear(" << in_ << ", " << out_ << ") expects input (N, " << in_ << ") or (N, ..., " << in_ << "), got "
       << x.shape();
-  // Leading dimensions are rows, as torch.nn.Linear treats them: (N, T, in) -> (N, T, out).
-  const int64_t rows = x.numel() / in_;
-  std::vector<int64_t> dims = x.shape().dims();
-  dims.back() = out_;
-  Tensor y = Tensor::empty(Shape(dims), x.device(), compute_dtype(x.device()));
   const Tensor w = ops::compute_weight(weight_->data());
-  const Tensor x2 = x.ndim() == 2 ? x : x.view({rows, in_});
-  Tensor y2 = x.ndim() == 2 ? y : y.view({rows, out_});
-  ops::linear_forward(x2, w, bias_ ? bias_->data() : Tensor(), y2);
+  Tensor y = linear_rows_forward(x, w, bias_ ? bias_->data() : Tensor());
   if (training_) {
     x_ = x;
     w_ = w;
@@ -41,24 +58,15 @@ Tensor Linear::forward(const Tensor& x) {
   return y;
 }
 
-Tensor Linear::backward(const Tensor& dy_in) {
+Tensor Linear::backward(const Tensor& dy) {
   DPB_CHECK(x_.defined()) << "Linear.backward without a training-mode forward";
-  const int64_t rows = x_.numel() / in_;
-  const Tensor x = x_.ndim() == 2 ? x_ : x_.view({rows, in_});
-  const Tensor dy = dy_in.ndim() == 2 ? dy_in : dy_in.view({rows, out_});
-  Tensor dx;
-  if (needs_input_grad_) {
-    dx = Tensor::empty(x_.shape(), dy.device(), x_.dtype());
-    Tensor dx2 = x_.ndim() == 2 ? dx : dx.view({rows, in_});
-    ops::linear_backward_data(dy, w_, dx2);
-  }
   const bool acc_w = weight_->begin_grad();
   Tensor db;
   if (bias_) {
     DPB_CHECK(bias_->begin_grad() == acc_w) << "Linear: weight and bias gradients out of step";
     db = bias_->grad();
   }
-  ops::linear_backward_weights(x, dy, weight_->grad(), db, acc_w);
+  Tensor dx = linear_rows_backward(x_, w_, dy, needs_input_grad_, weight_->grad(), db, acc_w);
   if (bias_) bias_->mark_grad_ready();
   weight_->mark_grad_ready();
   x_ = Tensor();
@@ -66,15 +74,17 @@ Tensor Linear::backward(const Tensor& dy_in) {
   return dx;
 }
 
-int64_t Linear::forward_flops(const Shape& input, Shape* output) const {
+int64_t linear_flops(const Shape& input, int64_t in, int64_t out, Shape* output) {
   std::vector<int64_t> dims = input.dims();
   int64_t rows = 1;
   for (size_t i = 0; i + 1 < dims.size(); ++i) rows *= dims[i];
-  if (dims.empty()) dims.push_back(out_);
-  else dims.back() = out_;
+  if (dims.empty()) dims.push_back(out);
+  else dims.back() = out;
   *output = Shape(dims);
-  return 2 * in_ * out_ * rows;
+  return 2 * in * out * rows;
 }
+
+int64_t Linear::forward_flops(const Shape& input, Shape* output) const { return linear_flops(input, in_, out_, output); }
 
 std::unique_ptr<Module> Linear::clone_structure() const {
   return std::make_unique<Linear>(in_, out_, has_bias_, nullptr);

@@ -5,6 +5,16 @@
 
 namespace dpb {
 
+// y (..., out) = x (..., in) w^T [+ b] with the leading dimensions as rows, as
+// torch.nn.Linear treats them; w (out, in) in its compute form (ops::compute_weight).
+Tensor linear_rows_forward(const Tensor& x, const Tensor& w, const Tensor& b);
+// From the forward's x and w and the output gradient: dx (when input_grad), and
+// dw (+)= / db (+)= (db may be undefined).
+Tensor linear_rows_backward(const Tensor& x, const Tensor& w, const Tensor& dy, bool input_grad, Tensor& dw,
+                            Tensor& db, bool accumulate);
+// Forward FLOPs of such a product for one sample of shape `input` (..., in).
+int64_t linear_flops(const Shape& input, int64_t in, int64_t out, Shape* output);
+
 class Linear : public Module {
  public:
   // `gen` initialises the weights like PyTorch; null leaves them uninitialised (for clones).

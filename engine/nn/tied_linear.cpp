@@ -1,7 +1,7 @@
 #include "engine/nn/tied_linear.h"
 
 #include "engine/backend/ops.h"
-#include "engine/backend/precision.h"
+#include "engine/nn/linear.h"
 
 namespace dpb {
 
@@ -20,13 +20,8 @@ Tensor TiedLinear::forward(const Tensor& x) {
   DPB_CHECK(weight_->data().device() == x.device())
       << "TiedLinear: its weight lives on " << weight_->data().device() << " and its input on " << x.device()
       << " (tie it to a copy on its own device)";
-  const int64_t rows = x.numel() / in_;
-  std::vector<int64_t> dims = x.shape().dims();
-  dims.back() = out_;
-  Tensor y = Tensor::empty(Shape(dims), x.device(), compute_dtype(x.device()));
   const Tensor w = ops::compute_weight(weight_->data());
-  Tensor y2 = y.view({rows, out_});
-  ops::linear_forward(x.view({rows, in_}), w, Tensor(), y2);
+  Tensor y = linear_rows_forward(x, w, Tensor());
   if (training_) {
     x_ = x;
     w_ = w;
@@ -34,31 +29,18 @@ Tensor TiedLinear::forward(const Tensor& x) {
   return y;
 }
 
-Tensor TiedLinear::backward(const Tensor& dy_in) {
+Tensor TiedLinear::backward(const Tensor& dy) {
   DPB_CHECK(x_.defined()) << "TiedLinear.backward without a training-mode forward";
-  const int64_t rows = x_.numel() / in_;
-  const Tensor dy = dy_in.view({rows, out_});
-  Tensor dx;
-  if (needs_input_grad_) {
-    dx = Tensor::empty(x_.shape(), dy.device(), x_.dtype());
-    Tensor dx2 = dx.view({rows, in_});
-    ops::linear_backward_data(dy, w_, dx2);
-  }
   const bool acc = weight_->begin_grad();
   Tensor no_bias;
-  ops::linear_backward_weights(x_.view({rows, in_}), dy, weight_->grad(), no_bias, acc);
+  Tensor dx = linear_rows_backward(x_, w_, dy, needs_input_grad_, weight_->grad(), no_bias, acc);
   weight_->mark_grad_ready();
   x_ = w_ = Tensor();
   return dx;
 }
 
 int64_t TiedLinear::forward_flops(const Shape& input, Shape* output) const {
-  std::vector<int64_t> dims = input.dims();
-  int64_t rows = 1;
-  for (size_t i = 0; i + 1 < dims.size(); ++i) rows *= dims[i];
-  dims.back() = out_;
-  *output = Shape(dims);
-  return 2 * in_ * out_ * rows;
+  return linear_flops(input, in_, out_, output);
 }
 
 }  // namespace dpb
