@@ -10,7 +10,9 @@
 // Hot element-wise loops are compiled for AVX-512, AVX2 and the baseline, the widest the
 // processor runs being chosen when the program loads (GCC's function multiversioning);
 // the loops vectorize because the CPU kernels build with -fno-trapping-math.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Not under ThreadSanitizer: the clones' resolvers run while the program is relocated,
+// before the sanitizer's runtime is up, and its instrumentation of them crashes there.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define DPB_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define DPB_SIMD_CLONES
