@@ -63,6 +63,27 @@ TEST(DpbenchCli, UnknownModelListsValidChoices) {
   EXPECT_NE(r.err.find("lenet"), std::string::npos) << r.err;
 }
 
+// A language model's bad input, each one line naming what was wrong and the limit or the
+// valid choices, before any training.
+TEST(DpbenchCli, LanguageModelInputMistakesAreNamed) {
+  struct Case {
+    std::string args, expect;
+  };
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  for (const Case& c : {Case{"--model=gpt2-tiny --data=text:", "text:PATH needs a file"},
+                        Case{"--model=gpt2-tiny --data=shakespeare", "text:PATH, synthetic, fashion-mnist"},
+                        Case{"--model=gpt2-tiny --data=text:/nonexistent.txt", "cannot open '/nonexistent.txt'"},
+                        Case{"--model=gpt2-tiny --data=text:" + self, "a binary file, not text"},
+                        Case{"--model=gpt2-tiny --seq=300", "1 to 256 tokens, got 300 (--seq)"},
+                        Case{"--model=lenet --data=text:/usr/share/common-licenses/GPL-3", "for the language models"},
+                        Case{"--model=gpt2-tiny --data=synthetic --batch=16000000", "lower --batch or --seq"}}) {
+    const Proc r = run(c.args + " --progress=none --steps=1");
+    EXPECT_NE(r.code, 0) << c.args;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_LE(lines(r.err), 2) << c.args << ": " << r.err;
+  }
+}
+
 TEST(DpbenchCli, ZeroBatchIsRejected) {
   const Proc r = run("--batch=0");
   EXPECT_NE(r.code, 0);

@@ -85,6 +85,31 @@ TEST(DpbenchSimulate, ALayerProfileFeedsThePredictionAndThePageShowsBoth) {
   for (const auto& f : {profile, measured, predicted, html}) std::remove(f.c_str());
 }
 
+// GPT-2 as any model: its layer profile (blocks as layers, the tied head's weight counted
+// once, with the token embedding), and a prediction from it; its report gives tokens/s and
+// the FLOPs per token behind them.
+TEST(DpbenchSimulate, Gpt2ProfilesAndPredictsAsAnyModel) {
+  const std::string profile = temp("gpt2_profile.json");
+  const Proc p = dpbench("--mode=single --model=gpt2-tiny --seq=32 --batch=4 --steps=3 --warmup=1 --threads=1 "
+                         "--optimizer=adamw --layer-profile --progress=none --json=" + profile);
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto report = checked_report(profile);
+  const auto& run = report["runs"][0];
+  EXPECT_EQ(run["tokens_per_sample"], 32);
+  EXPECT_NEAR(run["throughput_tokens_per_s"].get<double>(), 32 * run["throughput_samples_per_s"].get<double>(), 1e-6);
+  // 6N + 12LCT: N = 149,248 parameters less the 256 x 64 position table; L 2, C 64, T 32.
+  EXPECT_DOUBLE_EQ(run["flops_per_token"].get<double>(), 6.0 * (149248 - 256 * 64) + 12.0 * 2 * 64 * 32);
+  const auto& prof = run["layer_profile"];
+  ASSERT_EQ(prof["layers"].size(), 6u);  // wte, wpe, 2 blocks, ln_f, lm_head
+  EXPECT_EQ(prof["layers"][2]["name"], "transformer.h.0");
+  EXPECT_GT(prof["layers"][2]["backward_s"].get<double>(), 0);
+  const Proc s = dpbench("--simulate --mode=ddp --gpus=2,4 --profile=" + profile);
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_NE(s.out.find("model gpt2-tiny"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("0.6 MiB of gradients"), std::string::npos) << s.out;  // 149,248 x 4 bytes, once
+  std::remove(profile.c_str());
+}
+
 // Collectives under load (--load): each row says how much they slowed the ranks' compute;
 // --link takes such a report as the all-reduce's time beside compute and the contention,
 // beside an idle report for the same rank count, and the prediction says so.
