@@ -106,13 +106,19 @@ void check_language_model_fits(Model& model, const BenchOptions& o, bool paralle
     where = "this machine's available memory" + (sharing > 1 ? " shared by " + std::to_string(sharing) + " devices" : "");
   }
   if (available <= 0) return;
-  const double per_device = o.mode == ParallelMode::pipeline && parallel ? (weights + activations) / sharing
-                                                                          : weights + activations;
+  // ddp: the batch is each rank's; dp splits the batch over its devices (each holds a
+  // replica); the pipeline splits the model and its activations over its stages.
+  const bool split_batch = parallel && o.mode == ParallelMode::dp;
+  const bool split_all = parallel && o.mode == ParallelMode::pipeline;
+  const double weights_here = split_all ? weights / sharing : weights;
+  const double activations_here = split_all || split_batch ? activations / sharing : activations;
+  const double per_device = weights_here + activations_here;
   const double gib = 1024.0 * 1024.0 * 1024.0;
   DPB_CHECK(per_device <= available)
       << spec.name << " at batch " << o.train.batch << " x " << spec.input[0] << " tokens needs about "
       << fmt::format("{:.1f}", per_device / gib) << " GiB per device (parameters, gradients and optimizer state "
-      << fmt::format("{:.1f}", weights / gib) << " GiB; activations " << fmt::format("{:.1f}", activations / gib)
+      << fmt::format("{:.1f}", weights_here / gib) << " GiB; activations "
+      << fmt::format("{:.1f}", activations_here / gib)
       << " GiB, estimated) but " << where << " is " << fmt::format("{:.1f}", available / gib)
       << " GiB: lower --batch or --seq";
 }
