@@ -47,7 +47,6 @@ class Parameter {
   // output head) is complete only when each use's backward has added to it: the hooks
   // fire on the last of every `uses` calls of mark_grad_ready.
   void set_uses(int uses);
-  int uses() const { return uses_; }
 
   // Moves data (and the gradient, if any) to another device.
   void to(Device device);

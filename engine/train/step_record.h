@@ -19,7 +19,6 @@ struct StepRecord {
   int64_t correct = 0;
   int64_t samples = 0;
   float lr = 0;
-  double grad_norm = -1;  // the global gradient norm before clipping (< 0: not clipped)
   int64_t data_ns = 0;    // how long the loop waited for this batch
   int64_t begin_ns = 0;   // step start (forward)
   int64_t end_ns = 0;     // step end (after the optimizer)

@@ -129,7 +129,7 @@ StepRecord Trainer::step(const std::vector<Batch>& batches, int64_t global_step)
   {
     trace::NvtxRange range("optimizer");
     trace::Span span("optimizer", trace::Category::optim, o_.device.index);
-    if (o_.clip_grad_norm > 0) r.grad_norm = clip_grad_norm(optimizer_->params(), o_.clip_grad_norm);
+    if (o_.clip_grad_norm > 0) clip_grad_norm(optimizer_->params(), o_.clip_grad_norm);
     optimizer_->step();
     optimizer_->zero_grad();
   }

@@ -4,7 +4,8 @@
 // dpbench itself wrote on real runs.
 //   IDX          Fashion-MNIST as Debian's dataset-fashion-mnist installs it (all four files);
 //   safetensors  a LeNet state_dict written by PyTorch 2.15 with Hugging Face's safetensors
-//                (benchmarks/pytorch_reference/write_safetensors.py);
+//                (benchmarks/pytorch_reference/write_safetensors.py), and a GPT-2 (tiny) with its
+//                gradients and a real-text batch (benchmarks/pytorch_reference/gpt2_reference.py);
 //   reports      dpbench reports of real runs (tests/data/reports, the fuzz seeds);
 //   collectives  a dpbench --bench=collectives report of 2 Gloo ranks, and the link fitted on it;
 //   presets      every hardware and link preset file (benchmarks/simulate/presets).
@@ -62,6 +63,19 @@ TEST(RealInputs, SafetensorsWrittenByPyTorch) {
     }
   }
   EXPECT_EQ(f.metadata.at("format"), "pt");
+  // 28 parameters three times (initial, gradient, after five steps), the i32 batch and
+  // the loss; the largest tensor is the 512 x 64 token embedding.
+  const auto g = safetensors::load(source("tests/data/gpt2/gpt2_tiny_pytorch.safetensors"));
+  EXPECT_EQ(g.tensors.size(), 3u * 28u + 3u);
+  for (const auto& [name, t] : g.tensors) {
+    if (name == "init.transformer.wte.weight") {
+      EXPECT_EQ(t.shape(), (Shape{512, 64}));
+    }
+    if (name == "tokens") {
+      EXPECT_EQ(t.dtype(), DType::i32);
+    }
+  }
+  EXPECT_EQ(g.metadata.at("model"), "gpt2-tiny");
 }
 
 TEST(RealInputs, DpbenchReportsOfRealRuns) {

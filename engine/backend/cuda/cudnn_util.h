@@ -15,6 +15,16 @@ inline cudnnDataType_t cudnn_dtype(DType t) {
   return t == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 }
 
+inline bool is_bf16(const Tensor& t) { return t.dtype() == DType::bf16; }
+
+// cuBLAS's element type for a tensor's dtype, and the compute type --precision asks for
+// (fp32: CUBLAS_COMPUTE_32F, no TF32; tf32: the fast TF32 mode; bf16 operands accumulate
+// in fp32).
+inline cudaDataType_t blas_type(DType t) { return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+inline cublasComputeType_t blas_compute_type() {
+  return precision() == Precision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
 inline cudnnTensorFormat_t cudnn_format(Layout l) {
   DPB_CHECK(l == Layout::plain || l == Layout::nhwc) << "cuDNN op on a " << layout_name(l) << " tensor";
   return l == Layout::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;

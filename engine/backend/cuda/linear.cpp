@@ -12,11 +12,6 @@ namespace dpb::cuda {
 
 namespace {
 
-cudaDataType_t blas_type(DType t) { return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
-
-cublasComputeType_t compute_type() {
-  return precision() == Precision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-}
 
 // C (m x n, col-major, ldc) = alpha op(A) op(B) + beta C
 void gemm(OpEnv& env, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k, const Tensor& a,
@@ -25,7 +20,7 @@ void gemm(OpEnv& env, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int
   DPB_CUBLAS_CHECK(cublasGemmEx(env.res.cublas, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
                                 &alpha, a.raw(), blas_type(a.dtype()), static_cast<int>(lda), b.raw(),
                                 blas_type(b.dtype()), static_cast<int>(ldb), &beta, c, blas_type(c_type),
-                                static_cast<int>(ldc), compute_type(), CUBLAS_GEMM_DEFAULT))
+                                static_cast<int>(ldc), blas_compute_type(), CUBLAS_GEMM_DEFAULT))
       << what << " (" << m << " x " << n << " x " << k << ")";
 }
 

@@ -10,7 +10,6 @@
 namespace dpb::cuda {
 
 namespace {
-bool is_bf16(const Tensor& t) { return t.dtype() == DType::bf16; }
 bool is_nhwc(const Tensor& t) { return t.layout() == Layout::nhwc; }
 
 // The loss totals: [0] summed loss (f32), [1] correct predictions, [2] labels out of

@@ -12,13 +12,6 @@
 namespace dpb::cuda {
 
 namespace {
-bool is_bf16(const Tensor& t) { return t.dtype() == DType::bf16; }
-
-cudaDataType_t blas_type(DType t) { return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
-
-cublasComputeType_t compute_type() {
-  return precision() == Precision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-}
 
 // Row-major batched C (M x P) = alpha op(A) op(B), op(A) (M x K), op(B) (K x P), over
 // `batch` consecutive matrices of each. trans_a: A is stored (K x M); trans_b: B is
@@ -31,7 +24,7 @@ void bmm(OpEnv& env, bool trans_a, bool trans_b, int64_t M, int64_t P, int64_t K
       env.res.cublas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
       static_cast<int>(P), static_cast<int>(M), static_cast<int>(K), &alpha, b, t,
       static_cast<int>(trans_b ? K : P), P * K, a, t, static_cast<int>(trans_a ? M : K), M * K, &beta, c, t,
-      static_cast<int>(P), M * P, static_cast<int>(batch), compute_type(), CUBLAS_GEMM_DEFAULT))
+      static_cast<int>(P), M * P, static_cast<int>(batch), blas_compute_type(), CUBLAS_GEMM_DEFAULT))
       << what << " (" << batch << " x " << M << " x " << P << " x " << K << ")";
 }
 
