@@ -80,7 +80,9 @@ def main():
     import torch  # the reference; in the venv that benchmarks/pytorch_reference/venv.sh makes
 
     cpu = processor(a.dpbench)
-    git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    # The commit measured; "-dirty" when the tracked sources differed from it.
+    git = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True,
+                         text=True).stdout.strip()
     results = []
     for case in a.cases.split(","):
         model, batch = case.split(":")

@@ -32,8 +32,9 @@ const char* layout_name(Layout l) {
 Tensor Tensor::empty(const Shape& shape, Device device, DType dtype, Layout layout) {
   for (auto d : shape.dims()) DPB_CHECK(d >= 0) << "negative dimension in shape " << shape;
   if (layout == Layout::nhwc) {
-    DPB_CHECK(shape.ndim() == 4 && device.is_cuda())
-        << "layout nhwc needs a 4-d CUDA tensor, got " << shape << " on " << device;
+    DPB_CHECK(shape.ndim() == 4 && (device.is_cuda() || dtype == DType::f32))
+        << "layout nhwc needs a 4-d CUDA tensor or a 4-d f32 CPU tensor, got " << shape << " " << dtype_name(dtype)
+        << " on " << device;
   } else if (layout != Layout::plain) {
     DPB_CHECK(shape.ndim() == 4 && device.is_cpu() && dtype == DType::f32)
         << "layout " << layout_name(layout) << " needs a 4-d f32 CPU tensor, got " << shape << " on " << device;
@@ -74,6 +75,22 @@ void convert_layout(const float* src, float* dst, const Shape& s, int block, boo
           else dst[plain] = src[blocked];
         }
 }
+
+// Copies between plain (N, C, H, W) and channels-last (N, H, W, C) orders.
+void convert_nhwc(const float* src, float* dst, const Shape& s, bool to_nhwc) {
+  const int64_t N = s[0], C = s[1], HW = s[2] * s[3];
+  for (int64_t n = 0; n < N; ++n) {
+    const float* in = src + n * C * HW;
+    float* out = dst + n * C * HW;
+    if (to_nhwc) {
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t i = 0; i < HW; ++i) out[i * C + c] = in[c * HW + i];
+    } else {
+      for (int64_t i = 0; i < HW; ++i)
+        for (int64_t c = 0; c < C; ++c) out[c * HW + i] = in[i * C + c];
+    }
+  }
+}
 }  // namespace
 
 int64_t Tensor::storage_numel() const {
@@ -110,12 +127,16 @@ Tensor Tensor::to_layout(Layout layout) const {
         .convert_layout(device().index, raw(), out.raw(), dtype_size(dtype_), shape_.dims(), layout == Layout::nhwc);
     return out;
   }
-  DPB_CHECK(device().is_cpu() && dtype_ == DType::f32 && layout != Layout::nhwc)
+  DPB_CHECK(device().is_cpu() && dtype_ == DType::f32)
       << "layout conversion " << layout_name(layout_) << " -> " << layout_name(layout) << " of a "
       << dtype_name(dtype_) << " tensor on " << device();
-  Tensor out = empty(shape_, device(), dtype_, layout);
   if (layout_ != Layout::plain && layout != Layout::plain) {
     return to_plain().to_layout(layout);
+  }
+  Tensor out = empty(shape_, device(), dtype_, layout);
+  if (layout_ == Layout::nhwc || layout == Layout::nhwc) {
+    convert_nhwc(data(), out.data(), shape_, layout == Layout::nhwc);
+    return out;
   }
   const bool to_blocked = layout != Layout::plain;
   convert_layout(data(), out.data(), shape_, layout_block(to_blocked ? layout : layout_), to_blocked);
@@ -190,9 +211,9 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(Device dev) const {
   if (dev == device()) return *this;
-  // Layouts each side can hold: CPU tensors plain or blocked, CUDA tensors plain or nhwc.
+  // Layouts each side can hold: CPU f32 tensors any, CUDA tensors plain or nhwc.
   Layout l = layout_;
-  if (dev.is_cpu() && l == Layout::nhwc) l = Layout::plain;
+  if (dev.is_cpu() && l == Layout::nhwc && dtype_ != DType::f32) l = Layout::plain;
   if (dev.is_cuda() && l != Layout::nhwc) l = Layout::plain;
   Tensor t = empty(shape_, dev, dtype_, l);
   t.copy_from(*this);
@@ -206,7 +227,7 @@ void Tensor::copy_from(const Tensor& src) {
     // Convert where the layout can live: on the source when it can hold the target's
     // layout, else through plain order on the host.
     const bool src_can = src.device().is_cuda() ? (layout_ == Layout::plain || layout_ == Layout::nhwc)
-                                                : layout_ != Layout::nhwc;
+                                                : src.dtype() == DType::f32;
     Tensor converted = src_can ? src.to_layout(layout_) : src.to_plain();
     if (converted.layout() != layout_) {
       converted = converted.to(device());

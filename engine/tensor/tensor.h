@@ -10,8 +10,10 @@
 // multiple of the block, storage holds C rounded up to the block and the padding
 // channels are kept zero (as oneDNN expects). The sample dimension stays outermost,
 // so slices along dim 0 remain views. to_vector() always returns logical order.
-// A 4-d CUDA tensor may be stored channels-last (nhwc, PyTorch's channels_last), the
-// layout cuDNN's tensor-core convolutions run on without transposes.
+// A 4-d tensor may also be stored channels-last (nhwc, PyTorch's channels_last): on a
+// GPU the layout cuDNN's tensor-core convolutions run on without transposes, on a CPU
+// the one oneDNN has optimised kernels for when a channel count fits no block (LeNet's
+// 6-channel convolution).
 //
 // dtype: f32 everywhere; bf16 for activations under --precision=bf16 (parameters stay
 // f32: they are the master weights); i32 for labels.

@@ -56,6 +56,48 @@ TEST(Ops, Conv2dForwardMatchesDirectConvolution) {
   }
 }
 
+// Channel counts that fit no channel block run channels-last (nhwc) where oneDNN has
+// optimised kernels for it: LeNet's 1 -> 6 and 6 -> 16 convolutions. Forward, weight
+// and input gradients against the direct formulas, from a plain and a blocked input.
+TEST(Ops, Conv2dInChannelsLastMatchesDirectFormulas) {
+  const int64_t N = 2, C = 6, H = 7, O = 6, K = 3;
+  for (Layout in : {Layout::plain, Layout::nChw8c}) {
+    Tensor x = rnd({N, C, H, H}, 21), w = rnd({O, C, K, K}, 22), b = rnd({O}, 23);
+    const Tensor xin = x.to_layout(in);
+    Tensor y = ops::conv2d_forward(xin, w, b, {1, 1});
+    expect_close(y, conv_ref(x, w, b, 1, 1));
+    Tensor dy = rnd(y.shape(), 24).to_layout(y.layout());
+    Tensor dw = Tensor::empty(w.shape()), db = Tensor::empty(b.shape());
+    ops::conv2d_backward_weights(xin, dy, dw, db, {1, 1}, false);
+    Tensor dx = Tensor::empty(x.shape(), Device::cpu(), DType::f32, in);
+    ops::conv2d_backward_data(dy, w, dx, {1, 1});
+    EXPECT_EQ(dx.layout(), in) << "the input gradient comes back in the input's layout";
+    const auto g = dy.to_vector();
+    std::vector<double> rdw(static_cast<size_t>(O * C * K * K), 0.0), rdx(static_cast<size_t>(N * C * H * H), 0.0),
+        rdb(static_cast<size_t>(O), 0.0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t o = 0; o < O; ++o)
+        for (int64_t i = 0; i < H; ++i)
+          for (int64_t j = 0; j < H; ++j) {
+            const double gy = g[static_cast<size_t>(((n * O + o) * H + i) * H + j)];
+            rdb[static_cast<size_t>(o)] += gy;
+            for (int64_t c = 0; c < C; ++c)
+              for (int64_t p = 0; p < K; ++p)
+                for (int64_t q = 0; q < K; ++q) {
+                  const int64_t hi = i - 1 + p, wi = j - 1 + q;
+                  if (hi < 0 || hi >= H || wi < 0 || wi >= H) continue;
+                  const auto xi = static_cast<size_t>(((n * C + c) * H + hi) * H + wi);
+                  const auto wk = static_cast<size_t>(((o * C + c) * K + p) * K + q);
+                  rdw[wk] += gy * x.data()[xi];
+                  rdx[xi] += gy * w.data()[wk];
+                }
+          }
+    expect_close(dw, rdw, 1e-3);
+    expect_close(db, rdb, 1e-3);
+    expect_close(dx, rdx, 1e-3);
+  }
+}
+
 TEST(Ops, Conv2dBackwardWeightsAccumulates) {
   Tensor x = rnd({2, 2, 5, 5}, 4), dy = rnd({2, 3, 5, 5}, 5);
   Tensor dw = Tensor::empty({3, 2, 3, 3}), db = Tensor::empty({3});
@@ -139,26 +181,35 @@ TEST(Ops, BatchNormTrainNormalisesAndUpdatesRunningStats) {
   EXPECT_NEAR(ye.data()[i], 2.0 * (x.data()[i] - rm.data()[0]) / std::sqrt(rv.data()[0] + 1e-5) + 1.0, 1e-4);
 }
 
-TEST(Ops, BatchNormOnPaddedBlockedLayout) {
-  Tensor x = rnd({4, 6, 3, 3}, 12);
-  Tensor gamma = rnd({6}, 13), beta = rnd({6}, 14);
-  Tensor rm = Tensor::zeros({6}), rv = Tensor::full({6}, 1.0f), rm2 = rm.clone(), rv2 = rv.clone();
-  Tensor y = Tensor::empty(x.shape());
-  ops::BatchNormSaved saved, saved2;
-  ops::batchnorm_forward_train(x, gamma, beta, y, saved, rm, rv, 0.1f, 1e-5f);
-  Tensor xb = x.to_layout(Layout::nChw8c), yb = Tensor::empty_like(xb);
-  ops::batchnorm_forward_train(xb, gamma, beta, yb, saved2, rm2, rv2, 0.1f, 1e-5f);
-  const auto yv = y.to_vector();
-  expect_close(yb, std::vector<double>(yv.begin(), yv.end()));
-  Tensor dy = rnd(x.shape(), 15), dx = Tensor::empty(x.shape()), dg = Tensor::empty({6}), db = Tensor::empty({6});
-  ops::batchnorm_backward(x, dy, gamma, saved, dx, dg, db, 1e-5f, false);
-  Tensor dyb = dy.to_layout(Layout::nChw8c), dxb = Tensor::empty_like(xb), dg2 = Tensor::empty({6}),
-         db2 = Tensor::empty({6});
-  ops::batchnorm_backward(xb, dyb, gamma, saved2, dxb, dg2, db2, 1e-5f, false);
-  const auto dxv = dx.to_vector();
-  expect_close(dxb, std::vector<double>(dxv.begin(), dxv.end()), 1e-3);
-  const auto dgv = dg.to_vector();
-  expect_close(dg2, std::vector<double>(dgv.begin(), dgv.end()), 1e-3);
+TEST(Ops, BatchNormOnPaddedBlockedAndChannelsLastLayouts) {
+  for (Layout layout : {Layout::nChw8c, Layout::nhwc}) {
+    SCOPED_TRACE(layout_name(layout));
+    Tensor x = rnd({4, 6, 3, 3}, 12);
+    Tensor gamma = rnd({6}, 13), beta = rnd({6}, 14);
+    Tensor rm = Tensor::zeros({6}), rv = Tensor::full({6}, 1.0f), rm2 = rm.clone(), rv2 = rv.clone();
+    Tensor y = Tensor::empty(x.shape());
+    ops::BatchNormSaved saved, saved2;
+    ops::batchnorm_forward_train(x, gamma, beta, y, saved, rm, rv, 0.1f, 1e-5f);
+    Tensor xb = x.to_layout(layout), yb = Tensor::empty_like(xb);
+    ops::batchnorm_forward_train(xb, gamma, beta, yb, saved2, rm2, rv2, 0.1f, 1e-5f);
+    const auto yv = y.to_vector();
+    expect_close(yb, std::vector<double>(yv.begin(), yv.end()));
+    Tensor dy = rnd(x.shape(), 15), dx = Tensor::empty(x.shape()), dg = Tensor::empty({6}), db = Tensor::empty({6});
+    ops::batchnorm_backward(x, dy, gamma, saved, dx, dg, db, 1e-5f, false);
+    Tensor dyb = dy.to_layout(layout), dxb = Tensor::empty_like(xb), dg2 = Tensor::empty({6}),
+           db2 = Tensor::empty({6});
+    ops::batchnorm_backward(xb, dyb, gamma, saved2, dxb, dg2, db2, 1e-5f, false);
+    const auto dxv = dx.to_vector();
+    expect_close(dxb, std::vector<double>(dxv.begin(), dxv.end()), 1e-3);
+    const auto dgv = dg.to_vector();
+    expect_close(dg2, std::vector<double>(dgv.begin(), dgv.end()), 1e-3);
+    Tensor sm = Tensor::empty({6}), sv = Tensor::empty({6}), bm = Tensor::empty({6}), bv = Tensor::empty({6});
+    ops::batchnorm_stats(x, sm, sv);
+    ops::batchnorm_stats(xb, bm, bv);
+    const auto smv = sm.to_vector(), svv = sv.to_vector();
+    expect_close(bm, std::vector<double>(smv.begin(), smv.end()));
+    expect_close(bv, std::vector<double>(svv.begin(), svv.end()));
+  }
 }
 
 TEST(Ops, PoolingMatchesDefinition) {
@@ -185,6 +236,28 @@ TEST(Ops, PoolingMatchesDefinition) {
   double s0 = 0;
   for (int k = 0; k < 16; ++k) s0 += x.data()[k];
   EXPECT_NEAR(g.data()[0], s0 / 16, 1e-6);
+}
+
+// Max (ResNet's 3x3 / 2, padded) and average pooling, forward and backward, give the
+// same values in the blocked and channels-last layouts as in plain order.
+TEST(Ops, PoolingAgreesAcrossLayouts) {
+  Tensor x = rnd({2, 6, 7, 7}, 31), dy = rnd({2, 6, 4, 4}, 32);
+  for (auto kind : {ops::PoolKind::max, ops::PoolKind::avg}) {
+    const ops::Pool2dParams p{3, 2, 1};
+    Tensor y = Tensor::empty({2, 6, 4, 4}), ws, dx = Tensor::empty(x.shape());
+    ops::pool2d_forward(kind, x, y, ws, p);
+    ops::pool2d_backward(kind, x, y, dy, ws, dx, p);
+    const auto yv = y.to_vector(), dxv = dx.to_vector();
+    for (Layout l : {Layout::nChw8c, Layout::nhwc}) {
+      SCOPED_TRACE(layout_name(l));
+      Tensor xl = x.to_layout(l), yl = Tensor::empty(y.shape(), Device::cpu(), DType::f32, l), wsl;
+      Tensor dxl = Tensor::empty(x.shape(), Device::cpu(), DType::f32, l);
+      ops::pool2d_forward(kind, xl, yl, wsl, p);
+      ops::pool2d_backward(kind, xl, yl, dy.to_layout(l), wsl, dxl, p);
+      expect_close(yl, std::vector<double>(yv.begin(), yv.end()), 1e-6);
+      expect_close(dxl, std::vector<double>(dxv.begin(), dxv.end()), 1e-6);
+    }
+  }
 }
 
 TEST(Ops, ReluAndAdd) {

@@ -80,9 +80,10 @@ TEST_P(SyncBn, RanksComputeWhatOneBatchNormOverTheGlobalBatchComputes) {
   check_against_one_batchnorm(GetParam(), 5, Layout::plain);
 }
 
-TEST_P(SyncBn, BlockedLayoutsToo) {
+TEST_P(SyncBn, BlockedAndChannelsLastLayoutsToo) {
   check_against_one_batchnorm(GetParam(), 5, Layout::nChw8c);  // padded channel block
   check_against_one_batchnorm(GetParam(), 32, Layout::nChw16c);
+  check_against_one_batchnorm(GetParam(), 6, Layout::nhwc);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, SyncBn, ::testing::Values(2, 3, 4));

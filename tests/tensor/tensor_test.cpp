@@ -87,6 +87,32 @@ TEST(Tensor, BlockedLayoutRoundTripAndViews) {
   EXPECT_EQ(c.to_vector(), v);
 }
 
+TEST(Tensor, ChannelsLastLayoutOnTheCpu) {
+  std::vector<float> v(2 * 6 * 3 * 3);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  Tensor plain = Tensor::from_vector({2, 6, 3, 3}, v);
+  Tensor nhwc = plain.to_layout(Layout::nhwc);
+  EXPECT_EQ(nhwc.layout(), Layout::nhwc);
+  EXPECT_EQ(nhwc.storage_numel(), nhwc.numel());  // no padding
+  // Element (n=1, c=4, h=2, w=1) sits at ((n * H + h) * W + w) * C + c.
+  EXPECT_EQ(nhwc.data()[((1 * 3 + 2) * 3 + 1) * 6 + 4], v[((1 * 6 + 4) * 3 + 2) * 3 + 1]);
+  EXPECT_EQ(nhwc.to_vector(), v);
+  // Through the channel-blocked layouts and back, padding included.
+  EXPECT_EQ(nhwc.to_layout(Layout::nChw8c).to_layout(Layout::nhwc).to_vector(), v);
+  EXPECT_EQ(plain.to_layout(Layout::nChw16c).to_layout(Layout::nhwc).data()[5], v[5 * 9]);
+  EXPECT_EQ(nhwc.slice(1, 2).to_vector(), std::vector<float>(v.begin() + 54, v.end()));
+  Tensor c = Tensor::empty({2, 6, 3, 3});
+  c.copy_from(nhwc);
+  EXPECT_EQ(c.to_vector(), v);
+  Tensor d = Tensor::empty({2, 6, 3, 3}, Device::cpu(), DType::f32, Layout::nhwc);
+  d.copy_from(plain.to_layout(Layout::nChw8c));
+  EXPECT_EQ(d.to_vector(), v);
+  // A second logical CPU device keeps the layout.
+  EXPECT_EQ(nhwc.to(Device::cpu(1)).layout(), Layout::nhwc);
+  EXPECT_EQ(nhwc.to(Device::cpu(1)).to_vector(), v);
+  EXPECT_THROW(Tensor::empty({6, 9}, Device::cpu(), DType::f32, Layout::nhwc), Error);
+}
+
 TEST(Tensor, PaddedBlockedLayoutKeepsPaddingZero) {
   std::vector<float> v(2 * 6 * 2 * 2);
   for (size_t i = 0; i < v.size(); ++i) v[i] = 1.0f + static_cast<float>(i);

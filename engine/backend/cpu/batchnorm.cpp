@@ -126,6 +126,12 @@ template <typename F>
 void for_each_element(const Tensor& t, F&& f) {
   const int64_t N = t.size(0), C = t.size(1), HW = t.size(2) * t.size(3);
   const int64_t b = layout_block(t.layout());
+  if (t.layout() == Layout::nhwc) {
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < HW; ++i)
+        for (int64_t c = 0; c < C; ++c) f(c, (n * HW + i) * C + c);
+    return;
+  }
   if (b == 1) {
     for (int64_t n = 0; n < N; ++n)
       for (int64_t c = 0; c < C; ++c)

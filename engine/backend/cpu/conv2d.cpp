@@ -86,8 +86,10 @@ bool is_reference(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
 // pass the source as given, blocked or plain, whichever oneDNN has optimised kernels for
 // first (the passes may differ: for a 1-channel image the forward reads it plain while
 // the weight gradient wants it blocked). Converting a small plain source costs
-// little and unlocks the direct kernels; PyTorch's oneDNN path does the same. Where no
-// combination has optimised kernels, everything runs plain.
+// little and unlocks the direct kernels; PyTorch's oneDNN path does the same. Output
+// channels that do not fill whole blocks, or no optimised kernels in any such
+// combination, run channels-last (nhwc) when every pass has optimised kernels there;
+// else everything runs plain.
 struct ConvLayouts {
   Layout dst;
   Layout fwd_src, bwd_weights_src, bwd_data_src;
@@ -130,10 +132,26 @@ ConvLayouts choose_layouts(CpuContext& ctx, const Tensor& x, const Tensor& w, co
       }
       return false;
     };
+    // Channels-last throughout: oneDNN's brgemm and direct kernels take any channel
+    // count there (LeNet's 6 -> 16 convolution: 0.9 ms a step instead of 3.9 ms of
+    // im2col + GEMM on an AVX-512 core).
+    auto all_nhwc = [&] {
+      ConvShapes n = given;
+      n.src_layout = n.dst_layout = Layout::nhwc;
+      return !is_reference(impl_of(ctx, n, Pass::forward)) && !is_reference(impl_of(ctx, n, Pass::backward_weights)) &&
+             (!p.input_grad || !is_reference(impl_of(ctx, n, Pass::backward_data)));
+    };
+    constexpr ConvLayouts nhwc{Layout::nhwc, Layout::nhwc, Layout::nhwc, Layout::nhwc};
+    // Output channels that leave a block part-empty (LeNet's 6 of 16) would carry the
+    // padding through every layer after: the activation, the pooling and the next
+    // convolution's source all grow by the same factor. Channels-last has no padding.
     ConvLayouts l{b, x.layout(), x.layout(), x.layout()};
-    const bool ok = source_for(Pass::forward, &l.fwd_src) && source_for(Pass::backward_weights, &l.bwd_weights_src) &&
-                    (!p.input_grad || source_for(Pass::backward_data, &l.bwd_data_src));
-    if (!ok) l = ConvLayouts{Layout::plain, Layout::plain, Layout::plain, Layout::plain};
+    if (given.dst[1] % layout_block(b) != 0 && all_nhwc()) {
+      l = nhwc;
+    } else if (!(source_for(Pass::forward, &l.fwd_src) && source_for(Pass::backward_weights, &l.bwd_weights_src) &&
+                 (!p.input_grad || source_for(Pass::backward_data, &l.bwd_data_src)))) {
+      l = all_nhwc() ? nhwc : ConvLayouts{Layout::plain, Layout::plain, Layout::plain, Layout::plain};
+    }
     log::debug("conv {}x{}x{}x{} -> {} channels: dst {}, forward src {}, weight-grad src {}, data-grad src {}",
                given.src[0], given.src[1], given.src[2], given.src[3], given.dst[1], layout_name(l.dst),
                layout_name(l.fwd_src), layout_name(l.bwd_weights_src), layout_name(l.bwd_data_src));
