@@ -238,13 +238,17 @@ TEST(Ops, PoolingMatchesDefinition) {
   EXPECT_NEAR(g.data()[0], s0 / 16, 1e-6);
 }
 
-// Max (ResNet's 3x3 / 2, padded) and average pooling, forward and backward, give the
-// same values in the blocked and channels-last layouts as in plain order.
+// Max (ResNet's 3x3 / 2 padded, LeNet's 2x2 / 2 over an odd size) and average pooling,
+// forward and backward, give the same values in the blocked and channels-last layouts
+// as in plain order.
 TEST(Ops, PoolingAgreesAcrossLayouts) {
-  Tensor x = rnd({2, 6, 7, 7}, 31), dy = rnd({2, 6, 4, 4}, 32);
-  for (auto kind : {ops::PoolKind::max, ops::PoolKind::avg}) {
-    const ops::Pool2dParams p{3, 2, 1};
-    Tensor y = Tensor::empty({2, 6, 4, 4}), ws, dx = Tensor::empty(x.shape());
+  Tensor x = rnd({2, 6, 7, 7}, 31);
+  for (auto [kind, p] : {std::pair{ops::PoolKind::max, ops::Pool2dParams{3, 2, 1}},
+                         {ops::PoolKind::avg, ops::Pool2dParams{3, 2, 1}},
+                         {ops::PoolKind::max, ops::Pool2dParams{2, 2, 0}}}) {
+    const int64_t o = ops::window_out(7, p.kernel, p.stride, p.padding);
+    Tensor dy = rnd({2, 6, o, o}, 32);
+    Tensor y = Tensor::empty({2, 6, o, o}), ws, dx = Tensor::empty(x.shape());
     ops::pool2d_forward(kind, x, y, ws, p);
     ops::pool2d_backward(kind, x, y, dy, ws, dx, p);
     const auto yv = y.to_vector(), dxv = dx.to_vector();
@@ -258,6 +262,22 @@ TEST(Ops, PoolingAgreesAcrossLayouts) {
       expect_close(dxl, std::vector<double>(dxv.begin(), dxv.end()), 1e-6);
     }
   }
+}
+
+// 2x2 max pooling: the gradient goes to the first maximum of each window, nowhere
+// else (a last odd row and column get none), and NaN propagates as in PyTorch.
+TEST(Ops, MaxPoolGradientGoesToTheFirstMaximumAndNanPropagates) {
+  const float nan = std::nanf("");
+  // 1 x 1 x 3 x 5: windows {0,1,5,6} and {2,3,7,8}; row 2 and column 4 are outside.
+  Tensor x = Tensor::from_vector({1, 1, 3, 5}, {1, 4, 2, nan, 9,  //
+                                                4, 3, 5, 5, 9,    //
+                                                9, 9, 9, 9, 9});
+  Tensor y = Tensor::empty({1, 1, 1, 2}), ws, dx = Tensor::full(x.shape(), 7.0f);
+  ops::pool2d_forward(ops::PoolKind::max, x, y, ws, {2, 2, 0});
+  EXPECT_EQ(y.to_vector()[0], 4.0f);
+  EXPECT_TRUE(std::isnan(y.to_vector()[1]));
+  ops::pool2d_backward(ops::PoolKind::max, x, y, Tensor::from_vector({1, 1, 1, 2}, {10, 20}), ws, dx, {2, 2, 0});
+  EXPECT_EQ(dx.to_vector(), (std::vector<float>{0, 10, 0, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
 }
 
 TEST(Ops, ReluAndAdd) {

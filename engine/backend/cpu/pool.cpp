@@ -1,6 +1,9 @@
 // Max/average pooling and global average pooling on oneDNN.
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/dnnl_util.h"
+#include "engine/backend/cpu/fast_math.h"
+
+#include <algorithm>
 
 namespace dpb::cpu {
 
@@ -80,12 +83,130 @@ void backward(ops::PoolKind k, const Tensor& dy, const Tensor* workspace, Tensor
 }
 }  // namespace
 
+namespace {
+// 2 x 2 max pooling with stride 2 and no padding (LeNet's, VGG's), our own loops:
+// oneDNN 2.6 takes 0.49 ms forward and 0.85 ms backward for LeNet's first pooling
+// (64 x 6 x 28 x 28, channels-last) on an AVX-512 core, 3.0 and 2.6 ms with AVX2;
+// these take about 0.17 ms each. Every layout is planes of H x W vectors of V
+// contiguous channels: plain (N*C planes, V = 1), channel-blocked (N * C/b planes,
+// V = b) and channels-last (N planes, V = C). The workspace holds, for each output
+// element, the position (h * W + w) of its maximum in its plane; the first maximum
+// wins and NaN propagates, as in PyTorch.
+bool own_max_pool(ops::PoolKind kind, const ops::Pool2dParams& p) {
+  return kind == ops::PoolKind::max && p.kernel == 2 && p.stride == 2 && p.padding == 0;
+}
+
+struct Planes {
+  int64_t count, vec;
+};
+
+Planes planes_of(const Tensor& t) {
+  const int64_t N = t.size(0), C = t.size(1);
+  if (t.layout() == Layout::nhwc) return {N, C};
+  const int64_t b = layout_block(t.layout());
+  return {N * ((C + b - 1) / b), b};
+}
+
+// One output row from input rows a and b (= a + one row).
+template <int kV>
+inline void max2x2_row(const float* a, const float* b, float* y, int32_t* arg, int64_t Wo, int64_t W, int64_t v_dyn,
+                       int32_t row_pos) {
+  const int64_t V = kV > 0 ? kV : v_dyn;
+  for (int64_t ow = 0; ow < Wo; ++ow) {
+    const float *c0 = a + 2 * ow * V, *c1 = c0 + V, *c2 = b + 2 * ow * V, *c3 = c2 + V;
+    const int32_t p0 = row_pos + static_cast<int32_t>(2 * ow), p1 = p0 + 1, p2 = p0 + static_cast<int32_t>(W),
+                  p3 = p2 + 1;
+    float* yo = y + ow * V;
+    int32_t* ao = arg + ow * V;
+#pragma omp simd
+    for (int64_t v = 0; v < V; ++v) {
+      float m = c0[v];
+      int32_t at = p0;
+      bool take = (c1[v] > m) | (c1[v] != c1[v]);
+      m = take ? c1[v] : m;
+      at = take ? p1 : at;
+      take = (c2[v] > m) | (c2[v] != c2[v]);
+      m = take ? c2[v] : m;
+      at = take ? p2 : at;
+      take = (c3[v] > m) | (c3[v] != c3[v]);
+      m = take ? c3[v] : m;
+      at = take ? p3 : at;
+      yo[v] = m;
+      ao[v] = at;
+    }
+  }
+}
+
+DPB_SIMD_CLONES void max2x2_forward(const float* x, float* y, int32_t* arg, Planes pl, int64_t H, int64_t W) {
+  const int64_t Ho = H / 2, Wo = W / 2, V = pl.vec;
+#pragma omp parallel for schedule(static) if (pl.count * H * W * V > (1 << 16))
+  for (int64_t o = 0; o < pl.count; ++o)
+    for (int64_t oh = 0; oh < Ho; ++oh) {
+      const float* a = x + (o * H + 2 * oh) * W * V;
+      const int64_t at = (o * Ho + oh) * Wo * V;
+      const auto row_pos = static_cast<int32_t>(2 * oh * W);
+      if (V == 1) max2x2_row<1>(a, a + W, y + at, arg + at, Wo, W, V, row_pos);
+      else if (V == 8) max2x2_row<8>(a, a + W * 8, y + at, arg + at, Wo, W, V, row_pos);
+      else if (V == 16) max2x2_row<16>(a, a + W * 16, y + at, arg + at, Wo, W, V, row_pos);
+      else max2x2_row<0>(a, a + W * V, y + at, arg + at, Wo, W, V, row_pos);
+    }
+}
+
+// Each input position lies in at most one window: it gets its window's gradient where
+// it was the maximum, zero elsewhere (and zero in a last odd row or column).
+DPB_SIMD_CLONES void max2x2_backward(const float* dy, const int32_t* arg, float* dx, Planes pl, int64_t H,
+                                     int64_t W) {
+  const int64_t Ho = H / 2, Wo = W / 2, V = pl.vec;
+#pragma omp parallel for schedule(static) if (pl.count * H * W * V > (1 << 16))
+  for (int64_t o = 0; o < pl.count; ++o) {
+    float* plane = dx + o * H * W * V;
+    for (int64_t oh = 0; oh < Ho; ++oh) {
+      float *a = plane + 2 * oh * W * V, *b = a + W * V;
+      const int64_t at = (o * Ho + oh) * Wo * V;
+      const auto row_pos = static_cast<int32_t>(2 * oh * W);
+      for (int64_t ow = 0; ow < Wo; ++ow) {
+        const float* g = dy + at + ow * V;
+        const int32_t* m = arg + at + ow * V;
+        const int32_t p0 = row_pos + static_cast<int32_t>(2 * ow), p2 = p0 + static_cast<int32_t>(W);
+        float *d0 = a + 2 * ow * V, *d1 = d0 + V, *d2 = b + 2 * ow * V, *d3 = d2 + V;
+#pragma omp simd
+        for (int64_t v = 0; v < V; ++v) {
+          d0[v] = m[v] == p0 ? g[v] : 0.0f;
+          d1[v] = m[v] == p0 + 1 ? g[v] : 0.0f;
+          d2[v] = m[v] == p2 ? g[v] : 0.0f;
+          d3[v] = m[v] == p2 + 1 ? g[v] : 0.0f;
+        }
+      }
+      if (W % 2 != 0) {
+        std::fill_n(a + (W - 1) * V, V, 0.0f);
+        std::fill_n(b + (W - 1) * V, V, 0.0f);
+      }
+    }
+    if (H % 2 != 0) std::fill_n(plane + (H - 1) * W * V, W * V, 0.0f);
+  }
+}
+}  // namespace
+
 void pool2d_forward(ops::PoolKind kind, const Tensor& x, Tensor& y, Tensor& workspace, const ops::Pool2dParams& p) {
+  if (own_max_pool(kind, p)) {
+    const Planes pl = planes_of(x);
+    const int64_t outputs = pl.count * y.size(2) * y.size(3) * pl.vec;
+    if (!workspace.defined() || workspace.numel() < outputs || workspace.dtype() != DType::i32)
+      workspace = Tensor::empty({outputs}, x.device(), DType::i32);
+    max2x2_forward(x.data(), y.data(), workspace.data_i32(), pl, x.size(2), x.size(3));
+    return;
+  }
   forward(kind, x, y, &workspace, dims4(y), {{p.kernel, p.kernel}, {p.stride, p.stride}, {p.padding, p.padding}});
 }
 
 void pool2d_backward(ops::PoolKind kind, const Tensor& dy, const Tensor& workspace, Tensor& dx,
                      const ops::Pool2dParams& p) {
+  if (own_max_pool(kind, p)) {
+    DPB_CHECK(workspace.defined() && workspace.dtype() == DType::i32)
+        << "max-pool backward without the forward's workspace";
+    max2x2_backward(dy.data(), workspace.data_i32(), dx.data(), planes_of(dx), dx.size(2), dx.size(3));
+    return;
+  }
   backward(kind, dy, &workspace, dx, dims4(dy), {{p.kernel, p.kernel}, {p.stride, p.stride}, {p.padding, p.padding}});
 }
 
