@@ -14,4 +14,12 @@ reports::LayerProfile measure_layer_profile(Model& model, int64_t batch, Device 
                                             const OptimizerOptions& optimizer, double step_median_s, double step_cv,
                                             uint64_t seed);
 
+// The run's median step sets the profile's total: layers timed one at a time, 5 passes
+// each, can add up to more than the step they make up over the whole run (a synchronize
+// after each, caches cold, a noisy pass); then they are scaled, keeping their shares, so
+// that layers and optimizer make the median step (the evidence says by how much), and a
+// profile recorded alone and one recorded beside another rank compare step for step.
+// Sets other_s: the median step less layers and optimizer (never negative).
+void fit_layers_to_step(reports::LayerProfile& p, double step_median_s);
+
 }  // namespace dpb::bench
