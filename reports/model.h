@@ -117,9 +117,10 @@ struct RankStats {
   // start them (all ranks on one host, whose steady clock they share; null otherwise).
   Num wait_for_peers_s;
   // Per measured step (means, summed over buckets): the all-reduces' time on the
-  // communication thread (waiting for peers and moving data), and the hand-offs around it
-  // (queued behind earlier buckets or waiting for the thread, and until the training
-  // thread saw them done).
+  // communication thread (waiting for peers and moving data), and the hand-offs between
+  // the threads around it (the communication thread free but not yet started; finished
+  // while the training thread waited, not yet seen done) — see collective_costs in
+  // benchmarks/dpbench/metrics.h.
   Num allreduce_s, allreduce_handoff_s;
 };
 

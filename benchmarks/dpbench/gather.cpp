@@ -88,7 +88,8 @@ std::vector<RankRecord> gather_rank_records(comm::ProcessGroup& pg, const std::v
   mine["collectives"] = nlohmann::json::array();
   for (const auto& r : measured) {
     nlohmann::json step = nlohmann::json::array();
-    for (const auto& b : r.buckets) step.push_back({b.launch_ns, b.comm_start_ns, b.comm_end_ns, b.done_ns});
+    for (const auto& b : r.buckets)
+      step.push_back({b.launch_ns, b.comm_start_ns, b.comm_end_ns, b.done_ns, b.wait_ns});
     mine["collectives"].push_back(step);
   }
   std::vector<RankRecord> out;
@@ -100,7 +101,7 @@ std::vector<RankRecord> gather_rank_records(comm::ProcessGroup& pg, const std::v
                  {}};
     for (const auto& step : j["collectives"]) {
       r.collectives.emplace_back();
-      for (const auto& b : step) r.collectives.back().push_back({b[0], b[1], b[2], b[3]});
+      for (const auto& b : step) r.collectives.back().push_back({b[0], b[1], b[2], b[3], b[4]});
     }
     out.push_back(std::move(r));
   }

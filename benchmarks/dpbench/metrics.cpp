@@ -159,13 +159,19 @@ std::vector<double> wait_for_peers(const std::vector<RankRecord>& ranks) {
 std::optional<CollectiveCosts> collective_costs(const RankRecord& rank) {
   if (rank.collectives.empty()) return std::nullopt;
   CollectiveCosts c;
-  for (const auto& step : rank.collectives)
+  for (const auto& step : rank.collectives) {
+    int64_t free_from = 0;  // the communication thread finished the step's previous bucket
     for (const auto& b : step) {
       if (b.launch_ns <= 0 || b.start_ns < b.launch_ns || b.end_ns < b.start_ns || b.done_ns < b.end_ns)
         return std::nullopt;  // not recorded
       c.collective_s += seconds(b.end_ns - b.start_ns);
-      c.handoff_s += seconds(b.start_ns - b.launch_ns) + seconds(b.done_ns - b.end_ns);
+      const int64_t takeable = std::max(b.launch_ns, free_from);
+      const int64_t awaited = b.wait_ns > 0 ? std::max(b.end_ns, b.wait_ns) : b.end_ns;
+      c.handoff_s += seconds(std::max<int64_t>(0, b.start_ns - takeable)) +
+                     seconds(std::max<int64_t>(0, b.done_ns - awaited));
+      free_from = b.end_ns;
     }
+  }
   const double steps = static_cast<double>(rank.collectives.size());
   c.collective_s /= steps;
   c.handoff_s /= steps;

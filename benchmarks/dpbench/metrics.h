@@ -70,9 +70,10 @@ struct RankRecord {
   std::vector<uint64_t> data_hashes;
   std::vector<double> compute_steps_s;  // compute in each measured step
   // Per measured step, each bucket's all-reduce: queued, started on the communication
-  // thread, finished there, seen done by the training thread (steady-clock ns).
+  // thread, finished there, waited for and seen done by the training thread (steady-clock
+  // ns; wait 0: not recorded, as in reports from before it was).
   struct Collective {
-    int64_t launch_ns = 0, start_ns = 0, end_ns = 0, done_ns = 0;
+    int64_t launch_ns = 0, start_ns = 0, end_ns = 0, done_ns = 0, wait_ns = 0;
   };
   std::vector<std::vector<Collective>> collectives;
 };
@@ -83,8 +84,13 @@ struct RankRecord {
 std::vector<double> wait_for_peers(const std::vector<RankRecord>& ranks);
 // One rank's all-reduces, means per measured step summed over its buckets: the time they
 // ran on the communication thread (waiting for peers and moving data), and the hand-offs
-// around that (queued behind earlier buckets or waiting for the thread to wake, and from
-// its end until the training thread saw it done). Nothing recorded: nullopt.
+// between the threads: from the moment the communication thread was free to take the
+// bucket (queued and it idle, or done with the bucket before) until it started, and
+// from its end, or from when the training thread began waiting if later, until the
+// training thread saw it done. Time queued behind an earlier bucket and time the
+// training thread spent computing while a finished all-reduce waited for it are not
+// hand-offs: counting them made the MLP's 0.05 ms of hand-offs look like 0.5 ms.
+// Nothing recorded: nullopt.
 struct CollectiveCosts {
   double collective_s = 0, handoff_s = 0;
 };

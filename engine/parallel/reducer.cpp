@@ -106,6 +106,7 @@ void Reducer::finalize() {
                << "were never all-reduced (every rank must compute every parameter's gradient)";
   }
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+    records_[bi].wait_ns = now_ns();
     buckets_[bi].work->wait();
     BucketRecord& r = records_[bi];
     r.done_ns = now_ns();

@@ -33,6 +33,7 @@ struct BucketRecord {
   int64_t launch_ns = 0;      // its all-reduce was queued
   int64_t comm_start_ns = 0;  // the all-reduce started running (0: unknown)
   int64_t comm_end_ns = 0;    // ... and finished
+  int64_t wait_ns = 0;        // finalize() began waiting for it
   int64_t done_ns = 0;        // finalize() saw it complete
 };
 

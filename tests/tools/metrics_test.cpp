@@ -35,6 +35,24 @@ TEST(WaitForPeers, EachRankWaitsUntilTheLastStartsAtMostAsLongAsItsAllReduceRan)
   EXPECT_NEAR(w[1], (0 + 0 + 2 + 0) * 1e-3 / 2, 1e-12);
 }
 
+// Hand-offs only: not the time a bucket queued behind an earlier one, nor the time a
+// finished all-reduce waited while the training thread was still computing.
+TEST(CollectiveCosts, QueueingAndComputeAreNotHandoffs) {
+  const int64_t t = 1000 * ms;
+  RankRecord r;
+  // Bucket 0: queued at t, started 0.05 ms later, ran 2 ms; the training thread began
+  // waiting 5 ms later (still in backward until then) and saw it 0.01 ms after.
+  // Bucket 1: queued at t + 1 ms behind bucket 0, started 0.03 ms after bucket 0 ended,
+  // ran 1 ms; waited for from t + 2.5 ms, seen 0.02 ms after its end.
+  r.collectives.push_back({{t, t + ms / 20, t + 2 * ms + ms / 20, t + 5 * ms + ms / 100, t + 5 * ms},
+                           {t + ms, t + 2 * ms + ms / 20 + 3 * ms / 100, t + 3 * ms + ms / 20 + 3 * ms / 100,
+                            t + 3 * ms + ms / 20 + 5 * ms / 100, t + 5 * ms / 2}});
+  const auto c = collective_costs(r);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_NEAR(c->collective_s, 3e-3, 1e-12);
+  EXPECT_NEAR(c->handoff_s, (0.05 + 0.01 + 0.03 + 0.02) * 1e-3, 1e-9);
+}
+
 TEST(CollectiveCosts, TheCollectiveItselfAndTheHandoffsAroundIt) {
   const int64_t t = 1000 * ms;
   const auto r = rank("n1", {{{t, t + 5 * ms}, {t + 6 * ms, t + 8 * ms}}, {{t + 22 * ms, t + 25 * ms}}});

@@ -162,9 +162,6 @@ struct ProcessGroupGloo::Call {
   std::condition_variable cv;
   bool done = false;
   std::atomic<bool> finished{false};  // done, readable without the lock
-  // The communication thread polls for this call itself (shared memory): a waiter then
-  // sleeps, leaving it the core, instead of polling beside it.
-  bool self_polling = false;
   std::string error;
   int64_t started_ns = 0, finished_ns = 0;
   void finish(std::string err) {
@@ -186,10 +183,12 @@ void GlooWork::wait(Millis timeout) {
   // error normally comes from the call itself with the diagnosis.
   const Millis bound = timeout.count() > 0 ? timeout : timeout_ + Millis(10000);
   // Poll, yielding the core to the threads that run the collective, before sleeping:
-  // this rank's core stays awake for the reply (see GroupOptions::spin).
+  // this rank's core stays awake for the reply (see GroupOptions::spin). Also where the
+  // communication thread polls shared memory itself: sleeping here instead cost the MLP's
+  // DDP step 0.1 ms of wake-up per all-reduce on a 2-vCPU VM (E(2) 0.72 against 0.75).
   // The poll counts against the wait's bound.
   const auto deadline = std::chrono::steady_clock::now() + bound;
-  const auto poll_until = std::chrono::steady_clock::now() + std::min<Millis>(call_->self_polling ? Millis(0) : spin_, bound);
+  const auto poll_until = std::chrono::steady_clock::now() + std::min<Millis>(spin_, bound);
   while (!call_->finished.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < poll_until) ::sched_yield();
   std::unique_lock<std::mutex> lock(call_->mu);
   if (!call_->cv.wait_until(lock, deadline, [&] { return call_->done; })) {
@@ -382,7 +381,6 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& t, ReduceOp op) {
   const int size = size_;
   const Millis timeout = options_.timeout;
   ShmAllreduce* shm = op == ReduceOp::sum || op == ReduceOp::avg ? shm_.get() : nullptr;
-  c->self_polling = shm != nullptr;
   c->run = [staged, op, size, timeout, shm](gloo::Context& ctx, uint32_t tag) {
     const auto n = static_cast<size_t>(staged->host.numel());
     if (n > 0 && shm) {
