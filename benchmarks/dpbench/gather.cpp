@@ -101,7 +101,7 @@ std::vector<RankRecord> gather_rank_records(comm::ProcessGroup& pg, const std::v
                  {}};
     for (const auto& step : j["collectives"]) {
       r.collectives.emplace_back();
-      for (const auto& b : step) r.collectives.back().push_back({b[0], b[1], b[2], b[3], b[4]});
+      for (const auto& b : step) r.collectives.back().push_back({b.at(0), b.at(1), b.at(2), b.at(3), b.at(4)});
     }
     out.push_back(std::move(r));
   }

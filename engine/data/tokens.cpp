@@ -7,19 +7,15 @@
 
 namespace dpb {
 
-namespace {
-void not_floats(const Dataset& ds) {
-  DPB_FAIL() << "dataset '" << ds.name() << "' holds token sequences: read them with get_tokens";
+void TokenSequences::get(int64_t, float*, int32_t*, float*) const {
+  DPB_FAIL() << "dataset '" << name() << "' holds token sequences: read them with get_tokens";
 }
-}  // namespace
 
 SyntheticTokens::SyntheticTokens(int64_t seq, int64_t vocab, int64_t size, uint64_t seed, int64_t first)
-    : seq_(seq), vocab_(vocab), size_(size), seed_(seed), first_(first) {
+    : TokenSequences(seq, vocab, size), seed_(seed), first_(first) {
   DPB_CHECK(seq >= 1 && vocab >= 2 && size >= 1) << "synthetic tokens: " << size << " sequences of " << seq
                                                  << " tokens over a vocabulary of " << vocab;
 }
-
-void SyntheticTokens::get(int64_t, float*, int32_t*, float*) const { not_floats(*this); }
 
 void SyntheticTokens::get_tokens(int64_t index, int32_t* tokens, int32_t* next) const {
   Generator g(seed_ * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(first_ + index));
@@ -34,7 +30,7 @@ void SyntheticTokens::get_tokens(int64_t index, int32_t* tokens, int32_t* next) 
 }
 
 TextTokens::TextTokens(const std::string& path, bool train, int64_t seq, int64_t vocab)
-    : seq_(seq), vocab_(vocab) {
+    : TokenSequences(seq, vocab, 0) {
   DPB_CHECK(vocab >= 256) << "text: byte-level tokens need a vocabulary of at least 256, the model has " << vocab;
   DPB_CHECK(seq >= 1) << "text: sequences of " << seq << " tokens";
   std::ifstream in(path, std::ios::binary);
@@ -59,8 +55,6 @@ TextTokens::TextTokens(const std::string& path, bool train, int64_t seq, int64_t
                         << (train ? "training" : "validation") << " sequence of " << seq
                         << " tokens (the validation split is the last 10 %)";
 }
-
-void TextTokens::get(int64_t, float*, int32_t*, float*) const { not_floats(*this); }
 
 void TextTokens::get_tokens(int64_t index, int32_t* tokens, int32_t* next) const {
   const unsigned char* p = bytes_.data() + index * seq_;
