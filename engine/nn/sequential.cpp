@@ -38,12 +38,14 @@ Tensor Sequential::forward(const Tensor& x) {
     } else if (i < came_from_.size()) {
       came_from_[i] = h.device();
     }
+    if (hooks_) hooks_->before_forward(*this, i);
     if (ranges) {
       trace::NvtxRange r(names_[i] + " (" + layers_[i]->type_name() + ")");
       h = layers_[i]->forward(h);
     } else {
       h = layers_[i]->forward(h);
     }
+    if (hooks_) hooks_->after_forward(*this, i);
   }
   return h;
 }
@@ -52,12 +54,14 @@ Tensor Sequential::backward(const Tensor& grad_out) {
   Tensor g = grad_out;
   const bool ranges = trace::nvtx_enabled();
   for (size_t i = layers_.size(); i-- > 0;) {
+    if (hooks_) hooks_->before_backward(*this, i);
     if (ranges) {
       trace::NvtxRange r(names_[i] + " (" + layers_[i]->type_name() + ")");
       g = layers_[i]->backward(g);
     } else {
       g = layers_[i]->backward(g);
     }
+    if (hooks_) hooks_->after_backward(*this, i);
     if (i < input_device_.size() && input_device_[i] && g.defined() && g.device() != came_from_[i])
       g = g.to(came_from_[i]);
     // No input gradient: the layers before have no parameters and nobody asked for one.

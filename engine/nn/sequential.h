@@ -10,6 +10,18 @@ namespace dpb {
 
 class Sequential : public Module {
  public:
+  // Called around each layer's forward and backward; fully sharded data parallelism
+  // gathers a layer's parameters before it runs and frees them (or reduce-scatters
+  // their gradients) after. Not copied by clone_structure().
+  class LayerHooks {
+   public:
+    virtual ~LayerHooks() = default;
+    virtual void before_forward(Sequential& seq, size_t layer) = 0;
+    virtual void after_forward(Sequential& seq, size_t layer) = 0;
+    virtual void before_backward(Sequential& seq, size_t layer) = 0;
+    virtual void after_backward(Sequential& seq, size_t layer) = 0;
+  };
+
   Sequential() = default;
 
   Sequential& add(std::string name, std::unique_ptr<Module> child);
@@ -21,6 +33,8 @@ class Sequential : public Module {
   // forward moves layer i's input to `device` first, and backward moves the gradient of
   // that input back to the device the input came from.
   void set_input_device(size_t i, Device device);
+  // nullptr removes them.
+  void set_layer_hooks(LayerHooks* hooks) { hooks_ = hooks; }
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
@@ -35,6 +49,7 @@ class Sequential : public Module {
   std::vector<std::string> names_;
   std::vector<std::optional<Device>> input_device_;  // per layer, empty: no boundary
   std::vector<Device> came_from_;                    // per layer: the last forward's input device
+  LayerHooks* hooks_ = nullptr;
 };
 
 }  // namespace dpb

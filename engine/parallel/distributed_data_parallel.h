@@ -16,6 +16,12 @@
 
 namespace dpb {
 
+// Every rank holds the same parameter count and shapes; otherwise a dpb::Error, starting
+// with `who`, that names the first parameter that differs (instead of a hang).
+void check_same_parameter_shapes(Module& module, comm::ProcessGroup& group, const char* who);
+// Rank 0's values of `tensors` on every rank (one broadcast of them as one flat tensor).
+void broadcast_from_rank0(comm::ProcessGroup& group, const std::vector<Tensor*>& tensors);
+
 struct DdpOptions {
   int64_t first_bucket_bytes = int64_t{1} << 20;
   int64_t bucket_bytes = int64_t{25} << 20;  // --bucket-mb
@@ -41,9 +47,6 @@ class DistributedDataParallel {
   int64_t backward_end_ns() const { return backward_end_ns_; }
 
  private:
-  void check_same_shapes();
-  void broadcast_from_rank0(const std::vector<Tensor*>& tensors);
-
   Model& module_;
   comm::ProcessGroup& group_;
   DdpOptions options_;

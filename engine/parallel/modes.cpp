@@ -15,6 +15,8 @@ const char* parallel_mode_name(ParallelMode m) {
       return "ddp";
     case ParallelMode::pipeline:
       return "mp";
+    case ParallelMode::fsdp:
+      return "fsdp";
   }
   return "?";
 }
@@ -24,7 +26,8 @@ ParallelMode parse_parallel_mode(std::string_view name) {
   if (name == "dp") return ParallelMode::dp;
   if (name == "ddp") return ParallelMode::ddp;
   if (name == "mp") return ParallelMode::pipeline;
-  DPB_FAIL() << "mode '" << escape_untrusted(name) << "' is not available (valid: single, dp, ddp, mp)";
+  if (name == "fsdp") return ParallelMode::fsdp;
+  DPB_FAIL() << "mode '" << escape_untrusted(name) << "' is not available (valid: single, dp, ddp, mp, fsdp)";
 }
 
 PipelineSchedule parse_pipeline_schedule(std::string_view name) {

@@ -8,8 +8,12 @@ namespace dpb {
 
 // single: one device; dp: one process over several devices (torch.nn.DataParallel);
 // ddp: one process per rank (DistributedDataParallel); pipeline: the model cut into
-// stages over several devices ("mp" on the command line and in reports).
-enum class ParallelMode { single, dp, ddp, pipeline };
+// stages over several devices ("mp" on the command line and in reports); fsdp: one
+// process per rank with parameters, gradients and optimizer state sharded
+// (FullyShardedDataParallel).
+enum class ParallelMode { single, dp, ddp, pipeline, fsdp };
+// Modes that run one process per rank in a process group (ddp, fsdp).
+inline bool is_distributed(ParallelMode m) { return m == ParallelMode::ddp || m == ParallelMode::fsdp; }
 // "single", "dp", "ddp", "mp".
 const char* parallel_mode_name(ParallelMode m);
 // Throws dpb::Error naming the valid modes.

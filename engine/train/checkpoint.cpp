@@ -8,15 +8,20 @@
 namespace dpb {
 
 void save_checkpoint(const std::string& path, Model& model, const Optimizer& optimizer, const TrainPosition& pos) {
+  save_checkpoint(path, model, optimizer.name(), optimizer.state(), pos);
+}
+
+void save_checkpoint(const std::string& path, Model& model, const std::string& optimizer_name,
+                     const std::vector<OptimizerState>& state, const TrainPosition& pos) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   const auto params = model.named_parameters();
   for (const auto& [name, p] : params) tensors.emplace_back(name, p->data());
   for (const auto& [name, b] : model.named_buffers()) tensors.emplace_back(name, *b);
-  for (const auto& s : optimizer.state()) tensors.emplace_back("optimizer." + params.at(s.param).first + "." + s.key, s.value);
+  for (const auto& s : state) tensors.emplace_back("optimizer." + params.at(s.param).first + "." + s.key, s.value);
   std::map<std::string, std::string> meta{{"format", "pt"},
                                           {"producer", std::string("dpbench ") + kVersion},
                                           {"model", model.spec().name},
-                                          {"optimizer", optimizer.name()},
+                                          {"optimizer", optimizer_name},
                                           {"epoch", std::to_string(pos.epoch)},
                                           {"batch", std::to_string(pos.batch)},
                                           {"global_step", std::to_string(pos.global_step)},

@@ -21,6 +21,10 @@ struct TrainPosition {
 
 // Written atomically: a failed write leaves the previous checkpoint intact.
 void save_checkpoint(const std::string& path, Model& model, const Optimizer& optimizer, const TrainPosition& pos);
+// The same with the optimizer's state given (FSDP's gathered from every rank's shards),
+// indexed by the model's parameters.
+void save_checkpoint(const std::string& path, Model& model, const std::string& optimizer_name,
+                     const std::vector<OptimizerState>& state, const TrainPosition& pos);
 // Restores model and optimizer in place. Throws dpb::Error naming the first tensor
 // whose name or shape does not match, or a model/optimizer mismatch.
 TrainPosition load_checkpoint(const std::string& path, Model& model, Optimizer& optimizer);

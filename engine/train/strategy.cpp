@@ -265,6 +265,78 @@ class DdpStrategy : public ParallelStrategy {
   std::unique_ptr<DistributedDataParallel> ddp_;
 };
 
+// --- fsdp --------------------------------------------------------------------------------------
+
+class FsdpStrategy : public ParallelStrategy {
+ public:
+  FsdpStrategy(Model& model, const TrainOptions& o) : model_(model), o_(o) {
+    DPB_CHECK(o_.ddp.group) << "--mode=fsdp needs this rank's process group";
+    DPB_CHECK(!o_.ddp.sync_bn) << "--sync-bn is for --mode=ddp";
+    model_.to(o_.device);
+    fsdp_ = std::make_unique<FullyShardedDataParallel>(model_, *o_.ddp.group, o_.fsdp);
+  }
+  ParallelMode mode() const override { return ParallelMode::fsdp; }
+  std::vector<Device> devices() const override { return {o_.device}; }
+  FullyShardedDataParallel* fsdp() override { return fsdp_.get(); }
+
+  LossResult forward_backward(const Batch& batch, const BatchContext& ctx, StepRecord& r) override {
+    const int dev = o_.device.index;
+    Tensor out;
+    const int64_t f0 = now_ns();
+    {
+      trace::NvtxRange range("forward");
+      in_forward(o_, ctx);
+      out = fsdp_->forward(batch.x);
+    }
+    const int64_t f1 = now_ns();
+    trace::timeline().record({"forward", trace::Category::compute, dev, "main", f0, f1, {}});
+    LossResult loss;
+    {
+      trace::Span span("loss", trace::Category::compute, dev);
+      loss = loss_of(model_, out, batch.target, ctx.loss_scale);
+    }
+    trace::NvtxRange range("backward");
+    fsdp_->backward(loss.grad);
+    const int64_t done = now_ns();
+    trace::timeline().record(
+        {"backward", trace::Category::compute, dev, "main", fsdp_->backward_begin_ns(), fsdp_->backward_end_ns(), {}});
+    if (done > fsdp_->backward_end_ns())
+      trace::timeline().record(
+          {"wait for reduce-scatter", trace::Category::comm, dev, "main", fsdp_->backward_end_ns(), done, {}});
+    r.backward_begin_ns = fsdp_->backward_begin_ns();
+    r.backward_end_ns = fsdp_->backward_end_ns();
+    record_collectives();
+    return loss;
+  }
+
+  void finish_step(const std::vector<const Batch*>& batches, StepRecord& r) override {
+    int64_t n = 0;
+    for (const auto* b : batches) n += b->size();
+    r.device_samples = {n};
+  }
+
+ private:
+  // Each all-gather and reduce-scatter on the communication lane (when it ran, or from
+  // its issue until the wait for it ended where the backend cannot tell), and the
+  // training thread's waits for them on its own lane.
+  void record_collectives() {
+    const int dev = o_.device.index;
+    for (const auto& c : fsdp_->collectives()) {
+      const bool ran = c.started_ns > 0 && c.finished_ns >= c.started_ns;
+      trace::timeline().record({c.kind + " " + c.unit, trace::Category::comm, dev, "comm",
+                                ran ? c.started_ns : c.issued_ns, ran ? c.finished_ns : c.wait_end_ns,
+                                {{"bytes", c.bytes}}});
+      if (c.wait_end_ns > c.wait_begin_ns)
+        trace::timeline().record(
+            {"wait for " + c.kind, trace::Category::comm, dev, "main", c.wait_begin_ns, c.wait_end_ns, {}});
+    }
+  }
+
+  Model& model_;
+  const TrainOptions& o_;
+  std::unique_ptr<FullyShardedDataParallel> fsdp_;
+};
+
 // --- pipeline ----------------------------------------------------------------------------------
 
 class PipelineStrategy : public ParallelStrategy {
@@ -316,8 +388,9 @@ class PipelineStrategy : public ParallelStrategy {
 
 std::unique_ptr<ParallelStrategy> make_strategy(Model& model, const TrainOptions& o, std::vector<double>* unit_costs) {
   DPB_CHECK(!o.cuda_graph || o.mode == ParallelMode::single) << "CUDA graphs need --mode=single";
-  DPB_CHECK((o.mode == ParallelMode::ddp) == (o.ddp.group != nullptr))
-      << (o.ddp.group ? "a process group is for --mode=ddp" : "--mode=ddp needs this rank's process group");
+  DPB_CHECK(is_distributed(o.mode) == (o.ddp.group != nullptr))
+      << (o.ddp.group ? "a process group is for --mode=ddp or --mode=fsdp"
+                      : std::string("--mode=") + parallel_mode_name(o.mode) + " needs this rank's process group");
   switch (o.mode) {
     case ParallelMode::single:
       return std::make_unique<SingleDevice>(model, o);
@@ -327,6 +400,8 @@ std::unique_ptr<ParallelStrategy> make_strategy(Model& model, const TrainOptions
       return std::make_unique<DdpStrategy>(model, o);
     case ParallelMode::pipeline:
       return std::make_unique<PipelineStrategy>(model, o, unit_costs);
+    case ParallelMode::fsdp:
+      return std::make_unique<FsdpStrategy>(model, o);
   }
   DPB_FAIL() << "unknown parallel mode";
 }

@@ -8,7 +8,9 @@
 //   ddp       DistributedDataParallel: the rank's module, the bucketed all-reduce
 //             overlapped with backward, no_sync on all but a step's last batch;
 //   pipeline  the model cut into stages over the devices, run by a schedule over
-//             micro-batches.
+//             micro-batches;
+//   fsdp      FullyShardedDataParallel: the rank's module with each layer's parameters
+//             gathered when it runs, gradients reduce-scattered, the optimizer on shards.
 // Each records on the timeline what it ran (the trainer records the optimizer and the
 // data wait) and fills the step record's per-device samples and its mode's records.
 #include <memory>
@@ -19,6 +21,7 @@
 #include "engine/nn/loss.h"
 #include "engine/parallel/data_parallel.h"
 #include "engine/parallel/distributed_data_parallel.h"
+#include "engine/parallel/fully_sharded.h"
 #include "engine/parallel/pipeline.h"
 #include "engine/train/step_record.h"
 #include "engine/train/train_options.h"
@@ -52,6 +55,7 @@ class ParallelStrategy {
   virtual const DataParallel* data_parallel() const { return nullptr; }
   virtual DistributedDataParallel* ddp() { return nullptr; }
   virtual PipelineParallel* pipeline() { return nullptr; }
+  virtual FullyShardedDataParallel* fsdp() { return nullptr; }
 };
 
 // Builds the strategy for o.mode: moves the model onto its devices, wraps it (DataParallel,

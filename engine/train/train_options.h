@@ -10,6 +10,7 @@
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/optimizer.h"
 #include "engine/parallel/distributed_data_parallel.h"
+#include "engine/parallel/fully_sharded.h"
 #include "engine/parallel/modes.h"
 #include "engine/tensor/device.h"
 #include "engine/train/progress.h"
@@ -32,8 +33,8 @@ struct PipelineTrainOptions {
   int micro_batches = 1;
 };
 
-// DistributedDataParallel (ParallelMode::ddp): this rank's process group (one process
-// per rank). Each rank reads its DistributedSampler shard, or with distributed_sampler
+// DistributedDataParallel (ParallelMode::ddp), and what FullyShardedDataParallel
+// (ParallelMode::fsdp) shares with it: this rank's process group (one process per rank). Each rank reads its DistributedSampler shard, or with distributed_sampler
 // off the whole dataset like every other rank (the mistake).
 struct DdpTrainOptions {
   comm::ProcessGroup* group = nullptr;
@@ -70,6 +71,7 @@ struct TrainOptions {
   DpTrainOptions dp;
   PipelineTrainOptions pipeline;
   DdpTrainOptions ddp;
+  FsdpOptions fsdp;  // with ddp.group, ddp.distributed_sampler
 
   // CUDA: after two eager steps, capture forward, loss and backward as a CUDA graph and
   // replay it for every full batch (the optimizer step stays outside the graph, so

@@ -61,12 +61,15 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
     o_.device = o_.devices[0];
   }
   model_.train();
+  // Before the strategy: FSDP leaves the model's parameters sharded (no shapes to read).
+  const std::vector<bool> decay = model_.weight_decay_mask();
   strategy_ = make_strategy(model_, o_, &unit_costs_);
   DPB_CHECK(o_.accum_steps == 1 || strategy_->accumulates())
       << "gradient accumulation (--accum-steps) is not available in --mode=" << parallel_mode_name(o_.mode)
       << (o_.mode == ParallelMode::pipeline ? ": use --micro-batches instead" : "");
-  optimizer_ = make_optimizer(o_.optim, model_.parameters());
-  optimizer_->set_decay_mask(model_.weight_decay_mask());
+  // FSDP's optimizer steps on this rank's shards, one per parameter in model order.
+  optimizer_ = make_optimizer(o_.optim, strategy_->fsdp() ? strategy_->fsdp()->shard_parameters() : model_.parameters());
+  optimizer_->set_decay_mask(decay);
   DPB_CHECK(o_.eval_every >= 0) << "--eval-every must be >= 0, got " << o_.eval_every;
   DPB_CHECK(o_.clip_grad_norm >= 0) << "--clip-grad-norm must be >= 0, got " << o_.clip_grad_norm;
 
@@ -80,7 +83,15 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
   loader_ = std::make_unique<DataLoader>(train_, sampler_, lo, augment);
 
   start_.seed = o_.seed;
-  if (!o_.resume_path.empty()) {
+  if (!o_.resume_path.empty() && strategy_->fsdp()) {
+    // A full checkpoint (from any mode and world size) into the model, then each rank's chunks.
+    FullyShardedDataParallel& f = *strategy_->fsdp();
+    f.gather_full_parameters();
+    auto full = make_optimizer(o_.optim, model_.parameters());
+    start_ = load_checkpoint(o_.resume_path, model_, *full);
+    f.shard_from_model();
+    f.load_full_optimizer_state(*optimizer_, full->state());
+  } else if (!o_.resume_path.empty()) {
     start_ = load_checkpoint(o_.resume_path, model_, *optimizer_);
     DPB_CHECK(start_.seed == o_.seed) << "checkpoint '" << o_.resume_path << "' was trained with --seed="
                                       << start_.seed << "; resume with the same seed (data order depends on it)";
@@ -129,7 +140,10 @@ StepRecord Trainer::step(const std::vector<Batch>& batches, int64_t global_step)
   {
     trace::NvtxRange range("optimizer");
     trace::Span span("optimizer", trace::Category::optim, o_.device.index);
-    if (o_.clip_grad_norm > 0) clip_grad_norm(optimizer_->params(), o_.clip_grad_norm);
+    if (o_.clip_grad_norm > 0) {
+      if (auto* f = strategy_->fsdp()) f->clip_grad_norm(o_.clip_grad_norm);
+      else clip_grad_norm(optimizer_->params(), o_.clip_grad_norm);
+    }
     optimizer_->step();
     optimizer_->zero_grad();
   }
@@ -254,8 +268,16 @@ TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) 
   progress.finish();
   if (test_ && !result.test) result.test = evaluate(model_, *test_, o_.eval_batch, o_.device);
   result.end = pos;
+  // FSDP: the model gets its full parameters back and the optimizer state is gathered
+  // (every rank takes part, as for a full state dict).
+  std::vector<OptimizerState> full_state;
+  if (auto* f = strategy_->fsdp()) {
+    f->gather_full_parameters();
+    if (!o_.save_path.empty()) full_state = f->full_optimizer_state(*optimizer_);
+  }
   if (!o_.save_path.empty() && (!o_.ddp.group || o_.ddp.group->rank() == 0)) {
-    save_checkpoint(o_.save_path, model_, *optimizer_, pos);
+    if (strategy_->fsdp()) save_checkpoint(o_.save_path, model_, optimizer_->name(), full_state, pos);
+    else save_checkpoint(o_.save_path, model_, *optimizer_, pos);
     log::info("checkpoint written to {} (epoch {}, batch {}, step {})", o_.save_path, pos.epoch, pos.batch,
               pos.global_step);
   }

@@ -1,13 +1,14 @@
 // The trainer's one step body over each ParallelStrategy, on logical CPU devices, against
 // single-device training (docs/ARCHITECTURE.md §3): dp over 2 and 3 devices, the pipeline's schedules
-// over 2 stages, and DDP with 2 ranks on the ranks' global batch give the parameters
-// one device gives. Also: the strategy is the one asked for, the harness hook runs
+// over 2 stages, and DDP with 2 ranks and FSDP with 2 and 3 ranks (reshard after forward
+// or not, prefetch or not) on the ranks' global batch give the parameters one device gives. Also: the strategy is the one asked for, the harness hook runs
 // inside every batch's forward, and options that do not fit the mode are clear errors.
 #include "engine/train/trainer.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/data/synthetic.h"
@@ -114,6 +115,26 @@ TEST_P(Strategies, EveryModeTrainsLikeOneDevice) {
   for (int r = 0; r < 2; ++r)
     EXPECT_LT(relative_difference(ranks[static_cast<size_t>(r)].params, single.params, initial), 1e-4)
         << name << " ddp rank " << r;
+  // FSDP: 2 ranks (6 samples each) and 3 (4 each; parameters that do not divide by 3 are
+  // padded), the model's full parameters gathered back at the end.
+  for (const auto& [world, reshard, prefetch] : {std::tuple{2, true, 1}, {3, true, 0}, {2, false, 2}}) {
+    std::vector<TrainedModel> sharded(static_cast<size_t>(world));
+    test::run_ranks_ok(world, [&](int r, comm::ProcessGroup& pg) {
+      sharded[static_cast<size_t>(r)] = train(name, batch / world, batch, steps, [&](TrainOptions& o) {
+        o.mode = ParallelMode::fsdp;
+        o.device = Device::cpu(r);
+        o.ddp.group = &pg;
+        o.fsdp.reshard_after_forward = reshard;
+        o.fsdp.prefetch = prefetch;
+      });
+    });
+    for (int r = 0; r < world; ++r) {
+      EXPECT_LT(relative_difference(sharded[static_cast<size_t>(r)].params, single.params, initial), 1e-4)
+          << name << " fsdp rank " << r << " of " << world << (reshard ? "" : ", no reshard") << ", prefetch "
+          << prefetch;
+      EXPECT_EQ(sharded[static_cast<size_t>(r)].hook_calls, steps);
+    }
+  }
 }
 
 // Gradient clipping acts on the whole step's gradient: under DDP the reduced one, in the
@@ -149,6 +170,17 @@ TEST(Strategies, ClippingTheGlobalNormMatchesOneDevice) {
   });
   for (int r = 0; r < 2; ++r)
     EXPECT_LT(relative_difference(ranks[static_cast<size_t>(r)].params, single.params, initial), 1e-3) << "ddp rank " << r;
+  // FSDP clips by the norm of every rank's shards together.
+  test::run_ranks_ok(2, [&](int r, comm::ProcessGroup& pg) {
+    ranks[static_cast<size_t>(r)] = train(name, batch / 2, batch, steps, [&](TrainOptions& o) {
+      clip(o);
+      o.mode = ParallelMode::fsdp;
+      o.device = Device::cpu(r);
+      o.ddp.group = &pg;
+    });
+  });
+  for (int r = 0; r < 2; ++r)
+    EXPECT_LT(relative_difference(ranks[static_cast<size_t>(r)].params, single.params, initial), 1e-3) << "fsdp rank " << r;
   // Without clipping the run differs: the limit was in force.
   const TrainedModel unclipped = train(name, batch, batch, steps, [](TrainOptions& o) {
     o.optim.kind = OptimizerKind::adamw;

@@ -1,0 +1,391 @@
+#include "engine/parallel/fully_sharded.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/backend/ops.h"
+#include "engine/core/clock.h"
+#include "engine/core/error.h"
+#include "engine/nn/tied_linear.h"
+#include "engine/parallel/distributed_data_parallel.h"
+#include "engine/parallel/pipeline.h"
+#include "engine/trace/nvtx.h"
+
+namespace dpb {
+
+namespace {
+constexpr int64_t kF32 = 4;
+}
+
+FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessGroup& group, FsdpOptions options)
+    : module_(module), group_(group), options_(options), device_(Device::cpu()) {
+  DPB_CHECK(options_.prefetch >= 0) << "FSDP: prefetch must be >= 0 units, got " << options_.prefetch;
+  const auto named = module_.named_parameters();
+  DPB_CHECK(!named.empty()) << "FSDP: model '" << module_.spec().name << "' has no parameters to shard";
+  device_ = named.front().second->data().device();
+  for (const auto& [name, p] : named)
+    DPB_CHECK(p->data().dtype() == DType::f32)
+        << "FSDP: parameter '" << name << "' is " << dtype_name(p->data().dtype()) << "; sharding needs f32 parameters";
+  check_same_parameter_shapes(module_, group_, "FSDP");
+  {
+    std::vector<Tensor*> state;
+    for (auto* p : module_.parameters()) {
+      if (p->data().layout() != Layout::plain) p->data() = p->data().to_plain();
+      state.push_back(&p->data());
+    }
+    for (auto& [name, b] : module_.named_buffers()) state.push_back(b);
+    broadcast_from_rank0(group_, state);
+  }
+
+  // Which layers use each parameter: its own layer, and a tied head the weight it computes with.
+  const auto layers = pipeline_units(module_);
+  std::map<const Parameter*, std::vector<size_t>> users;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    for (Parameter* p : layers[l].module->parameters()) users[p].push_back(l);
+    if (auto* tied = dynamic_cast<TiedLinear*>(layers[l].module); tied && tied->weight())
+      users[tied->weight()].push_back(l);
+  }
+  // Units: one per layer with parameters of its own (forward order), then the root.
+  std::vector<int> unit_of_layer(layers.size(), -1);
+  std::vector<size_t> owner(named.size());
+  bool any_root = false;
+  for (size_t i = 0; i < named.size(); ++i) {
+    const auto& u = users[named[i].second];
+    if (u.size() == 1) {
+      owner[i] = u.front();
+      unit_of_layer[u.front()] = 0;
+    } else {
+      owner[i] = layers.size();  // the root
+      any_root = true;
+    }
+  }
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (unit_of_layer[l] < 0) continue;
+    unit_of_layer[l] = static_cast<int>(units_.size());
+    Unit u;
+    u.name = layers[l].name;
+    u.layers.emplace_back(layers[l].owner, layers[l].index);
+    units_.push_back(std::move(u));
+    order_.push_back(unit_of_layer[l]);
+  }
+  if (any_root) {
+    root_ = static_cast<int>(units_.size());
+    Unit u;
+    u.name = "root";
+    units_.push_back(std::move(u));
+  }
+  const int world = group_.size(), rank = group_.rank();
+  members_.resize(named.size());
+  for (size_t i = 0; i < named.size(); ++i) {
+    Member& m = members_[i];
+    m.param = named[i].second;
+    m.name = named[i].first;
+    m.shape = m.param->data().shape();
+    m.numel = m.shape.numel();
+    m.chunk = (m.numel + world - 1) / world;
+    const size_t u = owner[i] == layers.size() ? static_cast<size_t>(root_) : static_cast<size_t>(unit_of_layer[owner[i]]);
+    units_[u].members.push_back(i);
+    m.offset = units_[u].chunk;
+    units_[u].chunk += m.chunk;
+  }
+  for (size_t u = 0; u < units_.size(); ++u) {
+    Unit& unit = units_[u];
+    unit.flat = Tensor::zeros({unit.chunk}, device_);
+    int64_t full = 0;
+    for (size_t i : unit.members) {
+      Member& m = members_[i];
+      const Tensor whole = m.param->data().view({m.numel});
+      const int64_t begin = std::min(m.numel, rank * m.chunk), end = std::min(m.numel, begin + m.chunk);
+      if (end > begin) unit.flat.slice(m.offset, m.offset + (end - begin)).copy_from(whole.slice(begin, end));
+      m.shard = std::make_unique<Parameter>(unit.flat.slice(m.offset, m.offset + m.chunk));
+      m.param->data() = Tensor();
+      m.param->grad() = Tensor();
+      m.param->zero_grad();
+      full += m.numel * kF32;
+    }
+    memory_.full_parameter_bytes += full;
+    memory_.shard_parameter_bytes += unit.chunk * kF32;
+    memory_.largest_unit_bytes = std::max(memory_.largest_unit_bytes, full);
+  }
+  memory_.shard_gradient_bytes = memory_.shard_parameter_bytes;
+  for (int u : order_)
+    for (const auto& [seq, index] : units_[static_cast<size_t>(u)].layers) unit_at_[{seq, index}] = u;
+  if (!layers.empty()) last_layer_ = {layers.back().owner, layers.back().index};
+  for (const auto& l : layers)
+    if (std::find(hooked_.begin(), hooked_.end(), l.owner) == hooked_.end()) hooked_.push_back(l.owner);
+  for (Sequential* s : hooked_) s->set_layer_hooks(this);
+}
+
+FullyShardedDataParallel::~FullyShardedDataParallel() {
+  for (Sequential* s : hooked_) s->set_layer_hooks(nullptr);
+}
+
+std::vector<Parameter*> FullyShardedDataParallel::shard_parameters() {
+  std::vector<Parameter*> out;
+  for (auto& m : members_) out.push_back(m.shard.get());
+  return out;
+}
+
+int FullyShardedDataParallel::unit_of(Sequential& seq, size_t layer) const {
+  auto it = unit_at_.find({&seq, layer});
+  return it == unit_at_.end() ? -1 : it->second;
+}
+
+int64_t FullyShardedDataParallel::unit_bytes(size_t u) const {
+  int64_t b = 0;
+  for (size_t i : units_[u].members) b += members_[i].numel * kF32;
+  return b;
+}
+
+void FullyShardedDataParallel::note_gathered(int64_t delta) {
+  gathered_now_ += delta;
+  memory_.peak_gathered_bytes = std::max(memory_.peak_gathered_bytes, gathered_now_);
+}
+
+void FullyShardedDataParallel::note_grads(int64_t delta) {
+  grads_now_ += delta;
+  memory_.peak_full_gradient_bytes = std::max(memory_.peak_full_gradient_bytes, grads_now_);
+}
+
+void FullyShardedDataParallel::start_gather(size_t u) {
+  Unit& unit = units_[u];
+  unit.gathered = Tensor::empty({unit.chunk * group_.size()}, device_);
+  note_gathered(unit.gathered.numel() * kF32);
+  FsdpCollective c{"all-gather", unit.name, unit.chunk * kF32, now_ns(), 0, 0, 0, 0};
+  unit.gather_work = group_.allgather(unit.gathered, unit.flat);
+  unit.gather_record = static_cast<int>(collectives_.size());
+  collectives_.push_back(c);
+}
+
+void FullyShardedDataParallel::ensure_full(size_t u) {
+  Unit& unit = units_[u];
+  if (unit.full) return;
+  if (!unit.gather_work) start_gather(u);
+  FsdpCollective& c = collectives_[static_cast<size_t>(unit.gather_record)];
+  c.wait_begin_ns = now_ns();
+  unit.gather_work->wait();
+  c.wait_end_ns = now_ns();
+  c.started_ns = unit.gather_work->started_ns();
+  c.finished_ns = unit.gather_work->finished_ns();
+  // Rank r's chunk of member m sits at r * chunk + m.offset of the gathered buffer.
+  for (size_t i : unit.members) {
+    Member& m = members_[i];
+    Tensor full = Tensor::empty(m.shape, device_);
+    Tensor flat = full.view({m.numel});
+    for (int r = 0; r < group_.size(); ++r) {
+      const int64_t begin = std::min(m.numel, r * m.chunk), end = std::min(m.numel, begin + m.chunk);
+      if (end == begin) break;
+      const int64_t at = r * unit.chunk + m.offset;
+      flat.slice(begin, end).copy_from(unit.gathered.slice(at, at + (end - begin)));
+    }
+    m.param->data() = full;
+  }
+  note_gathered(unit_bytes(u) - unit.gathered.numel() * kF32);
+  unit.gathered = Tensor();
+  unit.gather_work.reset();
+  unit.gather_record = -1;
+  unit.full = true;
+}
+
+void FullyShardedDataParallel::free_full(size_t u) {
+  Unit& unit = units_[u];
+  if (!unit.full) return;
+  for (size_t i : unit.members) members_[i].param->data() = Tensor();
+  unit.full = false;
+  note_gathered(-unit_bytes(u));
+}
+
+void FullyShardedDataParallel::prefetch_after(size_t u, int direction) {
+  if (options_.prefetch <= 0) return;
+  const auto pos = std::find(order_.begin(), order_.end(), static_cast<int>(u)) - order_.begin();
+  for (int k = 1; k <= options_.prefetch; ++k) {
+    const auto next = pos + direction * k;
+    if (next < 0 || next >= static_cast<std::ptrdiff_t>(order_.size())) return;
+    const auto v = static_cast<size_t>(order_[static_cast<size_t>(next)]);
+    if (!units_[v].full && !units_[v].gather_work) start_gather(v);
+  }
+}
+
+void FullyShardedDataParallel::before_forward(Sequential& seq, size_t layer) {
+  // The root's parameters (shared by several layers) are gathered before the first layer.
+  if (root_ >= 0) ensure_full(static_cast<size_t>(root_));
+  const int u = unit_of(seq, layer);
+  if (u < 0) return;
+  ensure_full(static_cast<size_t>(u));
+  prefetch_after(static_cast<size_t>(u), +1);
+}
+
+void FullyShardedDataParallel::after_forward(Sequential& seq, size_t layer) {
+  const bool training = module_.is_training();
+  if (!training && std::pair<const Sequential*, size_t>(&seq, layer) == last_layer_) {
+    // Evaluation: nothing waits for a backward; everything goes back to its shards.
+    for (size_t u = 0; u < units_.size(); ++u) free_full(u);
+    return;
+  }
+  const int u = unit_of(seq, layer);
+  if (u < 0) return;
+  // The last unit's backward comes next: it stays gathered (as FSDP keeps the root's).
+  if (!training || (options_.reshard_after_forward && u != order_.back())) free_full(static_cast<size_t>(u));
+}
+
+void FullyShardedDataParallel::before_backward(Sequential& seq, size_t layer) {
+  const int u = unit_of(seq, layer);
+  if (u < 0) return;
+  ensure_full(static_cast<size_t>(u));
+  prefetch_after(static_cast<size_t>(u), -1);
+}
+
+void FullyShardedDataParallel::after_backward(Sequential& seq, size_t layer) {
+  const int u = unit_of(seq, layer);
+  if (u < 0) return;
+  reduce_scatter(static_cast<size_t>(u));
+  free_full(static_cast<size_t>(u));
+}
+
+void FullyShardedDataParallel::reduce_scatter(size_t u) {
+  const Unit& unit = units_[u];
+  const int world = group_.size();
+  PendingScatter p;
+  p.unit = u;
+  p.in = Tensor::zeros({unit.chunk * world}, device_);
+  p.out = Tensor::empty({unit.chunk}, device_);
+  int64_t grads = 0;
+  for (size_t i : unit.members) {
+    Member& m = members_[i];
+    Parameter& q = *m.param;
+    if (q.grad().defined() && !q.grad_is_zero()) {
+      grads += m.numel * kF32;
+      const Tensor g = q.grad().layout() == Layout::plain ? q.grad().view({m.numel}) : q.grad().to_plain().view({m.numel});
+      for (int r = 0; r < world; ++r) {
+        const int64_t begin = std::min(m.numel, r * m.chunk), end = std::min(m.numel, begin + m.chunk);
+        if (end == begin) break;
+        const int64_t at = r * unit.chunk + m.offset;
+        p.in.slice(at, at + (end - begin)).copy_from(g.slice(begin, end));
+      }
+    }
+  }
+  note_grads(grads + (p.in.numel() + p.out.numel()) * kF32);
+  for (size_t i : unit.members) {
+    members_[i].param->grad() = Tensor();
+    members_[i].param->zero_grad();
+  }
+  note_grads(-grads);
+  p.record = static_cast<int>(collectives_.size());
+  collectives_.push_back({"reduce-scatter", unit.name, p.in.numel() * kF32, now_ns(), 0, 0, 0, 0});
+  p.work = group_.reduce_scatter(p.out, p.in, comm::ReduceOp::avg);
+  scatters_.push_back(std::move(p));
+  // At most two in flight: the one just issued runs while the next unit's backward computes.
+  drain_scatters(1);
+}
+
+void FullyShardedDataParallel::finish_scatter(PendingScatter& p) {
+  FsdpCollective& c = collectives_[static_cast<size_t>(p.record)];
+  c.wait_begin_ns = now_ns();
+  p.work->wait();
+  c.wait_end_ns = now_ns();
+  c.started_ns = p.work->started_ns();
+  c.finished_ns = p.work->finished_ns();
+  for (size_t i : units_[p.unit].members) {
+    Member& m = members_[i];
+    Parameter& s = *m.shard;
+    const Tensor part = p.out.slice(m.offset, m.offset + m.chunk);
+    if (s.begin_grad()) ops::axpy(1.0f, part, s.grad());
+    else s.grad().copy_from(part);
+  }
+  note_grads(-(p.in.numel() + p.out.numel()) * kF32);
+}
+
+void FullyShardedDataParallel::drain_scatters(size_t keep) {
+  while (scatters_.size() > keep) {
+    finish_scatter(scatters_.front());
+    scatters_.erase(scatters_.begin());
+  }
+}
+
+Tensor FullyShardedDataParallel::forward(const Tensor& x) {
+  collectives_.clear();
+  std::vector<Tensor*> buffers;
+  for (auto& [name, b] : module_.named_buffers()) buffers.push_back(b);
+  broadcast_from_rank0(group_, buffers);  // as DDP's broadcast_buffers
+  return module_.forward(x);
+}
+
+void FullyShardedDataParallel::backward(const Tensor& grad_out) {
+  backward_begin_ns_ = now_ns();
+  module_.backward(grad_out);
+  backward_end_ns_ = now_ns();
+  if (root_ >= 0) {
+    reduce_scatter(static_cast<size_t>(root_));
+    free_full(static_cast<size_t>(root_));
+  }
+  // Units the backward did not reach (nothing before them needed a gradient) are freed too.
+  for (size_t u = 0; u < units_.size(); ++u) free_full(u);
+  drain_scatters(0);
+}
+
+double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
+  DPB_CHECK(max_norm > 0) << "gradient clipping needs a positive norm, got " << max_norm;
+  double sq = 0;
+  for (auto& m : members_)
+    if (!m.shard->grad_is_zero()) sq += ops::sum_squares(m.shard->grad());
+  Tensor total = Tensor::full({1}, static_cast<float>(sq), device_);
+  group_.allreduce(total, comm::ReduceOp::sum)->wait();
+  const double norm = std::sqrt(static_cast<double>(total.item()));
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0)
+    for (auto& m : members_)
+      if (!m.shard->grad_is_zero()) ops::scale(m.shard->grad(), static_cast<float>(coef));
+  return norm;
+}
+
+void FullyShardedDataParallel::gather_full_parameters() {
+  for (size_t u = 0; u < units_.size(); ++u) ensure_full(u);
+}
+
+void FullyShardedDataParallel::shard_from_model() {
+  const int rank = group_.rank();
+  for (size_t u = 0; u < units_.size(); ++u) {
+    Unit& unit = units_[u];
+    DPB_CHECK(unit.full) << "FSDP: unit '" << unit.name << "' is not gathered; nothing to shard from";
+    for (size_t i : unit.members) {
+      Member& m = members_[i];
+      const Tensor whole = m.param->data().to_plain().view({m.numel});
+      const int64_t begin = std::min(m.numel, rank * m.chunk), end = std::min(m.numel, begin + m.chunk);
+      if (end > begin) m.shard->data().slice(0, end - begin).copy_from(whole.slice(begin, end));
+    }
+  }
+}
+
+std::vector<OptimizerState> FullyShardedDataParallel::full_optimizer_state(const Optimizer& sharded) {
+  std::vector<OptimizerState> out;
+  const int world = group_.size();
+  for (const OptimizerState& s : sharded.state()) {
+    const Member& m = members_.at(s.param);
+    if (s.key == "step") {  // a scalar, the same on every rank
+      out.push_back(s);
+      continue;
+    }
+    Tensor all = Tensor::empty({m.chunk * world}, device_);
+    group_.allgather(all, s.value.to_plain().view({m.chunk}))->wait();
+    out.push_back({s.param, s.key, all.slice(0, m.numel).view(m.shape).clone()});
+  }
+  return out;
+}
+
+void FullyShardedDataParallel::load_full_optimizer_state(Optimizer& sharded, const std::vector<OptimizerState>& full) {
+  const int rank = group_.rank();
+  for (const OptimizerState& s : full) {
+    const Member& m = members_.at(s.param);
+    if (s.key == "step") {
+      sharded.load_state(s);
+      continue;
+    }
+    Tensor mine = Tensor::zeros({m.chunk}, device_);
+    const Tensor whole = s.value.to(device_).to_plain().view({m.numel});
+    const int64_t begin = std::min(m.numel, rank * m.chunk), end = std::min(m.numel, begin + m.chunk);
+    if (end > begin) mine.slice(0, end - begin).copy_from(whole.slice(begin, end));
+    sharded.load_state({s.param, s.key, mine});
+  }
+}
+
+}  // namespace dpb

@@ -1,0 +1,164 @@
+#pragma once
+// FullyShardedDataParallel: one process per rank, as DDP, with every parameter, its
+// gradient and its optimizer state sharded across the ranks (PyTorch FSDP2's
+// fully_shard, ZeRO-3):
+//   - a unit is one of the model's layers (pipeline_units: a transformer block, a
+//     linear or convolution layer); a parameter that several units use (GPT-2's tied
+//     token embedding and head) belongs to the root unit, gathered for the whole step;
+//   - each parameter is flattened and cut into world-size chunks of ceil(numel / W)
+//     elements (the last padded with zeros); rank r keeps chunk r of each, and a unit's
+//     chunks are one flat tensor, the input of the unit's all-gather;
+//   - before a unit's forward its parameters are all-gathered into the model; after it
+//     they are freed (reshard after forward; `reshard_after_forward = false` keeps them
+//     until the unit's backward, as ZeRO-2), and gathered again before its backward;
+//   - after a unit's backward its gradients are reduce-scattered (averaged) into the
+//     shards' gradients and the full ones freed;
+//   - while a unit computes, the next `prefetch` units' all-gathers run on the group's
+//     communication thread (0: each all-gather only when its unit needs it);
+//   - the optimizer steps on the shards (shard_parameters(), one per model parameter in
+//     model order, so weight-decay masks and optimizer state line up).
+// Every rank must build the same model; construction checks it, broadcasts rank 0's
+// values and shards them.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/comm/process_group.h"
+#include "engine/models/model.h"
+#include "engine/optim/optimizer.h"
+
+namespace dpb {
+
+struct FsdpOptions {
+  bool reshard_after_forward = true;  // --fsdp-reshard
+  int prefetch = 1;                   // --fsdp-prefetch: units all-gathered ahead
+};
+
+// What one rank holds, in bytes (f32 parameters).
+struct FsdpMemory {
+  int64_t full_parameter_bytes = 0;    // the whole model's parameters, unsharded
+  int64_t shard_parameter_bytes = 0;   // this rank's shards (with padding)
+  int64_t shard_gradient_bytes = 0;    // their gradients
+  int64_t largest_unit_bytes = 0;      // the largest unit's gathered parameters
+  int64_t peak_gathered_bytes = 0;     // most gathered parameters alive at once
+  int64_t peak_full_gradient_bytes = 0;  // most unsharded gradients alive at once
+};
+
+// One collective of the last step (steady-clock ns; started/finished 0 where the
+// backend cannot tell).
+struct FsdpCollective {
+  std::string kind;  // "all-gather" or "reduce-scatter"
+  std::string unit;
+  int64_t bytes = 0;  // what this rank sends
+  int64_t issued_ns = 0, started_ns = 0, finished_ns = 0;
+  int64_t wait_begin_ns = 0, wait_end_ns = 0;  // the training thread waiting for it
+};
+
+class FullyShardedDataParallel : private Sequential::LayerHooks {
+ public:
+  FullyShardedDataParallel(Model& module, comm::ProcessGroup& group, FsdpOptions options = {});
+  ~FullyShardedDataParallel() override;
+  FullyShardedDataParallel(const FullyShardedDataParallel&) = delete;
+  FullyShardedDataParallel& operator=(const FullyShardedDataParallel&) = delete;
+
+  // The model's forward with each unit gathered when it runs. Calling the model's own
+  // forward (evaluation) gathers and frees the same way.
+  Tensor forward(const Tensor& x);
+  // The model's backward; returns when every unit's gradient is reduce-scattered into
+  // the shards' gradients (added to them when a step accumulates several batches).
+  void backward(const Tensor& grad_out);
+
+  // What the optimizer steps: one shard per model parameter, in model order.
+  std::vector<Parameter*> shard_parameters();
+  // The global L2 norm of the shards' gradients (every rank's squares summed), clipped as
+  // torch.nn.utils.clip_grad_norm_ does; returns the norm before clipping.
+  double clip_grad_norm(double max_norm);
+  // Every unit's full parameters gathered into the model and kept (a full state dict;
+  // the model as single-device training would hold it). The next forward shards again.
+  void gather_full_parameters();
+  // Scatters the model's current (full) parameter values back into the shards (after a
+  // checkpoint was loaded into the model).
+  void shard_from_model();
+  // The optimizer's state over shard_parameters() as full tensors of the model's
+  // parameter shapes (every rank's shards all-gathered; every rank must call it), for a
+  // full checkpoint.
+  std::vector<OptimizerState> full_optimizer_state(const Optimizer& sharded);
+  // Loads full optimizer state (a checkpoint's, indexed by model parameter) into the
+  // optimizer over shard_parameters(): each rank keeps its chunk.
+  void load_full_optimizer_state(Optimizer& sharded, const std::vector<OptimizerState>& full);
+
+  Model& module() { return module_; }
+  comm::ProcessGroup& group() { return group_; }
+  const FsdpOptions& options() const { return options_; }
+  const FsdpMemory& memory() const { return memory_; }
+  int units() const { return static_cast<int>(units_.size()); }
+  // The last forward + backward's collectives, in the order they were issued (cleared
+  // by the next forward).
+  const std::vector<FsdpCollective>& collectives() const { return collectives_; }
+  int64_t backward_begin_ns() const { return backward_begin_ns_; }
+  int64_t backward_end_ns() const { return backward_end_ns_; }
+
+ private:
+  struct Member {
+    Parameter* param = nullptr;
+    std::string name;
+    Shape shape;
+    int64_t numel = 0, chunk = 0, offset = 0;  // offset: within the unit's flat shard
+    std::unique_ptr<Parameter> shard;
+  };
+  struct Unit {
+    std::string name;
+    std::vector<size_t> members;
+    int64_t chunk = 0;  // elements of this rank's flat shard
+    Tensor flat;        // this rank's shard of every member
+    Tensor gathered;    // the all-gather's output while pending
+    std::shared_ptr<comm::Work> gather_work;
+    int gather_record = -1;
+    bool full = false;  // members' data are the full parameters
+    std::vector<std::pair<Sequential*, size_t>> layers;
+  };
+  struct PendingScatter {
+    size_t unit;
+    Tensor in, out;
+    std::shared_ptr<comm::Work> work;
+    int record = -1;
+  };
+
+  void before_forward(Sequential& seq, size_t layer) override;
+  void after_forward(Sequential& seq, size_t layer) override;
+  void before_backward(Sequential& seq, size_t layer) override;
+  void after_backward(Sequential& seq, size_t layer) override;
+
+  int unit_of(Sequential& seq, size_t layer) const;
+  void start_gather(size_t u);
+  void ensure_full(size_t u);
+  void free_full(size_t u);
+  void prefetch_after(size_t u, int direction);
+  void reduce_scatter(size_t u);
+  void finish_scatter(PendingScatter& p);
+  void drain_scatters(size_t keep);
+  void note_gathered(int64_t delta);
+  void note_grads(int64_t delta);
+  int64_t unit_bytes(size_t u) const;
+  void check_same_shapes();
+
+  Model& module_;
+  comm::ProcessGroup& group_;
+  FsdpOptions options_;
+  Device device_;
+  std::vector<Member> members_;
+  std::vector<Unit> units_;  // forward order; the root unit (shared parameters), if any, last
+  int root_ = -1;
+  std::vector<int> order_;   // the layer units in forward order (indices into units_)
+  std::map<std::pair<const Sequential*, size_t>, int> unit_at_;
+  std::pair<const Sequential*, size_t> last_layer_{nullptr, 0};  // the model's last layer
+  std::vector<Sequential*> hooked_;
+  std::vector<PendingScatter> scatters_;
+  std::vector<FsdpCollective> collectives_;
+  FsdpMemory memory_;
+  int64_t gathered_now_ = 0, grads_now_ = 0;
+  int64_t backward_begin_ns_ = 0, backward_end_ns_ = 0;
+};
+
+}  // namespace dpb

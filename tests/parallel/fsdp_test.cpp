@@ -1,0 +1,220 @@
+// FullyShardedDataParallel beyond "trains like one device" (tests/train/strategy_test.cpp):
+// what each rank holds at rest and at most, the collectives a step issues, evaluation on
+// a sharded model, full checkpoints written by sharded ranks and read back at another
+// world size, and a model that differs between ranks named. Ranks are threads on
+// logical CPU devices over Gloo.
+#include "engine/parallel/fully_sharded.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "engine/backend/cpu/cpu_context.h"
+#include "engine/data/synthetic.h"
+#include "engine/data/tokens.h"
+#include "engine/train/safetensors.h"
+#include "engine/train/trainer.h"
+#include "tests/support/ranks.h"
+
+namespace dpb {
+namespace {
+
+std::unique_ptr<Model> model_on(const std::string& name, Device d) {
+  Generator g(7);
+  auto m = build_model(name, g);
+  m->to(d);
+  return m;
+}
+
+std::unique_ptr<Dataset> data_for(const Model& m, int64_t n) {
+  const auto& spec = m.spec();
+  if (spec.input_dtype == DType::i32) return std::make_unique<SyntheticTokens>(spec.input[0], spec.outputs, n, 3);
+  return std::make_unique<SyntheticDataset>(spec.input, spec.loss, spec.outputs, n, 3);
+}
+
+int64_t optimizer_bytes(const Optimizer& o) {
+  int64_t b = 0;
+  for (const auto& s : o.state()) b += s.value.numel() * 4;
+  return b;
+}
+
+// Per rank at rest only shards; what a step gathers, frees and reduce-scatters; and the
+// memory target: parameters + gradients + AdamW's two moments per rank within 1/W of one
+// device's plus one gathered unit (+5 %).
+TEST(Fsdp, EachRankHoldsItsShardsAndOneUnitAtATime) {
+  for (const std::string name : {"gpt2-tiny", "mlp"})
+    for (int world : {2, 4}) {
+      test::run_ranks_ok(world, [&](int rank, comm::ProcessGroup& pg) {
+        const Device dev = Device::cpu(rank);
+        auto model = model_on(name, dev);
+        const int64_t params = model->parameter_count();
+        FullyShardedDataParallel fsdp(*model, pg);
+        for (auto* p : model->parameters()) EXPECT_FALSE(p->data().defined()) << name << ": full parameter at rest";
+        const FsdpMemory& mem = fsdp.memory();
+        EXPECT_EQ(mem.full_parameter_bytes, params * 4);
+        const auto padding_bound = static_cast<int64_t>(fsdp.shard_parameters().size()) * 4 * world;
+        EXPECT_LE(mem.shard_parameter_bytes, params * 4 / world + padding_bound);
+        EXPECT_GE(mem.shard_parameter_bytes * world, params * 4);
+
+        OptimizerOptions oo;
+        oo.kind = OptimizerKind::adamw;
+        oo.lr = 1e-3f;
+        auto opt = make_optimizer(oo, fsdp.shard_parameters());
+        auto data = data_for(*model, 8);
+        std::vector<int64_t> idx{2 * rank, 2 * rank + 1};
+        Batch b = make_batch(*data, idx);
+        LossResult l = compute_loss(model->spec().loss, fsdp.forward(b.x.to(dev)), b.target.to(dev), true);
+        fsdp.backward(l.grad);
+        opt->step();
+        for (auto* p : model->parameters()) {
+          EXPECT_FALSE(p->data().defined()) << name << ": a gathered parameter outlived the step";
+          EXPECT_FALSE(p->grad().defined()) << name << ": a full gradient outlived the step";
+        }
+        // Forward gathers every unit (and the root, where parameters are shared); backward
+        // gathers all but the last again; every unit's gradient is reduce-scattered once.
+        const int units = fsdp.units();
+        const bool root = name == "gpt2-tiny";  // the tied token embedding
+        const int layer_units = units - (root ? 1 : 0);
+        int gathers = 0, scatters = 0;
+        for (const auto& c : fsdp.collectives()) {
+          (c.kind == "all-gather" ? gathers : scatters) += 1;
+          EXPECT_GE(c.wait_end_ns, c.wait_begin_ns);
+          EXPECT_GT(c.bytes, 0);
+        }
+        EXPECT_EQ(gathers, 2 * layer_units - 1 + (root ? 1 : 0)) << name;
+        EXPECT_EQ(scatters, units) << name;
+        // At most the root, the unit running and the one prefetched (with its buffer).
+        EXPECT_LE(mem.peak_gathered_bytes, 4 * mem.largest_unit_bytes) << name;
+        EXPECT_GT(mem.peak_gathered_bytes, 0);
+        const double single = 4.0 * static_cast<double>(params) * 4;  // parameters, gradients, two moments
+        const double mine = static_cast<double>(mem.shard_parameter_bytes + mem.shard_gradient_bytes +
+                                                optimizer_bytes(*opt));
+        EXPECT_LE(mine, (single / world + static_cast<double>(mem.largest_unit_bytes)) * 1.05)
+            << name << " at " << world << " ranks";
+      });
+    }
+}
+
+// Evaluation through the model's own forward gathers each unit and frees it again, and
+// computes what the unsharded model computes.
+TEST(Fsdp, EvaluatingAShardedModelMatchesTheFullOne) {
+  auto reference = model_on("gpt2-tiny", Device::cpu(0));
+  reference->eval();
+  auto data = data_for(*reference, 4);
+  Batch b = make_batch(*data, {0, 1, 2, 3});
+  const auto want = reference->forward(b.x).to_vector();
+  test::run_ranks_ok(2, [&](int rank, comm::ProcessGroup& pg) {
+    const Device dev = Device::cpu(rank);
+    auto model = model_on("gpt2-tiny", dev);
+    FullyShardedDataParallel fsdp(*model, pg);
+    model->eval();
+    const auto got = model->forward(b.x.to(dev)).to_vector();
+    ASSERT_EQ(got.size(), want.size());
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(got[i] - want[i])));
+    EXPECT_LT(worst, 1e-5);
+    for (auto* p : model->parameters()) EXPECT_FALSE(p->data().defined());
+  });
+}
+
+struct Run {
+  std::string mode = "single";
+  int world = 1;
+  int64_t steps = 2;
+  std::string save, resume;
+};
+
+// `steps` AdamW steps of gpt2-tiny on 8-sequence global batches, sharded over r.world
+// ranks or on one device.
+void train(const Run& r) {
+  auto body = [&](int rank, comm::ProcessGroup* pg) {
+    const Device dev = Device::cpu(rank);
+    auto model = model_on("gpt2-tiny", dev);
+    auto data = data_for(*model, 64);
+    TrainOptions o;
+    o.batch = 8 / r.world;
+    o.steps = r.steps;
+    o.warmup = 0;
+    o.seed = 11;
+    o.optim.kind = OptimizerKind::adamw;
+    o.optim.lr = 2e-3f;
+    o.device = dev;
+    o.save_path = r.save;
+    o.resume_path = r.resume;
+    if (pg) {
+      o.mode = ParallelMode::fsdp;
+      o.ddp.group = pg;
+    }
+    Trainer(*model, *data, o).run();
+  };
+  if (r.world == 1) {
+    cpu::CpuDeviceScope scope(0);
+    body(0, nullptr);
+  } else {
+    test::run_ranks_ok(r.world, [&](int rank, comm::ProcessGroup& pg) { body(rank, &pg); });
+  }
+}
+
+// Largest difference between two checkpoints' tensors, each as ||a - b|| / ||a|| (L2):
+// AdamW's first steps move a parameter whose gradient is near zero by a whole learning
+// rate either way, so single elements may differ where the tensors agree.
+double checkpoint_difference(const std::string& a, const std::string& b) {
+  const auto fa = safetensors::load(a), fb = safetensors::load(b);
+  EXPECT_EQ(fa.tensors.size(), fb.tensors.size());
+  std::map<std::string, Tensor> other(fb.tensors.begin(), fb.tensors.end());
+  double worst = 0;
+  for (const auto& [name, t] : fa.tensors) {
+    auto it = other.find(name);
+    if (it == other.end()) {
+      ADD_FAILURE() << name << " missing from " << b;
+      continue;
+    }
+    EXPECT_EQ(t.shape(), it->second.shape()) << name;
+    const auto x = t.to_vector(), y = it->second.to_vector();
+    double norm2 = 1e-30, diff2 = 0;
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      norm2 += static_cast<double>(x[i]) * x[i];
+      diff2 += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
+    }
+    worst = std::max(worst, std::sqrt(diff2 / norm2));
+  }
+  return worst;
+}
+
+// Sharded ranks write one full checkpoint (the usual names, full shapes, AdamW's moments
+// gathered) equal to one device's; it resumes at another world size and one device's
+// checkpoint resumes sharded, continuing as one device continues.
+TEST(Fsdp, FullCheckpointsLoadIntoAnyWorldSize) {
+  cpu::set_threads_per_device(1);
+  const auto dir = std::filesystem::temp_directory_path() / ("dpb_fsdp_ckpt_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto path = [&](const char* f) { return (dir / f).string(); };
+  train({"single", 1, 2, path("single2.safetensors"), ""});
+  train({"fsdp", 2, 2, path("fsdp2.safetensors"), ""});
+  EXPECT_LT(checkpoint_difference(path("single2.safetensors"), path("fsdp2.safetensors")), 1e-4);
+  // Two more steps: one device from its own, 4 ranks from the 2-rank checkpoint, 2 ranks
+  // from the single-device one.
+  train({"single", 1, 2, path("single4.safetensors"), path("single2.safetensors")});
+  train({"fsdp", 4, 2, path("fsdp4.safetensors"), path("fsdp2.safetensors")});
+  train({"fsdp", 2, 2, path("mixed4.safetensors"), path("single2.safetensors")});
+  EXPECT_LT(checkpoint_difference(path("single4.safetensors"), path("fsdp4.safetensors")), 1e-4);
+  EXPECT_LT(checkpoint_difference(path("single4.safetensors"), path("mixed4.safetensors")), 1e-4);
+  // ... and they moved: the comparison is not between untouched copies.
+  EXPECT_GT(checkpoint_difference(path("single2.safetensors"), path("single4.safetensors")), 1e-4);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Fsdp, DifferentModelsOnTwoRanksNameTheParameter) {
+  const auto errors = test::run_ranks(2, [](int rank, comm::ProcessGroup& pg) {
+    auto model = model_on(rank == 0 ? "mlp" : "lenet", Device::cpu(rank));
+    FullyShardedDataParallel fsdp(*model, pg);
+  });
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("FSDP: "), std::string::npos) << e;
+    EXPECT_NE(e.find("every rank must build the same model"), std::string::npos) << e;
+  }
+}
+
+}  // namespace
+}  // namespace dpb
