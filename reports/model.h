@@ -156,6 +156,34 @@ struct DpStats {
   Num host_only_s;
 };
 
+// fsdp: what one rank held, in bytes.
+struct FsdpRankMemory {
+  int rank = 0;
+  int64_t shard_parameter_bytes = 0, shard_gradient_bytes = 0, optimizer_state_bytes = 0;
+  // The most gathered parameters (with all-gather buffers) and unsharded gradients (with
+  // reduce-scatter buffers) alive at once.
+  int64_t peak_gathered_parameter_bytes = 0, peak_unsharded_gradient_bytes = 0;
+  Num activation_bytes;  // what the forward left for the backward (the allocator's count)
+  int64_t peak_memory_bytes = 0;  // the device allocator's peak over the run
+};
+
+// fsdp: one kind of collective in rank 0's last measured step.
+struct FsdpCollectiveStats {
+  std::string kind;  // "all-gather" or "reduce-scatter"
+  int64_t count = 0, bytes = 0;  // issued, and this rank's bytes sent
+  Num seconds;   // when they ran (null where the backend cannot tell)
+  Num waited_s;  // the training thread waiting for them: the exposed part
+};
+
+struct FsdpStats {
+  bool reshard_after_forward = true;
+  int prefetch = 1;
+  int units = 0;
+  int64_t full_parameter_bytes = 0, largest_unit_bytes = 0;
+  std::vector<FsdpRankMemory> ranks;
+  std::vector<FsdpCollectiveStats> collectives;
+};
+
 struct StageStats {
   int stage = 0;
   std::string device;
@@ -243,6 +271,7 @@ struct RunMetrics {
   std::optional<std::vector<BucketStats>> buckets;
   std::optional<OverlapStats> overlap;
   std::optional<DpStats> dp;
+  std::optional<FsdpStats> fsdp;
   std::optional<std::vector<StageStats>> stages;
   std::optional<PipelineStats> pipeline;
   // The temporal breakdown of each device (each rank under ddp) over the measured window.

@@ -199,6 +199,63 @@ StageStats stage_from(const JsonView& j) {
   return s;
 }
 
+json fsdp_json(const FsdpStats& f) {
+  json ranks = json::array(), colls = json::array();
+  for (const auto& r : f.ranks)
+    ranks.push_back({{"rank", r.rank},
+                     {"shard_parameter_bytes", r.shard_parameter_bytes},
+                     {"shard_gradient_bytes", r.shard_gradient_bytes},
+                     {"optimizer_state_bytes", r.optimizer_state_bytes},
+                     {"peak_gathered_parameter_bytes", r.peak_gathered_parameter_bytes},
+                     {"peak_unsharded_gradient_bytes", r.peak_unsharded_gradient_bytes},
+                     {"activation_bytes", num(r.activation_bytes)},
+                     {"peak_memory_bytes", r.peak_memory_bytes}});
+  for (const auto& c : f.collectives)
+    colls.push_back({{"kind", c.kind},
+                     {"count", c.count},
+                     {"bytes", c.bytes},
+                     {"seconds", num(c.seconds)},
+                     {"waited_s", num(c.waited_s)}});
+  return {{"reshard_after_forward", f.reshard_after_forward},
+          {"prefetch", f.prefetch},
+          {"units", f.units},
+          {"full_parameter_bytes", f.full_parameter_bytes},
+          {"largest_unit_bytes", f.largest_unit_bytes},
+          {"ranks", ranks},
+          {"collectives", colls}};
+}
+
+FsdpStats fsdp_from(const JsonView& j) {
+  FsdpStats f;
+  f.reshard_after_forward = j.boolean("reshard_after_forward");
+  f.prefetch = static_cast<int>(j.integer("prefetch", 0, 1 << 16));
+  f.units = static_cast<int>(j.integer("units", 0, kCount));
+  f.full_parameter_bytes = j.integer("full_parameter_bytes", 0, kCount);
+  f.largest_unit_bytes = j.integer("largest_unit_bytes", 0, kCount);
+  for (const auto& r : j.items("ranks", kMaxWorld)) {
+    FsdpRankMemory m;
+    m.rank = static_cast<int>(r.integer("rank", 0, kMaxWorld));
+    m.shard_parameter_bytes = r.integer("shard_parameter_bytes", 0, kCount);
+    m.shard_gradient_bytes = r.integer("shard_gradient_bytes", 0, kCount);
+    m.optimizer_state_bytes = r.integer("optimizer_state_bytes", 0, kCount);
+    m.peak_gathered_parameter_bytes = r.integer("peak_gathered_parameter_bytes", 0, kCount);
+    m.peak_unsharded_gradient_bytes = r.integer("peak_unsharded_gradient_bytes", 0, kCount);
+    m.activation_bytes = r.maybe_number("activation_bytes", 0, static_cast<double>(kCount));
+    m.peak_memory_bytes = r.integer("peak_memory_bytes", 0, kCount);
+    f.ranks.push_back(m);
+  }
+  for (const auto& c : j.items("collectives", 16)) {
+    FsdpCollectiveStats s;
+    s.kind = c.choice<std::string>("kind", {{"all-gather", "all-gather"}, {"reduce-scatter", "reduce-scatter"}});
+    s.count = c.integer("count", 0, kCount);
+    s.bytes = c.integer("bytes", 0, kCount);
+    s.seconds = c.maybe_number("seconds", 0, kBig);
+    s.waited_s = c.maybe_number("waited_s", 0, kBig);
+    f.collectives.push_back(s);
+  }
+  return f;
+}
+
 json pipeline_json(const PipelineStats& p) {
   json costs = nullptr;
   if (p.unit_costs) {
@@ -314,6 +371,7 @@ json run_json(const RunMetrics& r) {
   if (r.buckets) j["buckets"] = buckets_json(*r.buckets);
   if (r.overlap) j["overlap"] = overlap_json(*r.overlap);
   if (r.dp) j["dp"] = dp_json(*r.dp);
+  if (r.fsdp) j["fsdp"] = fsdp_json(*r.fsdp);
   if (r.pipeline) j["pipeline"] = pipeline_json(*r.pipeline);
   if (r.stages) j["stages"] = stages_json(*r.stages);
   if (r.breakdown) {
@@ -387,6 +445,7 @@ RunMetrics run_from(const JsonView& j) {
   }
   if (auto o = j.maybe_member("overlap")) r.overlap = overlap_from(*o);
   if (auto d = j.maybe_member("dp")) r.dp = dp_from(*d);
+  if (auto f = j.maybe_member("fsdp")) r.fsdp = fsdp_from(*f);
   if (auto p = j.maybe_member("pipeline")) r.pipeline = pipeline_from(*p);
   if (j.has("stages")) {
     r.stages.emplace();

@@ -49,7 +49,9 @@ std::string diagnosis_html(const DiagnosisReport& d) {
     if (s.throughput_samples_per_s) h << fmt::format(", {:.1f} samples/s", *s.throughput_samples_per_s);
     h << "; " << esc(devices) << " (" << esc(s.timeline_source) << " times)";
     h << fmt::format("; data wait {:.1f}% of the time", 100 * s.data_wait_share);
-    if (s.overlap_ratio) h << fmt::format("; {:.0f}% of the all-reduce overlapped", 100 * *s.overlap_ratio);
+    if (s.overlap_ratio)
+      h << fmt::format("; {:.0f}% of the {} overlapped", 100 * *s.overlap_ratio,
+                         s.mode == ParallelMode::fsdp ? "all-gathers and reduce-scatters" : "all-reduce");
     h << ".</p>\n";
   } else {
     int errors = 0, warnings = 0;

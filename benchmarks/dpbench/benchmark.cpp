@@ -125,6 +125,57 @@ reports::OverlapStats overlap_stats(const RankMetrics& m0) {
   return o;
 }
 
+// fsdp: every rank's memory (a collective: each rank's figures as JSON text), and rank
+// 0's collectives of its last step by kind.
+reports::FsdpStats fsdp_stats(FullyShardedDataParallel& f, const Optimizer& opt, comm::ProcessGroup& pg, Device device) {
+  const FsdpMemory& m = f.memory();
+  int64_t state = 0;
+  for (const auto& s : opt.state()) state += s.value.numel() * static_cast<int64_t>(dtype_size(s.value.dtype()));
+  const nlohmann::json mine = {{"p", m.shard_parameter_bytes},   {"g", m.shard_gradient_bytes},
+                               {"o", state},                      {"pg", m.peak_gathered_bytes},
+                               {"pu", m.peak_full_gradient_bytes}, {"a", m.activation_bytes},
+                               {"peak", memory_stats(device).peak_bytes}};
+  reports::FsdpStats s;
+  s.reshard_after_forward = f.options().reshard_after_forward;
+  s.prefetch = f.options().prefetch;
+  s.units = f.units();
+  s.full_parameter_bytes = m.full_parameter_bytes;
+  s.largest_unit_bytes = m.largest_unit_bytes;
+  const auto all = gather_strings(pg, mine.dump(), device);
+  for (size_t r = 0; r < all.size(); ++r) {
+    const auto j = nlohmann::json::parse(all[r]);
+    reports::FsdpRankMemory x;
+    x.rank = static_cast<int>(r);
+    x.shard_parameter_bytes = j.at("p").get<int64_t>();
+    x.shard_gradient_bytes = j.at("g").get<int64_t>();
+    x.optimizer_state_bytes = j.at("o").get<int64_t>();
+    x.peak_gathered_parameter_bytes = j.at("pg").get<int64_t>();
+    x.peak_unsharded_gradient_bytes = j.at("pu").get<int64_t>();
+    const int64_t a = j.at("a").get<int64_t>();
+    if (a >= 0) x.activation_bytes = static_cast<double>(a);
+    x.peak_memory_bytes = j.at("peak").get<int64_t>();
+    s.ranks.push_back(x);
+  }
+  for (const char* kind : {"all-gather", "reduce-scatter"}) {
+    reports::FsdpCollectiveStats c;
+    c.kind = kind;
+    double ran = 0, waited = 0;
+    bool timed = true;
+    for (const auto& x : f.collectives()) {
+      if (x.kind != kind) continue;
+      ++c.count;
+      c.bytes += x.bytes;
+      waited += static_cast<double>(x.wait_end_ns - x.wait_begin_ns) * 1e-9;
+      if (x.started_ns > 0 && x.finished_ns >= x.started_ns) ran += static_cast<double>(x.finished_ns - x.started_ns) * 1e-9;
+      else timed = false;
+    }
+    if (timed && c.count > 0) c.seconds = ran;
+    c.waited_s = waited;
+    s.collectives.push_back(c);
+  }
+  return s;
+}
+
 }  // namespace
 
 std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std::vector<std::string>& argv,
@@ -149,11 +200,12 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   setup.train.save_path = o.train.save_path;
   setup.train.resume_path = o.train.resume_path;
   setup.train.progress = lead ? o.train.progress : ProgressMode::none;
+  const int64_t parameters = model.parameter_count();  // before fsdp shards them away
   Trainer trainer(model, *data.train, setup.train, eval ? data.test.get() : nullptr, data.augment.get());
 
   log::info("training {} ({} parameters) on {} ({} training samples{}) in mode {} on {} device(s) with {} thread(s) "
             "each, batch {}, {}",
-            spec.name, model.parameter_count(), o.data.dataset, data.train->size(),
+            spec.name, parameters, o.data.dataset, data.train->size(),
             data.dir.empty() ? "" : ", " + data.dir, parallel_mode_name(o.mode), o.device.count, threads, o.train.batch,
             o.train.epochs > 0 ? fmt::format("{} epoch(s) = {} steps", o.train.epochs, trainer.planned_steps())
                                : fmt::format("{} steps + {} warm-up", o.train.steps, o.train.warmup));
@@ -190,15 +242,18 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   // DDP: every rank's metrics (a collective); rank 0 reports. A step takes as long as
   // its slowest rank.
   RankView ranks;
+  std::optional<reports::FsdpStats> fsdp;
   std::optional<reports::TimelineExcerpt> excerpt;
   if (rank) {
     RankMetrics mine = rank_metrics(measured, result.steps, rank->device.index);
-    if (world > 1) {
-      // A/B: the same passes without the all-reduce (every rank runs them).
+    if (world > 1 && trainer.ddp()) {
+      // A/B: the same passes without the all-reduce (every rank runs them). FSDP cannot
+      // train without its collectives: it has no such A/B.
       const auto no_comm = trainer.time_without_communication(static_cast<int>(std::clamp<int64_t>(o.train.steps, 1, 5)));
       mine.step_no_comm_s = summarize(no_comm).median;
     }
     ranks.metrics = gather_metrics(*rank->group, mine, rank->device);
+    if (auto* f = trainer.strategy().fsdp()) fsdp = fsdp_stats(*f, trainer.optimizer(), *rank->group, rank->device);
     ranks.records = gather_rank_records(*rank->group, measured, rank->device);
     if (!o.out.trace_path.empty()) write_trace(o, result, ids, rank);
     excerpt = timeline_excerpt(measured.back(), source, rank);
@@ -267,8 +322,9 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   if (rank) {
     run.ranks = rank_stats(ranks);
     run.data = same_data(ranks.records);
-    run.buckets = bucket_stats(measured.back());
+    if (trainer.ddp()) run.buckets = bucket_stats(measured.back());
     run.overlap = overlap_stats(ranks.metrics.front());
+    run.fsdp = std::move(fsdp);
   }
   if (PipelineParallel* pp = trainer.pipeline()) {
     PipelineMetrics pm = pipeline_metrics(*pp, measured, trainer.unit_costs(), !o.pipeline.split.empty(), ids, busy);

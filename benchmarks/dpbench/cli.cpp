@@ -107,8 +107,9 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
   app.add_option("--mode", f.mode,
                  "Parallel mode: single (one device), dp (one process, --gpus devices, as torch.nn.DataParallel), ddp "
                  "(one process per rank, as DistributedDataParallel; --gpus ranks on this node), mp (one process, "
-                 "the model cut into --gpus pipeline stages)")
-      ->check(CLI::IsMember({"single", "dp", "ddp", "mp"}));
+                 "the model cut into --gpus pipeline stages), fsdp (one process per rank, parameters, gradients and "
+                 "optimizer state sharded across the ranks, as FSDP2's fully_shard)")
+      ->check(CLI::IsMember({"single", "dp", "ddp", "mp", "fsdp"}));
   app.add_option("--gpus", f.gpus,
                  "Devices (or ranks) to use, or a sweep such as 1,2,4 (one run each, with the scaling efficiency "
                  "E(N) = throughput(N) / (N x throughput(1)); dp and mp multiply --batch by N). With --devices=cpu "
@@ -271,6 +272,14 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
   ranks->add_option("--hang-rank", f.hang,
                     "Fault injection, RANK:STEP: from that step on, that rank never reaches its collectives (it "
                     "sleeps in its forward, as a rank stuck in its input pipeline or a deadlock would)");
+  ranks->add_option("--fsdp-reshard", o.fsdp.reshard_after_forward,
+                    "fsdp: free each layer's gathered parameters after its forward and gather them again for its "
+                    "backward (true, as ZeRO-3), or keep them until its backward (false, as ZeRO-2)")
+      ->each([&o](const std::string&) { o.fsdp.set = true; });
+  ranks->add_option("--fsdp-prefetch", o.fsdp.prefetch,
+                    "fsdp: layers whose all-gather is issued ahead, while the current one computes (0: none)")
+      ->check(CLI::Range(0, 64))
+      ->each([&o](const std::string&) { o.fsdp.set = true; });
   ranks->add_flag("--sync-bn", o.ddp.sync_bn,
                   "DDP: SyncBatchNorm, BatchNorm statistics over the global batch (torch.nn.SyncBatchNorm)");
   ranks->add_option("--rank", o.ranks.rank, "This process's rank (else from torchrun/Slurm/Open MPI variables)")

@@ -67,7 +67,7 @@ int run(BenchOptions o, const std::vector<std::string>& argv) {
   validate(o);
   for (const auto* path : {&o.out.json_path, &o.out.trace_path, &o.train.save_path})
     if (!path->empty()) check_writable(*path);
-  if (o.mode == ParallelMode::ddp) {
+  if (is_distributed(o.mode)) {
     if (should_launch(o, rank_env(o))) return launch_ranks(o, argv);
     return run_ddp_rank(o, argv);
   }

@@ -85,10 +85,24 @@ RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vec
   std::vector<double> times;
   double step_s = 0, data_s = 0;
   int64_t comm = 0, overlap = 0;
+  // DDP: its buckets' all-reduces against backward. FSDP (no buckets): the collectives
+  // on the communication lane, of which the exposed part is what the training thread
+  // waited for them (its own lane's communication spans).
+  std::vector<std::pair<int64_t, int64_t>> lane_comm, waits;
+  for (const auto& i : trace::timeline().intervals()) {
+    if (i.device != device || i.cat != trace::Category::comm) continue;
+    (i.lane == "comm" ? lane_comm : waits).emplace_back(i.begin_ns, i.end_ns);
+  }
   for (const auto& r : measured) {
     times.push_back(r.seconds());
     step_s += r.seconds();
     data_s += seconds(r.data_ns);
+    if (r.buckets.empty() && !lane_comm.empty()) {
+      const int64_t c = trace::union_ns(lane_comm, r.begin_ns, r.end_ns);
+      comm += c;
+      overlap += std::max<int64_t>(0, c - trace::union_ns(waits, r.begin_ns, r.end_ns));
+      continue;
+    }
     std::vector<std::pair<int64_t, int64_t>> iv;
     for (const auto& b : r.buckets)
       if (b.comm_start_ns > 0 && b.comm_end_ns >= b.comm_start_ns) iv.emplace_back(b.comm_start_ns, b.comm_end_ns);

@@ -69,7 +69,10 @@ void validate(const BenchOptions& o) {
       << " is not available in this version: GPU runs are timed by host spans (runs[].timeline.source is \"host\"); "
          "use --device-timing=auto or off";
   // Checked before the GPUs are: a mistake in the flags is named on any machine.
-  if (o.mode == ParallelMode::ddp) {
+  DPB_CHECK(!o.fsdp.set || o.mode == ParallelMode::fsdp)
+      << "--fsdp-reshard and --fsdp-prefetch are for --mode=fsdp";
+  DPB_CHECK(o.mode != ParallelMode::fsdp || !o.ddp.sync_bn) << "--sync-bn is for --mode=ddp";
+  if (is_distributed(o.mode)) {
     // NCCL refuses two ranks on one GPU, and its collectives check nothing across ranks.
     const bool nccl = resolved_backend(o) == Backend::nccl;
     DPB_CHECK(!(nccl && o.ddp.device_map == DeviceMap::same && d.count > 1))
@@ -85,19 +88,19 @@ void validate(const BenchOptions& o) {
                              "machine with the CUDA toolkit, cuDNN and NCCL)";
     // ddp's ranks may share GPUs (rank r on cuda:r mod count; dpdoctor says so), and so
     // may --logical-gpus; otherwise dp and mp have already been cut to the visible devices.
-    DPB_CHECK(static_cast<int>(info.gpus.size()) >= (o.mode == ParallelMode::ddp || d.logical_gpus ? 1 : d.count))
+    DPB_CHECK(static_cast<int>(info.gpus.size()) >= (is_distributed(o.mode) || d.logical_gpus ? 1 : d.count))
         << "--devices=cuda --gpus=" << d.count << ": " << info.gpus.size() << " CUDA device(s) visible"
         << (info.unavailable_reason.empty() ? "" : " (" + info.unavailable_reason + ")");
   }
-  DPB_CHECK(o.ddp.straggler_rank < 0 || o.mode == ParallelMode::ddp)
-      << "--straggler is for --mode=ddp (a rank that computes slower)";
-  DPB_CHECK(o.ddp.device_map == DeviceMap::spread || o.mode == ParallelMode::ddp)
-      << "--device-map is for --mode=ddp (where each rank process is placed on a device)";
+  DPB_CHECK(o.ddp.straggler_rank < 0 || is_distributed(o.mode))
+      << "--straggler is for --mode=ddp or fsdp (a rank that computes slower)";
+  DPB_CHECK(o.ddp.device_map == DeviceMap::spread || is_distributed(o.mode))
+      << "--device-map is for --mode=ddp or fsdp (where each rank process is placed on a device)";
   DPB_CHECK(o.ddp.straggler_rank < 0 || o.ddp.straggler_rank < d.count * o.ranks.nnodes)
       << "--straggler=" << o.ddp.straggler_rank << ":" << o.ddp.straggler_ms << " but there are "
       << d.count * o.ranks.nnodes << " rank(s)";
-  DPB_CHECK(o.ddp.hang_rank < 0 || (o.mode == ParallelMode::ddp && o.ddp.hang_rank < d.count * o.ranks.nnodes))
-      << "--hang-rank=" << o.ddp.hang_rank << ":" << o.ddp.hang_step << " needs --mode=ddp and a rank below "
+  DPB_CHECK(o.ddp.hang_rank < 0 || (is_distributed(o.mode) && o.ddp.hang_rank < d.count * o.ranks.nnodes))
+      << "--hang-rank=" << o.ddp.hang_rank << ":" << o.ddp.hang_step << " needs --mode=ddp or fsdp and a rank below "
       << d.count * o.ranks.nnodes;
   DPB_CHECK(!o.verify.enabled || o.verify.steps >= 1) << "--verify-steps must be at least 1, got " << o.verify.steps;
   DPB_CHECK(!o.out.layer_profile || (o.mode == ParallelMode::single && o.sweep.empty() && !d.cuda_graph))

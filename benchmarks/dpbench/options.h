@@ -109,6 +109,13 @@ struct DdpOptions {
   int64_t hang_step = 0;
 };
 
+// --mode=fsdp (its ranks, sampler and fault injection are DdpOptions').
+struct FsdpBenchOptions {
+  bool reshard_after_forward = true;  // --fsdp-reshard
+  int prefetch = 1;                   // --fsdp-prefetch
+  bool set = false;                   // either flag was given
+};
+
 struct OutputOptions {
   std::string json_path;
   std::string trace_path;
@@ -151,6 +158,7 @@ struct BenchOptions {
   PipelineOptions pipeline;
   RankOptions ranks;
   DdpOptions ddp;
+  FsdpBenchOptions fsdp;
   CollectiveOptions collectives;
   OutputOptions out;
   VerifyOptions verify;

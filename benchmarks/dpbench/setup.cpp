@@ -177,8 +177,12 @@ RunSetup prepare_run(const BenchOptions& o, bool parallel, const RankContext* ra
     t.dp.bypass = o.dp.bypass;
     t.dp.replicate_input = o.dp.replicate_input;
   }
-  if (t.mode == ParallelMode::ddp) {
-    DPB_CHECK(rank) << "--mode=ddp runs as ranks";
+  if (t.mode == ParallelMode::fsdp) {
+    t.fsdp.reshard_after_forward = o.fsdp.reshard_after_forward;
+    t.fsdp.prefetch = o.fsdp.prefetch;
+  }
+  if (is_distributed(t.mode)) {
+    DPB_CHECK(rank) << "--mode=" << parallel_mode_name(t.mode) << " runs as ranks";
     t.device = rank->device;
     t.ddp.group = rank->group;
     t.ddp.reducer.bucket_bytes = bucket_bytes(o);

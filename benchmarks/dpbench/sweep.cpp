@@ -145,7 +145,7 @@ int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
                               ? std::pair<double, double>{0, 0}
                               : std::pair<double, double>{*std::min_element(pt.throughput.begin(), pt.throughput.end()),
                                                           *std::max_element(pt.throughput.begin(), pt.throughput.end())};
-    const bool ddp = o.mode == ParallelMode::ddp;
+    const bool ddp = is_distributed(o.mode);
     const int64_t batch = pt.options.train.batch;
     const int64_t global = ddp ? batch * n * o.train.accum_steps : batch;
     std::cout << fmt::format("{:>6} {:>8} {:>8} {:>14.1f} {:>14} {:>10.3f}\n", n,

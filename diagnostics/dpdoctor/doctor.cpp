@@ -322,7 +322,9 @@ void print_diagnosis(const Diagnosis& d, std::ostream& out) {
                                   : fmt::format("{:.2f} ms per step", 1e3 * s.step_time_s);
     out << fmt::format("healthy: {} on {} device(s), {}; {}; data wait {:.1f}% of the time", what, s.world_size, speed,
                        devices.empty() ? "no device activity recorded" : devices, 100 * s.data_wait_share);
-    if (s.overlap_ratio) out << fmt::format("; {:.0f}% of the all-reduce overlapped", 100 * *s.overlap_ratio);
+    if (s.overlap_ratio)
+      out << fmt::format("; {:.0f}% of the {} overlapped", 100 * *s.overlap_ratio,
+                         s.mode == ParallelMode::fsdp ? "all-gathers and reduce-scatters" : "all-reduce");
     if (s.bubble_measured)
       out << fmt::format("; pipeline bubble {:.0f}% (theory {:.0f}%)", 100 * *s.bubble_measured,
                          100 * s.bubble_theory.value_or(0));

@@ -9,6 +9,7 @@
 #include "engine/nn/tied_linear.h"
 #include "engine/parallel/distributed_data_parallel.h"
 #include "engine/parallel/pipeline.h"
+#include "engine/tensor/allocator.h"
 #include "engine/trace/nvtx.h"
 
 namespace dpb {
@@ -307,7 +308,12 @@ Tensor FullyShardedDataParallel::forward(const Tensor& x) {
   std::vector<Tensor*> buffers;
   for (auto& [name, b] : module_.named_buffers()) buffers.push_back(b);
   broadcast_from_rank0(group_, buffers);  // as DDP's broadcast_buffers
-  return module_.forward(x);
+  const int64_t before = memory_stats(device_).current_bytes - gathered_now_;
+  Tensor out = module_.forward(x);
+  if (module_.is_training())
+    memory_.activation_bytes =
+        std::max(memory_.activation_bytes, memory_stats(device_).current_bytes - gathered_now_ - before);
+  return out;
 }
 
 void FullyShardedDataParallel::backward(const Tensor& grad_out) {
@@ -321,6 +327,7 @@ void FullyShardedDataParallel::backward(const Tensor& grad_out) {
   // Units the backward did not reach (nothing before them needed a gradient) are freed too.
   for (size_t u = 0; u < units_.size(); ++u) free_full(u);
   drain_scatters(0);
+  last_step_ = collectives_;
 }
 
 double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
@@ -339,7 +346,11 @@ double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
 }
 
 void FullyShardedDataParallel::gather_full_parameters() {
+  // A full state dict holds every parameter by definition: not counted in the peak,
+  // which is what training held.
+  const int64_t peak = memory_.peak_gathered_bytes;
   for (size_t u = 0; u < units_.size(); ++u) ensure_full(u);
+  memory_.peak_gathered_bytes = peak;
 }
 
 void FullyShardedDataParallel::shard_from_model() {

@@ -41,8 +41,13 @@ struct FsdpMemory {
   int64_t shard_parameter_bytes = 0;   // this rank's shards (with padding)
   int64_t shard_gradient_bytes = 0;    // their gradients
   int64_t largest_unit_bytes = 0;      // the largest unit's gathered parameters
-  int64_t peak_gathered_bytes = 0;     // most gathered parameters alive at once
+  int64_t peak_gathered_bytes = 0;     // most gathered parameters alive at once in training
+                                       // and evaluation (not gather_full_parameters())
   int64_t peak_full_gradient_bytes = 0;  // most unsharded gradients alive at once
+  // What a training forward left allocated for its backward (saved activations and the
+  // output), from the device allocator, gathered parameters not counted; the largest
+  // of the forwards so far (-1 before the first).
+  int64_t activation_bytes = -1;
 };
 
 // One collective of the last step (steady-clock ns; started/finished 0 where the
@@ -93,9 +98,8 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   const FsdpOptions& options() const { return options_; }
   const FsdpMemory& memory() const { return memory_; }
   int units() const { return static_cast<int>(units_.size()); }
-  // The last forward + backward's collectives, in the order they were issued (cleared
-  // by the next forward).
-  const std::vector<FsdpCollective>& collectives() const { return collectives_; }
+  // The last training forward + backward's collectives, in the order they were issued.
+  const std::vector<FsdpCollective>& collectives() const { return last_step_; }
   int64_t backward_begin_ns() const { return backward_begin_ns_; }
   int64_t backward_end_ns() const { return backward_end_ns_; }
 
@@ -155,7 +159,8 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   std::pair<const Sequential*, size_t> last_layer_{nullptr, 0};  // the model's last layer
   std::vector<Sequential*> hooked_;
   std::vector<PendingScatter> scatters_;
-  std::vector<FsdpCollective> collectives_;
+  std::vector<FsdpCollective> collectives_;  // since the last forward()
+  std::vector<FsdpCollective> last_step_;
   FsdpMemory memory_;
   int64_t gathered_now_ = 0, grads_now_ = 0;
   int64_t backward_begin_ns_ = 0, backward_end_ns_ = 0;

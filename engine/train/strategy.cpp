@@ -1,5 +1,6 @@
 #include "engine/train/strategy.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "engine/backend/device_graph.h"
@@ -289,7 +290,6 @@ class FsdpStrategy : public ParallelStrategy {
       out = fsdp_->forward(batch.x);
     }
     const int64_t f1 = now_ns();
-    trace::timeline().record({"forward", trace::Category::compute, dev, "main", f0, f1, {}});
     LossResult loss;
     {
       trace::Span span("loss", trace::Category::compute, dev);
@@ -298,14 +298,9 @@ class FsdpStrategy : public ParallelStrategy {
     trace::NvtxRange range("backward");
     fsdp_->backward(loss.grad);
     const int64_t done = now_ns();
-    trace::timeline().record(
-        {"backward", trace::Category::compute, dev, "main", fsdp_->backward_begin_ns(), fsdp_->backward_end_ns(), {}});
-    if (done > fsdp_->backward_end_ns())
-      trace::timeline().record(
-          {"wait for reduce-scatter", trace::Category::comm, dev, "main", fsdp_->backward_end_ns(), done, {}});
     r.backward_begin_ns = fsdp_->backward_begin_ns();
     r.backward_end_ns = fsdp_->backward_end_ns();
-    record_collectives();
+    record_collectives({{"forward", f0, f1}, {"backward", fsdp_->backward_begin_ns(), done}});
     return loss;
   }
 
@@ -316,19 +311,37 @@ class FsdpStrategy : public ParallelStrategy {
   }
 
  private:
+  struct Phase {
+    const char* name;
+    int64_t begin, end;
+  };
   // Each all-gather and reduce-scatter on the communication lane (when it ran, or from
-  // its issue until the wait for it ended where the backend cannot tell), and the
-  // training thread's waits for them on its own lane.
-  void record_collectives() {
+  // its issue until the wait for it ended where the backend cannot tell); on the
+  // training thread's lane its waits for them as communication and the rest of the
+  // forward and backward as compute.
+  void record_collectives(const std::vector<Phase>& phases) {
     const int dev = o_.device.index;
+    std::vector<std::pair<int64_t, int64_t>> waits;
     for (const auto& c : fsdp_->collectives()) {
       const bool ran = c.started_ns > 0 && c.finished_ns >= c.started_ns;
       trace::timeline().record({c.kind + " " + c.unit, trace::Category::comm, dev, "comm",
                                 ran ? c.started_ns : c.issued_ns, ran ? c.finished_ns : c.wait_end_ns,
                                 {{"bytes", c.bytes}}});
-      if (c.wait_end_ns > c.wait_begin_ns)
+      if (c.wait_end_ns > c.wait_begin_ns) {
         trace::timeline().record(
             {"wait for " + c.kind, trace::Category::comm, dev, "main", c.wait_begin_ns, c.wait_end_ns, {}});
+        waits.emplace_back(c.wait_begin_ns, c.wait_end_ns);
+      }
+    }
+    std::sort(waits.begin(), waits.end());
+    for (const Phase& p : phases) {
+      int64_t at = p.begin;
+      for (const auto& [b, e] : waits) {
+        if (e <= at || b >= p.end) continue;
+        if (b > at) trace::timeline().record({p.name, trace::Category::compute, dev, "main", at, b, {}});
+        at = std::max(at, e);
+      }
+      if (p.end > at) trace::timeline().record({p.name, trace::Category::compute, dev, "main", at, p.end, {}});
     }
   }
 

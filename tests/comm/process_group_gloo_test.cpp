@@ -68,6 +68,12 @@ TEST_P(GlooCollectives, ComputeWhatTheyShould) {
     const auto cv = chunk.to_vector();
     for (int64_t i = 0; i < count; ++i)
       ASSERT_EQ(cv[static_cast<size_t>(i)], ranks_sum * static_cast<float>((r * count + i) % 7 + 1));
+    // ... and of the average (FSDP's gradients)
+    pg.reduce_scatter(chunk, input(r, count * n), ReduceOp::avg)->wait();
+    const auto avg = chunk.to_vector();
+    for (int64_t i = 0; i < count; ++i)
+      ASSERT_FLOAT_EQ(avg[static_cast<size_t>(i)],
+                      ranks_sum * static_cast<float>((r * count + i) % 7 + 1) / static_cast<float>(n));
     pg.barrier()->wait();
     // send/recv around a ring
     if (n > 1) {

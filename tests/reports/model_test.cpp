@@ -103,7 +103,7 @@ TEST(ReportModel, AValueThatDoesNotFitNamesTheField) {
   EXPECT_NE(e.find("\"many\""), std::string::npos) << e;
   e = error_of([](auto& j) { j["runs"][0].erase("step_time_s"); });
   EXPECT_NE(e.find("step_time_s"), std::string::npos) << e;
-  e = error_of([](auto& j) { j["config"]["mode"] = "fsdp"; });
+  e = error_of([](auto& j) { j["config"]["mode"] = "zero3"; });
   EXPECT_NE(e.find("mode"), std::string::npos) << e;
   e = error_of([](auto& j) { j["runs"][0]["timeline"]["source"] = "guess"; });
   EXPECT_NE(e.find("runs/0/timeline/source"), std::string::npos) << e;

@@ -261,9 +261,10 @@ TEST(DpbenchCli, NcclMistakesAreNamedBeforeLookingForGpus) {
 }
 
 TEST(DpbenchCli, UnknownModeListsValidChoices) {
-  const Proc r = run("--mode=fsdp");
+  const Proc r = run("--mode=zero3");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("single"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("fsdp"), std::string::npos) << r.err;
 }
 
 }  // namespace

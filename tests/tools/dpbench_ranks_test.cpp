@@ -255,4 +255,48 @@ TEST(DpbenchDdp, SyncBatchNormMakesBatchNormModelsTrainAsOneDevice) {
   EXPECT_NE(synced.out.find("PASS"), std::string::npos) << synced.out;
 }
 
+// fsdp as ranks: the report says what each rank held and which collectives a step ran,
+// every rank trains as one device would, and its flags belong to it.
+TEST(DpbenchFsdp, ReportHasEachRanksMemoryAndCollectives) {
+  const std::string json = tmp("fsdp") + ".json";
+  const Proc r = sh(bin() + " --mode=fsdp --gpus=2 --model=gpt2-tiny --data=synthetic --seq=64 --batch=2 --steps=4 "
+                            "--warmup=1 --threads=1 --optimizer=adamw --json=" + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = test::checked_report(json);
+  EXPECT_EQ(doc["config"]["mode"], "fsdp");
+  const auto& run = doc["runs"][0];
+  EXPECT_EQ(run["global_batch"], 4);
+  EXPECT_FALSE(run.contains("buckets"));
+  const auto& f = run["fsdp"];
+  EXPECT_EQ(f["reshard_after_forward"], true);
+  EXPECT_EQ(f["prefetch"], 1);
+  // wpe, two blocks and ln_f, and the root holding the tied token embedding.
+  EXPECT_EQ(f["units"], 5);
+  const int64_t full = f["full_parameter_bytes"];
+  EXPECT_EQ(full, doc["config"]["parameters"].get<int64_t>() * 4);
+  ASSERT_EQ(f["ranks"].size(), 2u);
+  for (const auto& m : f["ranks"]) {
+    EXPECT_LE(m["shard_parameter_bytes"].get<int64_t>(), full / 2 + 4096) << m;
+    // AdamW's two moments of each shard, and a step count per parameter.
+    EXPECT_EQ(m["optimizer_state_bytes"].get<int64_t>(), 2 * m["shard_parameter_bytes"].get<int64_t>() + 28 * 4) << m;
+    EXPECT_GT(m["activation_bytes"].get<double>(), 0.0) << m;
+    EXPECT_GT(m["peak_memory_bytes"].get<int64_t>(), m["shard_parameter_bytes"].get<int64_t>()) << m;
+    EXPECT_LE(m["peak_gathered_parameter_bytes"].get<int64_t>(), full) << m;
+  }
+  ASSERT_EQ(f["collectives"].size(), 2u);
+  EXPECT_EQ(f["collectives"][0]["kind"], "all-gather");
+  EXPECT_EQ(f["collectives"][0]["count"], 2 * 4 - 1 + 1);  // 4 layer units gathered twice but the last, the root once
+  EXPECT_EQ(f["collectives"][1]["kind"], "reduce-scatter");
+  EXPECT_EQ(f["collectives"][1]["count"], 5);
+  std::remove(json.c_str());
+
+  const Proc v = sh(bin() + " --mode=fsdp --gpus=2 --model=lenet --batch=8 --verify --verify-steps=3 --threads=1 "
+                            "--fsdp-reshard=false --fsdp-prefetch=0");
+  EXPECT_EQ(v.code, 0) << v.err;
+  EXPECT_NE(v.out.find("PASS"), std::string::npos) << v.out;
+  const Proc wrong = sh(bin() + " --mode=ddp --gpus=2 --model=mlp --steps=1 --fsdp-prefetch=2");
+  EXPECT_NE(wrong.code, 0);
+  EXPECT_NE(wrong.err.find("--fsdp-reshard and --fsdp-prefetch are for --mode=fsdp"), std::string::npos) << wrong.err;
+}
+
 }  // namespace

@@ -497,23 +497,29 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& out, const Tensor
   c->op = "reduce_scatter";
   c->numel = in.numel();
   c->rop = op;
-  // Gloo 0.5 has no options-style reduce-scatter: all-reduce the input, keep this rank's
-  // chunk (correct, at the bandwidth of an all-reduce).
+  // Gloo 0.5 has no options-style reduce-scatter: all-reduce the input (through shared
+  // memory where the ranks share a host, as allreduce does), keep this rank's chunk
+  // (correct, at the bandwidth of an all-reduce).
   auto src = std::make_shared<Staged>(in);
   auto dst = std::make_shared<Staged>(out);
   const int rank = rank_, size = size_;
   const Millis timeout = options_.timeout;
-  c->run = [src, dst, op, rank, size, timeout](gloo::Context& ctx, uint32_t tag) {
+  ShmAllreduce* shm = op == ReduceOp::sum || op == ReduceOp::avg ? shm_.get() : nullptr;
+  c->run = [src, dst, op, rank, size, timeout, shm](gloo::Context& ctx, uint32_t tag) {
     const auto n = static_cast<size_t>(src->host.numel());
     if (n > 0) {
       Tensor work = src->host.clone();
-      gloo::AllreduceOptions o(std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}));
-      o.setOutput(work.data(), n);
-      o.setReduceFunction(reduce_fn(op));
-      o.setTag(tag);
-      o.setTimeout(timeout);
-      o.setAlgorithm(allreduce_algorithm(n * sizeof(float)));
-      gloo::allreduce(o);
+      if (shm) {
+        shm->allreduce(work.data(), n, /*average=*/false);
+      } else {
+        gloo::AllreduceOptions o(std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}));
+        o.setOutput(work.data(), n);
+        o.setReduceFunction(reduce_fn(op));
+        o.setTag(tag);
+        o.setTimeout(timeout);
+        o.setAlgorithm(allreduce_algorithm(n * sizeof(float)));
+        gloo::allreduce(o);
+      }
       const int64_t chunk = dst->host.numel();
       const float* from = work.data() + chunk * rank;
       float* to = dst->data();
