@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""PyTorch FSDP2 (torch.distributed.fsdp.fully_shard) on the CPU over gloo, against
+dpbench --mode=fsdp: the same models, spawned ranks with one thread each.
+
+Timing: GPT-2 (gpt2_reference.py's nanoGPT-style model; --model gpt2-tiny or gpt2) or
+the MLP (train_step.py's), each transformer block or linear layer its own
+fully_shard unit and the root the rest, AdamW (lr 1e-3), random tokens or inputs,
+`--batch` samples per rank. Step time = the slowest rank's median over the timed steps;
+throughput = ranks x batch / step time.
+
+    PY="$(benchmarks/pytorch_reference/venv.sh)"
+    "$PY" benchmarks/pytorch_reference/fsdp.py --model gpt2-tiny --batch 4 --seq 256 --ranks 2
+
+Reference (--reference OUT): starts from the weights and batch of
+tests/data/gpt2/gpt2_tiny_pytorch.safetensors (gpt2_reference.py's), shards the model
+over --ranks ranks (rank r takes rows r*B/N .. (r+1)*B/N of the batch), takes five
+AdamW steps (gpt2_reference.py's: lr 1e-3, weight decay 0.1 on the linear weights) and
+writes each step's loss (the mean over the ranks) as loss.<k> and the full parameters
+after them as after.<name>; tests/parallel/fsdp_pytorch_test.cpp checks dpbench's
+sharded training against it.
+"""
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+from torch.distributed.fsdp import fully_shard
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpt2_reference import GPT  # noqa: E402
+from gpt2_train_step import CONFIGS  # noqa: E402
+from train_step import MODELS  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIXTURE = os.path.join(ROOT, "tests/data/gpt2/gpt2_tiny_pytorch.safetensors")
+
+
+def shard(model, gpt):
+    """Each block (GPT-2) or linear layer (MLP) one unit, then the root."""
+    units = model.transformer.h if gpt else [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    for m in units:
+        fully_shard(m)
+    fully_shard(model)
+
+
+def adamw(model):
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and ".wte." not in n and ".wpe." not in n]
+    rest = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and ".wte." not in n and ".wpe." not in n)]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                             lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
+
+
+def timing_worker(rank, a, port, queue):
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    if a.ranks > 1:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=a.ranks)
+    gpt = a.model != "mlp"
+    if gpt:
+        c = dict(CONFIGS[a.model])
+        model = GPT(c).train()
+        x = torch.randint(0, c["vocab_size"], (a.batch, a.seq))
+        y = torch.randint(0, c["vocab_size"], (a.batch, a.seq))
+    else:
+        cls, shape = MODELS["mlp"]
+        model = cls().train()
+        x = torch.randn(a.batch, *shape)
+        y = torch.randint(0, 10, (a.batch,))
+    if a.ranks > 1:
+        shard(model, gpt)
+    opt = adamw(model) if gpt else torch.optim.AdamW(model.parameters(), lr=1e-3)
+    times = []
+    for i in range(a.warmup + a.steps):
+        t0 = time.perf_counter()
+        loss = model(x, y) if gpt else F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss.item()
+        if i >= a.warmup:
+            times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    if a.ranks > 1:
+        t = torch.tensor([med])
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        med = float(t.item())
+        dist.destroy_process_group()
+    if rank == 0:
+        queue.put(med)
+
+
+def reference_worker(rank, a, port, queue):
+    from safetensors.torch import load_file
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=a.ranks)
+    f = load_file(FIXTURE)
+    c = dict(CONFIGS["gpt2-tiny"])
+    model = GPT(c)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.copy_(f["init." + n])
+    tokens, targets = f["tokens"].long(), f["targets"].long()
+    rows = tokens.shape[0] // a.ranks
+    mine = slice(rank * rows, (rank + 1) * rows)
+    shard(model, True)
+    opt = adamw(model)
+    losses = []
+    for _ in range(5):
+        opt.zero_grad(set_to_none=True)
+        loss = model(tokens[mine], targets[mine])
+        loss.backward()
+        opt.step()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean, op=dist.ReduceOp.SUM)
+        losses.append(float(mean.item()) / a.ranks)
+    after = {n: p.full_tensor().detach().clone().contiguous() for n, p in model.named_parameters()}
+    dist.destroy_process_group()
+    if rank == 0:
+        from safetensors.torch import save_file
+        out = {"after." + n: t for n, t in after.items()}
+        for k, v in enumerate(losses):
+            out[f"loss.{k}"] = torch.tensor([v], dtype=torch.float32)
+        meta = {"format": "pt", "torch": torch.__version__, "model": "gpt2-tiny", "ranks": str(a.ranks),
+                "start": "tests/data/gpt2/gpt2_tiny_pytorch.safetensors (init.*, tokens, targets)",
+                "wrapping": "fully_shard on each block, then the root",
+                "optimizer": "AdamW lr=1e-3 betas=(0.9,0.999) eps=1e-8 weight_decay=0.1 on linear weights",
+                "steps": "5"}
+        save_file(out, a.reference, metadata=meta)
+        queue.put(losses)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", choices=sorted(CONFIGS) + ["mlp"], default="gpt2-tiny")
+    ap.add_argument("--batch", type=int, default=4, help="samples per rank")
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--json")
+    ap.add_argument("--reference", metavar="OUT", help="write the five-step FSDP2 reference (see above)")
+    a = ap.parse_args()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    target = reference_worker if a.reference else timing_worker
+    procs = [ctx.Process(target=target, args=(r, a, port, queue)) for r in range(a.ranks)]
+    for p in procs:
+        p.start()
+    result = queue.get()
+    for p in procs:
+        p.join()
+    if a.reference:
+        print(f"{a.reference}: losses {', '.join(f'{v:.6f}' for v in result)}; torch {torch.__version__}")
+        return
+    med = result
+    summary = {"framework": f"pytorch {torch.__version__}", "mode": "fsdp2" if a.ranks > 1 else "single",
+               "model": a.model, "batch_per_rank": a.batch, "seq": a.seq if a.model != "mlp" else None,
+               "ranks": a.ranks, "threads": a.threads, "step_time_median_s": med,
+               "samples_per_s": a.ranks * a.batch / med}
+    print(json.dumps(summary))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(summary, f)
+
+
+if __name__ == "__main__":
+    main()
