@@ -170,7 +170,9 @@ struct FsdpRankMemory {
 // fsdp: one kind of collective in rank 0's last measured step.
 struct FsdpCollectiveStats {
   std::string kind;  // "all-gather" or "reduce-scatter"
-  int64_t count = 0, bytes = 0;  // issued, and this rank's bytes sent
+  // Issued, and the bytes of this rank's inputs (its shard for an all-gather, the unit's
+  // full gradients for a reduce-scatter).
+  int64_t count = 0, bytes = 0;
   Num seconds;   // when they ran (null where the backend cannot tell)
   Num waited_s;  // the training thread waiting for them: the exposed part
 };

@@ -63,6 +63,30 @@ TEST_P(ShmRanks, SumsAndAveragesExactlyOverSeveralChunks) {
   }
 }
 
+// All-gathers over several chunks, back to back with all-reduces (a slot is not
+// overwritten while another rank still reads it).
+TEST_P(ShmRanks, GathersEveryRanksBufferOverSeveralChunks) {
+  const int world = GetParam();
+  for (const size_t n : {size_t{1}, size_t{1001}, 2 * ShmAllreduce::kSlotFloats + 123}) {
+    const auto errors = with_shm(world, Millis(10000), [&](int r, ShmAllreduce& shm) {
+      for (int round = 0; round < 3; ++round) {
+        const auto mine = input(r + round, n);
+        std::vector<float> all(n * static_cast<size_t>(world), -1.0f);
+        shm.allgather(mine.data(), n, all.data());
+        for (int q = 0; q < world; ++q) {
+          const auto theirs = input(q + round, n);
+          for (size_t i = 0; i < n; ++i)
+            ASSERT_EQ(all[static_cast<size_t>(q) * n + i], theirs[i]) << "rank " << q << " n " << n << " i " << i;
+        }
+        auto sum = input(r, n);
+        shm.allreduce(sum.data(), n, false);
+        ASSERT_EQ(sum[n - 1], static_cast<float>(world * (world + 1) / 2) * static_cast<float>((n - 1) % 7 + 1));
+      }
+    });
+    for (const auto& e : errors) EXPECT_EQ(e, "");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmRanks, ::testing::Values(2, 3, 4));
 
 TEST(ShmAllreduce, GivesGloosResults) {

@@ -473,9 +473,12 @@ std::shared_ptr<Work> ProcessGroupGloo::allgather(Tensor& out, const Tensor& in)
   auto src = std::make_shared<Staged>(in);
   auto dst = std::make_shared<Staged>(out);
   const Millis timeout = options_.timeout;
-  c->run = [src, dst, timeout](gloo::Context& ctx, uint32_t tag) {
+  ShmAllreduce* shm = shm_.get();  // ranks on one host: through shared memory
+  c->run = [src, dst, timeout, shm](gloo::Context& ctx, uint32_t tag) {
     const auto n = static_cast<size_t>(src->host.numel());
-    if (n > 0) {
+    if (n > 0 && shm) {
+      shm->allgather(src->data(), n, dst->data());
+    } else if (n > 0) {
       gloo::AllgatherOptions o(std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}));
       o.setInput(src->data(), n);
       o.setOutput(dst->data(), static_cast<size_t>(dst->host.numel()));

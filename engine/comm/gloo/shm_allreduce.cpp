@@ -181,4 +181,14 @@ void ShmAllreduce::allreduce(float* data, size_t n, bool average) {
   }
 }
 
+void ShmAllreduce::allgather(const float* in, size_t n, float* out) {
+  for (size_t off = 0; off < n; off += kSlotFloats) {
+    const size_t len = std::min(kSlotFloats, n - off);
+    std::memcpy(slot(rank_), in + off, len * sizeof(float));
+    phase();
+    for (int r = 0; r < size_; ++r) std::memcpy(out + static_cast<size_t>(r) * n + off, slot(r), len * sizeof(float));
+    phase();
+  }
+}
+
 }  // namespace dpb::comm

@@ -3,7 +3,8 @@
 // usual CPU DDP job: one process per core or socket). Gloo moves every byte over loopback
 // TCP, about 1 GB/s here, with a thread wake-up per message; through a shared segment an
 // all-reduce costs three passes over memory. It stands in for Gloo's all-reduce of f32
-// sums and averages; every other collective stays on Gloo.
+// sums and averages (and the reduce-scatter made of one) and for its all-gather; every
+// other collective stays on Gloo.
 //
 // The segment holds a slot of kSlotFloats per rank, a result area, and a counter per
 // rank of the phases it has finished. A buffer goes through in chunks of a slot:
@@ -13,7 +14,9 @@
 //   3. each rank copies the result back.
 // The next chunk's first phase cannot overwrite a slot another rank still reads, nor the
 // result before every rank has copied it: both are read only between two phases every
-// rank must finish.
+// rank must finish. An all-gather goes through in chunks of a slot too: each rank copies
+// its chunk into its slot, finishes a phase, waits for all, copies every slot out, and
+// finishes a second phase, so that no slot is overwritten while another rank reads it.
 //
 // Every wait polls (yielding the core) and is bounded by the group's timeout; a rank
 // that does not arrive is named, at once when its process has died (the ranks share a
@@ -45,6 +48,8 @@ class ShmAllreduce {
   // `data` (n floats) summed over the ranks, or averaged, in place. Throws dpb::Error
   // naming the ranks that did not reach a phase within the timeout.
   void allreduce(float* data, size_t n, bool average);
+  // Every rank's `in` (n floats) into `out` (size x n floats, rank r's at r x n).
+  void allgather(const float* in, size_t n, float* out);
 
  private:
   struct Header;
