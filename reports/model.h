@@ -165,15 +165,19 @@ struct FsdpRankMemory {
   int64_t peak_gathered_parameter_bytes = 0, peak_unsharded_gradient_bytes = 0;
   Num activation_bytes;  // what the forward left for the backward (the allocator's count)
   int64_t peak_memory_bytes = 0;  // the device allocator's peak over the run
+  // Per step (medians over the measured steps), the training thread waiting for its
+  // all-gathers and reduce-scatters.
+  Num allgather_waited_s, reduce_scatter_waited_s;
 };
 
-// fsdp: one kind of collective in rank 0's last measured step.
+// fsdp: one kind of collective in rank 0's steps (per step: the medians over the
+// measured steps).
 struct FsdpCollectiveStats {
   std::string kind;  // "all-gather" or "reduce-scatter"
   // Issued, and the bytes of this rank's inputs (its shard for an all-gather, the unit's
   // full gradients for a reduce-scatter).
   int64_t count = 0, bytes = 0;
-  Num seconds;   // when they ran (null where the backend cannot tell)
+  Num seconds;   // the time they ran (null where the backend cannot tell)
   Num waited_s;  // the training thread waiting for them: the exposed part
 };
 

@@ -209,7 +209,9 @@ json fsdp_json(const FsdpStats& f) {
                      {"peak_gathered_parameter_bytes", r.peak_gathered_parameter_bytes},
                      {"peak_unsharded_gradient_bytes", r.peak_unsharded_gradient_bytes},
                      {"activation_bytes", num(r.activation_bytes)},
-                     {"peak_memory_bytes", r.peak_memory_bytes}});
+                     {"peak_memory_bytes", r.peak_memory_bytes},
+                     {"allgather_waited_s", num(r.allgather_waited_s)},
+                     {"reduce_scatter_waited_s", num(r.reduce_scatter_waited_s)}});
   for (const auto& c : f.collectives)
     colls.push_back({{"kind", c.kind},
                      {"count", c.count},
@@ -242,6 +244,8 @@ FsdpStats fsdp_from(const JsonView& j) {
     m.peak_unsharded_gradient_bytes = r.integer("peak_unsharded_gradient_bytes", 0, kCount);
     m.activation_bytes = r.maybe_number("activation_bytes", 0, static_cast<double>(kCount));
     m.peak_memory_bytes = r.integer("peak_memory_bytes", 0, kCount);
+    m.allgather_waited_s = r.maybe_number("allgather_waited_s", 0, kBig);
+    m.reduce_scatter_waited_s = r.maybe_number("reduce_scatter_waited_s", 0, kBig);
     f.ranks.push_back(m);
   }
   for (const auto& c : j.items("collectives", 16)) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <ostream>
+#include <string_view>
 
 #include "benchmarks/dpbench/gather.h"
 #include "benchmarks/dpbench/layer_profile.h"
@@ -126,15 +127,23 @@ reports::OverlapStats overlap_stats(const RankMetrics& m0) {
 }
 
 // fsdp: every rank's memory (a collective: each rank's figures as JSON text), and rank
-// 0's collectives of its last step by kind.
-reports::FsdpStats fsdp_stats(FullyShardedDataParallel& f, const Optimizer& opt, comm::ProcessGroup& pg, Device device) {
+// 0's collectives per step by kind (medians over the measured steps).
+reports::FsdpStats fsdp_stats(FullyShardedDataParallel& f, const Optimizer& opt, comm::ProcessGroup& pg, Device device,
+                              const std::vector<StepRecord>& measured) {
   const FsdpMemory& m = f.memory();
   int64_t state = 0;
   for (const auto& s : opt.state()) state += s.value.numel() * static_cast<int64_t>(dtype_size(s.value.dtype()));
+  std::vector<double> gather_waits, scatter_waits;
+  for (const auto& r : measured) {
+    gather_waits.push_back(static_cast<double>(r.all_gathers.waited_ns) * 1e-9);
+    scatter_waits.push_back(static_cast<double>(r.reduce_scatters.waited_ns) * 1e-9);
+  }
   const nlohmann::json mine = {{"p", m.shard_parameter_bytes},   {"g", m.shard_gradient_bytes},
                                {"o", state},                      {"pg", m.peak_gathered_bytes},
                                {"pu", m.peak_full_gradient_bytes}, {"a", m.activation_bytes},
-                               {"peak", memory_stats(device).peak_bytes}};
+                               {"peak", memory_stats(device).peak_bytes},
+                               {"wg", measured.empty() ? -1.0 : summarize(gather_waits).median},
+                               {"ws", measured.empty() ? -1.0 : summarize(scatter_waits).median}};
   reports::FsdpStats s;
   s.reshard_after_forward = f.options().reshard_after_forward;
   s.prefetch = f.options().prefetch;
@@ -154,23 +163,26 @@ reports::FsdpStats fsdp_stats(FullyShardedDataParallel& f, const Optimizer& opt,
     const int64_t a = j.at("a").get<int64_t>();
     if (a >= 0) x.activation_bytes = static_cast<double>(a);
     x.peak_memory_bytes = j.at("peak").get<int64_t>();
+    if (j.at("wg").get<double>() >= 0) x.allgather_waited_s = j.at("wg").get<double>();
+    if (j.at("ws").get<double>() >= 0) x.reduce_scatter_waited_s = j.at("ws").get<double>();
     s.ranks.push_back(x);
   }
   for (const char* kind : {"all-gather", "reduce-scatter"}) {
+    const bool gather = std::string_view(kind) == "all-gather";
     reports::FsdpCollectiveStats c;
     c.kind = kind;
-    double ran = 0, waited = 0;
-    bool timed = true;
-    for (const auto& x : f.collectives()) {
-      if (x.kind != kind) continue;
-      ++c.count;
-      c.bytes += x.bytes;
-      waited += static_cast<double>(x.wait_end_ns - x.wait_begin_ns) * 1e-9;
-      if (x.started_ns > 0 && x.finished_ns >= x.started_ns) ran += static_cast<double>(x.finished_ns - x.started_ns) * 1e-9;
-      else timed = false;
+    std::vector<double> ran, waited;
+    bool timed = !measured.empty();
+    for (const auto& r : measured) {
+      const CollectiveTotals& t = gather ? r.all_gathers : r.reduce_scatters;
+      c.count = t.count;
+      c.bytes = t.bytes;
+      ran.push_back(static_cast<double>(t.ran_ns) * 1e-9);
+      waited.push_back(static_cast<double>(t.waited_ns) * 1e-9);
+      timed = timed && t.timed;
     }
-    if (timed && c.count > 0) c.seconds = ran;
-    c.waited_s = waited;
+    if (timed && c.count > 0) c.seconds = summarize(ran).median;
+    if (!waited.empty()) c.waited_s = summarize(waited).median;
     s.collectives.push_back(c);
   }
   return s;
@@ -253,7 +265,8 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
       mine.step_no_comm_s = summarize(no_comm).median;
     }
     ranks.metrics = gather_metrics(*rank->group, mine, rank->device);
-    if (auto* f = trainer.strategy().fsdp()) fsdp = fsdp_stats(*f, trainer.optimizer(), *rank->group, rank->device);
+    if (auto* f = trainer.strategy().fsdp())
+      fsdp = fsdp_stats(*f, trainer.optimizer(), *rank->group, rank->device, measured);
     ranks.records = gather_rank_records(*rank->group, measured, rank->device);
     if (!o.out.trace_path.empty()) write_trace(o, result, ids, rank);
     excerpt = timeline_excerpt(measured.back(), source, rank);

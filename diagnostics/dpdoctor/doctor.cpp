@@ -56,6 +56,8 @@ const std::vector<RuleInfo>& rules() {
       {"pipeline-bubble", check::pipeline_bubble},
       {"exposed-communication", check::exposed_communication},
       {"straggler-rank", check::straggler_rank},
+      {"exposed-allgather", check::exposed_allgather},
+      {"fsdp-unit-too-large", check::fsdp_unit_too_large},
       {"lr-not-scaled", check::lr_not_scaled},
       {"small-batch-batchnorm", check::small_batch_batchnorm},
   };
@@ -246,7 +248,7 @@ std::string share(const std::optional<double>& v) { return v ? fmt::format("{:.1
 // The device timeline per rank (or device): where the window went.
 void print_breakdown(const Diagnosis& d, std::ostream& out) {
   if (d.ranks.empty()) return;
-  out << fmt::format("time per {} ({} times):\n", d.summary.mode == ParallelMode::ddp ? "rank" : "device",
+  out << fmt::format("time per {} ({} times):\n", is_distributed(d.summary.mode) ? "rank" : "device",
                      d.summary.timeline_source);
   out << fmt::format("  {:>5} {:<16} {:>10} {:>7} {:>8} {:>7} {:>7} {:>8} {:>10} {:>12} {:>7}\n", "rank", "device",
                      "window", "idle", "compute", "comm", "memory", "overlap", "host wait", "kernel wait", "other");

@@ -137,6 +137,32 @@ Evidence evidence_from_report(const reports::RunReport& report) {
     e.data_compared = run.data->compared_steps;
     e.data_identical = run.data->identical_steps;
   }
+  if (run.fsdp) {
+    const auto& f = *run.fsdp;
+    e.has_fsdp = true;
+    e.fsdp_reshard = f.reshard_after_forward;
+    e.fsdp_prefetch = f.prefetch;
+    e.fsdp_units = f.units;
+    e.fsdp_full_bytes = f.full_parameter_bytes;
+    e.fsdp_largest_unit_bytes = f.largest_unit_bytes;
+    for (const auto& r : f.ranks) {
+      e.fsdp_state_bytes =
+          std::max(e.fsdp_state_bytes, r.shard_parameter_bytes + r.shard_gradient_bytes + r.optimizer_state_bytes);
+      e.fsdp_peak_gathered_bytes = std::max(e.fsdp_peak_gathered_bytes, r.peak_gathered_parameter_bytes);
+    }
+    const bool per_rank = !f.ranks.empty() && std::all_of(f.ranks.begin(), f.ranks.end(), [](const auto& r) {
+      return r.allgather_waited_s.has_value();
+    });
+    if (per_rank)
+      for (const auto& r : f.ranks) e.rank_allgather_waited_s.push_back(*r.allgather_waited_s);
+    for (const auto& c : f.collectives)
+      if (c.kind == "all-gather") {
+        e.allgathers = c.count;
+        e.allgather_bytes = c.bytes;
+        e.allgather_s = c.seconds.value_or(-1);
+        e.allgather_waited_s = c.waited_s.value_or(-1);
+      }
+  }
   if (run.pipeline) {
     const auto& p = *run.pipeline;
     e.has_pipeline = true;

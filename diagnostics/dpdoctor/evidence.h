@@ -94,6 +94,15 @@ struct Evidence {
   int64_t buckets = 0, bucket_bytes_max = 0;
   double bucket_mb = 0;
   int64_t data_compared = 0, data_identical = 0;
+  // fsdp: the sharding, the largest of any rank's sharded state (parameter, gradient
+  // and optimizer shards) and of its most gathered parameters, and rank 0's collectives
+  // per step (-1: not measured).
+  bool has_fsdp = false, fsdp_reshard = true;
+  int fsdp_prefetch = 0, fsdp_units = 0;
+  int64_t fsdp_full_bytes = 0, fsdp_largest_unit_bytes = 0, fsdp_state_bytes = 0, fsdp_peak_gathered_bytes = 0;
+  int64_t allgathers = 0, allgather_bytes = 0;
+  double allgather_s = -1, allgather_waited_s = -1;
+  std::vector<double> rank_allgather_waited_s;  // per rank (rank order; empty: not measured)
   // mp
   bool has_pipeline = false;
   std::string schedule, split_by;

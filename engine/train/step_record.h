@@ -10,6 +10,14 @@
 
 namespace dpb {
 
+// FSDP: one kind of collective over a step's batches: how many, the bytes of this
+// rank's inputs, the time they ran (where the backend tells: `timed`) and the time the
+// training thread waited for them.
+struct CollectiveTotals {
+  int64_t count = 0, bytes = 0, ran_ns = 0, waited_ns = 0;
+  bool timed = true;
+};
+
 struct StepRecord {
   int64_t step = 0;       // global optimizer step (0-based)
   int64_t epoch = 0;
@@ -26,6 +34,8 @@ struct StepRecord {
   // DDP: the last backward's interval and what each gradient bucket did (steady-clock ns).
   int64_t backward_begin_ns = 0, backward_end_ns = 0;
   std::vector<BucketRecord> buckets;
+  // FSDP: the step's all-gathers and reduce-scatters.
+  CollectiveTotals all_gathers, reduce_scatters;
   // Model parallelism: what every stage did (bubble measured and in theory).
   PipelineStepRecord pipeline;
   double seconds() const { return static_cast<double>(end_ns - begin_ns) * 1e-9; }

@@ -301,6 +301,14 @@ class FsdpStrategy : public ParallelStrategy {
     r.backward_begin_ns = fsdp_->backward_begin_ns();
     r.backward_end_ns = fsdp_->backward_end_ns();
     record_collectives({{"forward", f0, f1}, {"backward", fsdp_->backward_begin_ns(), done}});
+    for (const auto& c : fsdp_->collectives()) {
+      CollectiveTotals& t = c.kind == "all-gather" ? r.all_gathers : r.reduce_scatters;
+      ++t.count;
+      t.bytes += c.bytes;
+      t.waited_ns += c.wait_end_ns - c.wait_begin_ns;
+      if (c.started_ns > 0 && c.finished_ns >= c.started_ns) t.ran_ns += c.finished_ns - c.started_ns;
+      else t.timed = false;
+    }
     return loss;
   }
 

@@ -2,6 +2,7 @@
 // one problem must not be blamed on another.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "diagnostics/dpdoctor/doctor.h"
@@ -367,6 +368,82 @@ TEST(DoctorRules, TheMainJobsSweepSaysWhatCommunicationCosts) {
     EXPECT_GT(b.explained[0].second, 0.02);
     EXPECT_LT(b.unexplained_share, 0.05);
   }
+}
+
+// FSDP reports as dpbench wrote them (tests/data/reports, 2-vCPU Xeon): the MLP with
+// prefetch off waits for its all-gathers (every rank's waits charged to them, the
+// evidence its own), gpt2-tiny over 2 ranks with prefetch hides them, and over 8 ranks
+// gathers more at once than a rank keeps sharded.
+reports::RunReport fsdp_report(const std::string& name) {
+  return reports::RunReport::read(std::string(DPB_SOURCE_DIR) + "/tests/data/reports/" + name);
+}
+
+TEST(DoctorRules, ExposedAllGatherWhereRanksWaitForParameters) {
+  const auto r = fsdp_report("fsdp-mlp-prefetch0.json");
+  ASSERT_TRUE(r.runs.back().fsdp);
+  const auto& fs = *r.runs.back().fsdp;
+  EXPECT_EQ(fs.prefetch, 0);
+  const auto d = diagnose(r);
+  const auto all = ids(r);  // also: the diagnosis fits its schema
+  EXPECT_NE(std::find(all.begin(), all.end(), "exposed-allgather"), all.end());
+  const Finding* f = find(d, "exposed-allgather");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::warning);
+  const double waited = *fs.collectives.at(0).waited_s, step = *r.runs.back().step_time_s.median;
+  EXPECT_NEAR(f->evidence["allgather_waited_s"].get<double>(), waited, 1e-3 * waited);
+  EXPECT_NEAR(f->evidence["share"].get<double>(), waited / step, 1e-3);
+  EXPECT_NE(f->explanation.find("Prefetch is off"), std::string::npos) << f->explanation;
+  EXPECT_NE(f->fix.find("--fsdp-prefetch=1"), std::string::npos) << f->fix;
+  ASSERT_EQ(f->explains.size(), 2u);  // both ranks, each by its own waits
+  for (const auto& c : f->explains) {
+    const double own = *fs.ranks.at(static_cast<size_t>(*c.rank)).allgather_waited_s / step;
+    EXPECT_NEAR(c.share, own, 1e-9);
+  }
+  EXPECT_EQ(find(d, "fsdp-unit-too-large"), nullptr);
+  // Not above the advice threshold: nothing said.
+  auto hidden = r;
+  auto& rk = *hidden.runs.back().fsdp;
+  rk.collectives.at(0).waited_s = 0.01 * step;
+  for (auto& m : rk.ranks) m.allgather_waited_s = 0.01 * step;
+  EXPECT_EQ(find(diagnose(hidden), "exposed-allgather"), nullptr);
+}
+
+TEST(DoctorRules, FsdpWithPrefetchOverTwoRanksIsHealthy) {
+  const auto r = fsdp_report("fsdp-gpt2-tiny-2ranks.json");
+  ASSERT_TRUE(r.runs.back().fsdp);
+  EXPECT_EQ(r.runs.back().fsdp->prefetch, 1);
+  const auto d = diagnose(r);
+  EXPECT_TRUE(d.healthy);
+  EXPECT_TRUE(problems(r).empty());
+  EXPECT_EQ(find(d, "fsdp-unit-too-large"), nullptr);
+  const Finding* f = find(d, "exposed-allgather");
+  EXPECT_TRUE(f == nullptr || f->severity == Severity::info);
+}
+
+TEST(DoctorRules, FsdpUnitTooLargeWhenGatheringOutweighsTheShards) {
+  const auto r = fsdp_report("fsdp-gpt2-tiny-8ranks-2cores.json");
+  const auto& fs = *r.runs.back().fsdp;
+  int64_t state = 0, gathered = 0;
+  for (const auto& m : fs.ranks) {
+    state = std::max(state, m.shard_parameter_bytes + m.shard_gradient_bytes + m.optimizer_state_bytes);
+    gathered = std::max(gathered, m.peak_gathered_parameter_bytes);
+  }
+  ASSERT_GE(gathered, state);
+  const auto d = diagnose(r);
+  const auto all = ids(r);
+  EXPECT_NE(std::find(all.begin(), all.end(), "fsdp-unit-too-large"), all.end());
+  const Finding* f = find(d, "fsdp-unit-too-large");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->evidence["peak_gathered_parameter_bytes"].get<int64_t>(), gathered);
+  EXPECT_EQ(f->evidence["sharded_state_bytes"].get<int64_t>(), state);
+  EXPECT_EQ(f->evidence["largest_unit_bytes"].get<int64_t>(), fs.largest_unit_bytes);
+  // Eight ranks on two cores: said first, as the error it is.
+  ASSERT_FALSE(d.findings.empty());
+  EXPECT_EQ(d.findings.front().id, "ranks-share-device");
+  // With the shards larger than what was gathered, nothing to say.
+  auto fewer = r;
+  for (auto& m : fewer.runs.back().fsdp->ranks) m.optimizer_state_bytes += gathered;
+  EXPECT_EQ(find(diagnose(fewer), "fsdp-unit-too-large"), nullptr);
 }
 
 TEST(DoctorRules, DataParallelIdleIsExplainedNotUnexplained) {

@@ -6,7 +6,7 @@
 namespace dpb::doctor::check {
 
 std::optional<Finding> fewer_devices_than_requested(const Evidence& e) {
-  if (e.mode == ParallelMode::ddp || e.requested <= e.world) return std::nullopt;
+  if (is_distributed(e.mode) || e.requested <= e.world) return std::nullopt;
   Finding f;
   f.severity = Severity::error;
   f.title = fmt::format("{} devices were requested but only {} exist: the run used {}", e.requested, e.world, e.world);

@@ -16,7 +16,7 @@ std::optional<Finding> small_batch_batchnorm(const Evidence& e) {
   int64_t per = 0;
   bool measured = false;
   std::string where;
-  if (e.mode == ParallelMode::ddp && e.world >= 2) {
+  if (is_distributed(e.mode) && e.world >= 2) {
     double samples = 0;
     for (const auto& r : e.ranks) samples = samples == 0 ? r.samples_per_step : std::min(samples, r.samples_per_step);
     measured = samples > 0;
@@ -54,7 +54,7 @@ std::optional<Finding> small_batch_batchnorm(const Evidence& e) {
       per, where);
   f.fix = e.mode == ParallelMode::ddp && e.sync_bn
               ? "raise the per-rank batch: SyncBatchNorm already normalises over every rank's samples"
-          : e.mode == ParallelMode::ddp
+          : is_distributed(e.mode)
               ? "convert to SyncBatchNorm (torch.nn.SyncBatchNorm.convert_sync_batchnorm; in dpbench --sync-bn) so the "
                 "statistics span all ranks, or raise the per-rank batch to 16 or more"
           : e.mode == ParallelMode::pipeline ? "use fewer, larger micro-batches (16+ samples each), or GroupNorm"
