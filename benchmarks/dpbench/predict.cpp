@@ -87,6 +87,8 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
     opt.crowding = crowded.compute_s() / profile.compute_s() - 1;
   }
   opt.micro_batches = o.pipeline.micro_batches > 0 ? o.pipeline.micro_batches : 4;
+  opt.fsdp_prefetch = o.fsdp.prefetch;
+  opt.fsdp_reshard = o.fsdp.reshard_after_forward;
   const int64_t t0 = now_ns();
   const sim::Simulation s = sim::simulate(profile, link, so.ranks, opt);
   const double took = static_cast<double>(now_ns() - t0) * 1e-9;
@@ -109,6 +111,9 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
                        100 * opt.crowding, escape_untrusted(so.crowded_profile_path));
   if (o.mode == ParallelMode::ddp)
     out << fmt::format("  buckets: {:g} MiB (the first 1 MiB)\n", o.ddp.bucket_mb);
+  if (o.mode == ParallelMode::fsdp)
+    out << fmt::format("  sharding: each layer with parameters a unit; prefetch {}, {}\n", o.fsdp.prefetch,
+                       o.fsdp.reshard_after_forward ? "gathered again for the backward" : "kept to the backward");
   out << fmt::format("\n{:>7} {:>11} {:>12} {:>6} {:>10} {:>13} {:>8} {:>8}  {}\n", "ranks", "step (ms)", "samples/s",
                      "E(N)", "comm (ms)", "exposed (ms)", "overlap", "buckets", "what ends the step");
   for (const auto& r : s.points)

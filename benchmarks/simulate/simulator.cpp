@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <optional>
 #include <sstream>
 
 #include "engine/core/error.h"
@@ -168,6 +169,164 @@ SimPoint simulate_ddp(const StepProfile& p, const LinkModel& link, int ranks, co
   return r;
 }
 
+// One communication channel beside one compute thread: collectives run one at a time in
+// the order issued; compute and a running collective slow each other as under ddp.
+class Channel {
+ public:
+  explicit Channel(const LinkModel& link) : link_(link) {}
+
+  // Queues a collective of `idle_s` alone, `loaded_s` beside compute; returns its id.
+  size_t issue(double idle_s, double loaded_s, std::string what) {
+    ops_.push_back({idle_s, idle_s > 0 ? loaded_s / idle_s : 1.0, std::move(what), false});
+    comm_s += idle_s;
+    const size_t id = ops_.size() - 1;
+    if (pending_.empty()) left_ = ops_[id].idle_s;
+    pending_.push_back(id);
+    return id;
+  }
+  bool done(size_t id) const { return ops_[id].done; }
+  // Compute of `work` seconds (at full speed), with the channel running beside it.
+  void compute(double work) {
+    const bool transfers = link_.contention_scope == LinkModel::ContentionScope::transfers;
+    while (work > 0) {
+      if (pending_.empty()) {
+        t += work;
+        return;
+      }
+      const double slow = 1 + link_.contention + (transfers ? 0.0 : link_.kernel_contention);
+      const double rate = 1 / slow, comm_rate = 1 / ops_[pending_.front()].stretch;
+      const double compute_dt = work / rate, comm_dt = left_ / comm_rate;
+      const double dt = std::min(compute_dt, comm_dt);
+      t += dt;
+      overlap_s += dt;
+      work -= dt * rate;
+      left_ -= dt * comm_rate;
+      if (compute_dt >= comm_dt) finish_front();
+      if (compute_dt <= comm_dt) work = 0;
+    }
+  }
+  // The training thread waits for `id` (everything queued before it runs alone).
+  void wait(size_t id) {
+    while (!ops_[id].done) {
+      t += left_;
+      exposed_s += left_;
+      last_waited = ops_[pending_.front()].what;
+      finish_front();
+    }
+  }
+  void wait_all() {
+    if (!pending_.empty()) wait(pending_.back());
+  }
+
+  double t = 0, comm_s = 0, overlap_s = 0, exposed_s = 0;
+  std::string last_waited;
+
+ private:
+  struct Op {
+    double idle_s, stretch;
+    std::string what;
+    bool done;
+  };
+  void finish_front() {
+    ops_[pending_.front()].done = true;
+    pending_.pop_front();
+    left_ = pending_.empty() ? 0 : ops_[pending_.front()].idle_s;
+  }
+  const LinkModel& link_;
+  std::vector<Op> ops_;
+  std::deque<size_t> pending_;
+  double left_ = 0;
+};
+
+SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, const SimOptions& o) {
+  SimPoint r;
+  r.world_size = ranks;
+  const double stretch = (1 + o.jitter * expected_max_normal(ranks)) * (ranks > 1 ? 1 + o.crowding : 1.0);
+  if (ranks == 1) {
+    r.compute_s = p.compute_s() * stretch;
+    r.step_s = r.compute_s + p.optimizer_s + p.other_s;
+    r.critical_path = "compute (one device: nothing to gather)";
+    return r;
+  }
+  // The units: layers with parameters, in forward order, and their bytes.
+  std::vector<size_t> layer_of;
+  std::vector<double> bytes;
+  std::vector<int> unit_at(p.layers.size(), -1);
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    double b = 0;
+    for (const auto& q : p.layers[l].params) b += static_cast<double>(q.bytes);
+    if (b <= 0) continue;
+    unit_at[l] = static_cast<int>(layer_of.size());
+    layer_of.push_back(l);
+    bytes.push_back(b);
+  }
+  const int units = static_cast<int>(layer_of.size());
+  r.buckets = 0;
+  Channel ch(link);
+  auto gather_cost = [&](int u) {
+    const double idle = link.all_gather_s(bytes[static_cast<size_t>(u)], ranks);
+    const double ar = link.allreduce_s(bytes[static_cast<size_t>(u)], ranks);
+    const double loaded = ar > 0 ? idle * link.allreduce_under_load_s(bytes[static_cast<size_t>(u)], ranks) / ar : idle;
+    return std::pair<double, double>{idle, loaded};
+  };
+  auto scatter_cost = [&](int u) {
+    const double idle = link.reduce_scatter_s(bytes[static_cast<size_t>(u)], ranks);
+    const double ar = link.allreduce_s(bytes[static_cast<size_t>(u)], ranks);
+    const double loaded = ar > 0 ? idle * link.allreduce_under_load_s(bytes[static_cast<size_t>(u)], ranks) / ar : idle;
+    return std::pair<double, double>{idle, loaded};
+  };
+  const int ahead = std::max(0, o.fsdp_prefetch);
+  std::vector<std::optional<size_t>> fwd(static_cast<size_t>(units)), bwd(static_cast<size_t>(units));
+  auto gather = [&](std::vector<std::optional<size_t>>& g, int u, const char* pass) {
+    if (u < 0 || u >= units || g[static_cast<size_t>(u)]) return;
+    const auto [idle, loaded] = gather_cost(u);
+    g[static_cast<size_t>(u)] = ch.issue(idle, loaded, std::string("the all-gather of ") +
+                                                           p.layers[layer_of[static_cast<size_t>(u)]].name + " (" +
+                                                           pass + ")");
+  };
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    const int u = unit_at[l];
+    if (u >= 0) {
+      gather(fwd, u, "forward");
+      ch.wait(*fwd[static_cast<size_t>(u)]);
+      for (int k = 1; k <= ahead; ++k) gather(fwd, u + k, "forward");
+    }
+    ch.compute(p.layers[l].forward_s * stretch);
+  }
+  std::optional<size_t> previous_scatter;
+  for (size_t l = p.layers.size(); l-- > 0;) {
+    const int u = unit_at[l];
+    const bool regather = o.fsdp_reshard && u >= 0 && u != units - 1;
+    if (regather) {
+      gather(bwd, u, "backward");
+      ch.wait(*bwd[static_cast<size_t>(u)]);
+    }
+    if (u >= 0 && o.fsdp_reshard)
+      for (int k = 1; k <= ahead; ++k)
+        if (u - k >= 0 && u - k != units - 1) gather(bwd, u - k, "backward");
+    ch.compute(p.layers[l].backward_s * stretch);
+    if (u >= 0) {
+      const auto [idle, loaded] = scatter_cost(u);
+      const size_t s = ch.issue(idle, loaded, "the reduce-scatter of " + p.layers[l].name);
+      if (previous_scatter) ch.wait(*previous_scatter);
+      previous_scatter = s;
+    }
+  }
+  const double exposed_before = ch.exposed_s;
+  ch.wait_all();
+  r.compute_s = p.compute_s() * stretch;
+  r.comm_s = ch.comm_s;
+  r.exposed_comm_s = ch.exposed_s;
+  r.overlap = ch.comm_s > 0 ? std::min(1.0, ch.overlap_s / ch.comm_s) : 0;
+  r.step_s = ch.t + p.optimizer_s / ranks + p.other_s;
+  r.critical_path = ch.exposed_s - exposed_before > 1e-12
+                        ? ch.last_waited + " ends the step, " + ms(ch.exposed_s - exposed_before) + " after the backward"
+                    : ch.exposed_s > 1e-12 ? "compute waits " + ms(ch.exposed_s) + " for collectives, the longest for " +
+                                                 ch.last_waited
+                                           : "compute: every collective hidden";
+  return r;
+}
+
 SimPoint simulate_dp(const StepProfile& p, const LinkModel& link, int ranks) {
   SimPoint r;
   r.world_size = ranks;
@@ -247,6 +406,7 @@ SimPoint simulate_point(const StepProfile& p, const LinkModel& link, int ranks, 
   switch (o.mode) {
     case ParallelMode::dp: r = simulate_dp(p, link, ranks); break;
     case ParallelMode::pipeline: r = simulate_mp(p, link, ranks, std::max(1, o.micro_batches)); break;
+    case ParallelMode::fsdp: r = simulate_fsdp(p, link, ranks, o); break;
     default: r = simulate_ddp(p, link, ranks, o); break;
   }
   const double global_batch =

@@ -20,6 +20,16 @@
 // dp: one process: parameters broadcast to the N devices, their batches' forward and
 //   backward side by side, gradients reduced onto the primary, the optimizer there; no
 //   overlap (DataParallel's order).
+// fsdp: each layer with parameters a unit, sharded over N ranks; one communication
+//   channel (Gloo's thread, NCCL's stream) runs the collectives in the order issued:
+//   a unit's all-gather of its parameters (link.all_gather_s of its bytes) before its
+//   forward, issued `fsdp_prefetch` units ahead; before its backward again (reshard after
+//   forward; not the last unit, which stays gathered), the previous units' prefetched;
+//   after its backward its gradients' reduce-scatter, the training thread waiting for
+//   the one before it (at most two in flight, as the engine). Compute waits for its
+//   unit's all-gather; it is slowed while a collective runs as under ddp, and a
+//   collective beside compute takes its time under load. The optimizer steps on 1/N of
+//   the parameters. N = 1 is the one-device step.
 // mp: N pipeline stages (contiguous layers, balanced by time), m micro-batches (GPipe):
 //   (m + N - 1) slots of the slowest stage's micro-batch work, plus the activations and
 //   their gradients sent across each boundary; bubble (N - 1) / (m + N - 1).
@@ -46,6 +56,10 @@ struct SimOptions {
   // ddp at 2 ranks or more: compute takes this much longer (0.1: 10 %) because the ranks
   // share the machine (measured: a profile recorded with another rank computing beside it).
   double crowding = 0;
+  // fsdp: units all-gathered ahead (--fsdp-prefetch), and whether a unit is gathered
+  // again for its backward (--fsdp-reshard).
+  int fsdp_prefetch = 1;
+  bool fsdp_reshard = true;
 };
 
 struct BucketPlan {

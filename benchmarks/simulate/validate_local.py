@@ -2,11 +2,11 @@
 """Checks `dpbench --simulate` against this machine: for each model, a single-device
 --layer-profile run (alone, and again with a second rank training beside it) and two
 Gloo --bench=collectives runs (idle, and --load: beside compute) give the prediction of
-E(2) for
---mode=ddp --threads=1; a measured --gpus=1,2 sweep gives E(2) itself. Prints both, side
-by side, and exits 1 when any prediction is more than --tolerance away.
+E(2) for --mode=ddp (or --mode=fsdp) --threads=1; a measured --gpus=1,2 sweep gives
+E(2) itself. Prints both, side by side, and exits 1 when any prediction is more than
+--tolerance away.
 
-  python3 benchmarks/simulate/validate_local.py [--dpbench build/benchmarks/dpbench/dpbench]
+  python3 benchmarks/simulate/validate_local.py [--dpbench build/benchmarks/dpbench/dpbench] [--mode fsdp]
 """
 import argparse
 import json
@@ -19,8 +19,13 @@ import tempfile
 # need many steps for a median that is stable to a percent; the measured sweep takes the
 # median of --repeat runs. ResNet-18 with 1 MiB buckets has many all-reduces in flight
 # during the backward (11 MiB of gradients in ~12 buckets), the default 25 MiB one.
-MODELS = [("lenet", 64, 200, []), ("mlp", 64, 200, []), ("resnet18", 16, 30, []),
-          ("resnet18", 16, 30, ["--bucket-mb=1"])]
+MODELS = {
+    "ddp": [("lenet", 64, 200, [], []), ("mlp", 64, 200, [], []), ("resnet18", 16, 30, [], []),
+            ("resnet18", 16, 30, ["--bucket-mb=1"], [])],
+    # (model, batch, steps, flags of the sweep and the prediction, flags of every run)
+    "fsdp": [("mlp", 64, 200, [], []), ("mlp", 64, 200, ["--fsdp-prefetch=0"], []),
+             ("gpt2-tiny", 4, 40, [], ["--data=synthetic"])],
+}
 
 
 def run(cmd):
@@ -36,6 +41,7 @@ def main():
     ap.add_argument("--dpbench", default=os.path.join(root, "build/benchmarks/dpbench/dpbench"))
     ap.add_argument("--repeat", type=int, default=3, help="measured sweeps per model (median)")
     ap.add_argument("--tolerance", type=float, default=0.05)
+    ap.add_argument("--mode", choices=sorted(MODELS), default="ddp")
     a = ap.parse_args()
     d = a.dpbench
     work = tempfile.mkdtemp(prefix="dpb-validate-")
@@ -50,14 +56,14 @@ def main():
     run([d, *sizes, "--load", "--json=" + loaded])
     print(f"{'model':24s} {'batch':>5s} {'E(2) measured':>14s} {'E(2) predicted':>15s} {'difference':>11s}")
     worst = 0.0
-    for model, batch, steps, extra in MODELS:
+    for model, batch, steps, extra, data in MODELS[a.mode]:
         tag = model + "".join(f.replace("--", "_").replace("=", "") for f in extra)
         profile = os.path.join(work, f"profile_{model}.json")
         measured = os.path.join(work, f"measured_{tag}.json")
         predicted = os.path.join(work, f"predicted_{tag}.json")
         crowded = os.path.join(work, f"crowded_{model}.json")
         if not os.path.exists(profile):
-            single = [d, "--mode=single", f"--model={model}", f"--batch={batch}", *common]
+            single = [d, "--mode=single", f"--model={model}", f"--batch={batch}", *data, *common]
             run([*single, "--layer-profile", "--json=" + profile, f"--steps={steps}"])
             # The same profile with a second rank training beside it the whole time (it
             # runs four times the steps): how much the ranks slow each other's compute.
@@ -66,9 +72,9 @@ def main():
             run([*single, "--layer-profile", "--json=" + crowded, f"--steps={steps}"])
             companion.kill()
             companion.wait()
-        run([d, "--mode=ddp", "--gpus=1,2", f"--model={model}", f"--batch={batch}", "--json=" + measured,
-             f"--steps={steps}", f"--repeat={a.repeat}", *extra, *common])
-        run([d, "--simulate", "--mode=ddp", "--gpus=2", "--profile=" + profile, "--crowded-profile=" + crowded, "--link=" + link + "," + loaded,
+        run([d, f"--mode={a.mode}", "--gpus=1,2", f"--model={model}", f"--batch={batch}", "--json=" + measured,
+             f"--steps={steps}", f"--repeat={a.repeat}", *extra, *data, *common])
+        run([d, "--simulate", f"--mode={a.mode}", "--gpus=2", "--profile=" + profile, "--crowded-profile=" + crowded, "--link=" + link + "," + loaded,
              "--hardware=cpu-gloo-local", "--json=" + predicted, *extra])
         e_meas = next(p["scaling_efficiency"] for p in json.load(open(measured))["sweep"] if p["world_size"] == 2)
         e_pred = next(p["scaling_efficiency"] for p in json.load(open(predicted))["sweep"] if p["world_size"] == 2)

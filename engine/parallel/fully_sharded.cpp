@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "engine/backend/ops.h"
 #include "engine/core/clock.h"
@@ -163,6 +164,8 @@ void FullyShardedDataParallel::ensure_full(size_t u) {
   if (unit.full) return;
   if (!unit.gather_work) start_gather(u);
   FsdpCollective& c = collectives_[static_cast<size_t>(unit.gather_record)];
+  std::optional<trace::NvtxRange> range;  // Nsight: the training thread waiting for it
+  if (trace::nvtx_enabled()) range.emplace("fsdp: wait for the all-gather of " + unit.name);
   c.wait_begin_ns = now_ns();
   unit.gather_work->wait();
   c.wait_end_ns = now_ns();
@@ -281,6 +284,8 @@ void FullyShardedDataParallel::reduce_scatter(size_t u) {
 
 void FullyShardedDataParallel::finish_scatter(PendingScatter& p) {
   FsdpCollective& c = collectives_[static_cast<size_t>(p.record)];
+  std::optional<trace::NvtxRange> range;
+  if (trace::nvtx_enabled()) range.emplace("fsdp: wait for the reduce-scatter of " + units_[p.unit].name);
   c.wait_begin_ns = now_ns();
   p.work->wait();
   c.wait_end_ns = now_ns();

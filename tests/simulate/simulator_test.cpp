@@ -171,6 +171,51 @@ TEST(Simulate, ASlowLinkExposesTheLastBucket) {
   EXPECT_NEAR(r.step_s, r.compute_s + r.exposed_comm_s + p.optimizer_s + p.other_s, 1e-12);
 }
 
+// FSDP: one rank is the one-device step; with a free link the step is compute plus the
+// optimizer on 1/N of the parameters; prefetch hides all-gathers, keeping units to the
+// backward saves the second ones, and a slow link leaves the compute waiting for them.
+TEST(Simulate, FsdpGathersUnitsAndStepsOnShards) {
+  const StepProfile p = profile_of("gpt2-tiny", 4);
+  SimOptions o;
+  o.mode = ParallelMode::fsdp;
+  const LinkModel base = load_preset("dgx-h100");
+  EXPECT_NEAR(simulate_point(p, base, 1, o).step_s, p.step_s(), 1e-12);
+  LinkModel free = base;
+  free.intra.alpha_s = free.inter.alpha_s = 0;
+  free.intra.bus_bandwidth = free.inter.bus_bandwidth = 1e30;
+  free.contention = free.kernel_contention = 0;
+  const SimPoint ideal = simulate_point(p, free, 4, o);
+  EXPECT_NEAR(ideal.step_s, p.compute_s() + p.optimizer_s / 4 + p.other_s, 1e-9);
+  EXPECT_NEAR(ideal.exposed_comm_s, 0, 1e-12);
+  // A link where every all-gather costs about a layer's compute.
+  LinkModel slow = base;
+  slow.intra.alpha_s = p.compute_s() / static_cast<double>(p.layers.size());
+  slow.contention = slow.kernel_contention = 0;
+  SimOptions off = o, ahead = o, kept = o;
+  off.fsdp_prefetch = 0;
+  ahead.fsdp_prefetch = 2;
+  kept.fsdp_reshard = false;
+  const SimPoint r0 = simulate_point(p, slow, 4, off), r1 = simulate_point(p, slow, 4, o),
+                 r2 = simulate_point(p, slow, 4, ahead), rk = simulate_point(p, slow, 4, kept);
+  EXPECT_GT(r0.exposed_comm_s, r1.exposed_comm_s);
+  EXPECT_GE(r1.exposed_comm_s, r2.exposed_comm_s - 1e-12);
+  EXPECT_LT(rk.comm_s, r1.comm_s);  // no second all-gathers
+  EXPECT_GT(r0.step_s, ideal.step_s);
+  EXPECT_NEAR(r0.step_s, ideal.step_s + r0.exposed_comm_s, 1e-9);
+  // The last unit's reduce-scatter can only start after its backward: it ends the step.
+  EXPECT_NE(r0.critical_path.find("the reduce-scatter of transformer.wte ends the step"), std::string::npos)
+      << r0.critical_path;
+  // Efficiency falls as the link slows.
+  double previous = 2;
+  for (double scale : {1.0, 0.1, 0.01}) {
+    LinkModel l = base;
+    l.intra.bus_bandwidth *= scale;
+    const double e = simulate(p, l, {8}, o).points[0].efficiency;
+    EXPECT_LT(e, previous) << "bandwidth x" << scale;
+    previous = e;
+  }
+}
+
 TEST(Simulate, JitterWaitsForTheSlowestRank) {
   EXPECT_NEAR(expected_max_normal(2), 0.5642, 0.01);
   EXPECT_NEAR(expected_max_normal(10), 1.5388, 0.01);

@@ -294,6 +294,15 @@ TEST(DpbenchFsdp, ReportHasEachRanksMemoryAndCollectives) {
                             "--fsdp-reshard=false --fsdp-prefetch=0");
   EXPECT_EQ(v.code, 0) << v.err;
   EXPECT_NE(v.out.find("PASS"), std::string::npos) << v.out;
+  // A rank that stops before its forward's all-gathers: the other names it within the timeout.
+  const Proc hung = sh(bin() + " --mode=fsdp --gpus=2 --model=mlp --batch=64 --steps=100000 --warmup=1 --threads=1 "
+                               "--workers=0 --progress=none --timeout=3 --hang-rank=1:4");
+  EXPECT_NE(hung.code, 0);
+  const auto at = hung.err.find("[rank 0] dpbench: error:");
+  ASSERT_NE(at, std::string::npos) << hung.err;
+  const std::string line = hung.err.substr(at, hung.err.find('\n', at) - at);
+  EXPECT_NE(line.find("rank(s) 1 did not arrive"), std::string::npos) << line;
+  EXPECT_LT(hung.seconds, 3.0 + 5.0 + 4.0) << "timeout + 5 s, plus start-up and four steps";
   const Proc wrong = sh(bin() + " --mode=ddp --gpus=2 --model=mlp --steps=1 --fsdp-prefetch=2");
   EXPECT_NE(wrong.code, 0);
   EXPECT_NE(wrong.err.find("--fsdp-reshard and --fsdp-prefetch are for --mode=fsdp"), std::string::npos) << wrong.err;
