@@ -130,6 +130,8 @@ measure() {
     "ddp-gloo-2ranks-lenet|--mode=ddp --gpus=2 --device-map=same --backend=gloo --model=lenet --batch=256"
     "ddp-nccl-1rank-resnet18|--mode=ddp --gpus=1 --backend=nccl --model=resnet18 --batch=128"
     "mp-resnet18|--mode=mp --gpus=2 --logical-gpus --model=resnet18 --batch=128 --schedule=1f1b --micro-batches=4"
+    "fsdp-gloo-2ranks-gpt2-tiny|--mode=fsdp --gpus=2 --device-map=same --backend=gloo --model=gpt2-tiny --data=synthetic --batch=8"
+    "fsdp-nccl-1rank-gpt2|--mode=fsdp --gpus=1 --backend=nccl --model=gpt2 --data=synthetic --seq=256 --batch=8 --optimizer=adamw"
   )
   for r in "${runs[@]}"; do
     local name="${r%%|*}" args="${r#*|}"

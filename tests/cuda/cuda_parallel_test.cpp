@@ -113,11 +113,14 @@ INSTANTIATE_TEST_SUITE_P(Schedules, CudaPipeline,
                            return std::get<0>(info.param) + "_" + (s == "1f1b" ? "onefoneb" : s);
                          });
 
-// DDP with two ranks (threads of this process) sharing one GPU over Gloo, each rank on a
-// logical device of its own (its own streams and library handles, as two processes on
-// one GPU have), against one CPU device on the ranks' global batch.
-TEST(CudaDdp, GlooRanksSharingOneGpuMatchCpuSingleDevice) {
+// DDP and FSDP with two ranks (threads of this process) sharing one GPU over Gloo, each
+// rank on a logical device of its own (its own streams and library handles, as two
+// processes on one GPU have), against one CPU device on the ranks' global batch.
+class CudaRanks : public ::testing::TestWithParam<ParallelMode> {};
+
+TEST_P(CudaRanks, GlooRanksSharingOneGpuMatchCpuSingleDevice) {
   DPB_REQUIRE_GPU();
+  const ParallelMode mode = GetParam();
   const std::string name = "lenet";
   const int world = 2;
   const int64_t per_rank = 8, steps = 3;
@@ -137,7 +140,7 @@ TEST(CudaDdp, GlooRanksSharingOneGpuMatchCpuSingleDevice) {
         test::PrecisionScope fp32(Precision::fp32);
         runs[static_cast<size_t>(r)] = test::train_steps(name, per_rank, steps, [&](TrainOptions& o) {
           o.device = Device::cuda(r);
-          o.mode = ParallelMode::ddp;
+          o.mode = mode;
           o.ddp.group = pg.get();
           o.workers = 0;
         });
@@ -153,6 +156,9 @@ TEST(CudaDdp, GlooRanksSharingOneGpuMatchCpuSingleDevice) {
   std::string worst;
   EXPECT_LT(test::trajectory_error(runs[0], cpu_run, &worst), 1e-2) << "most: " << worst;
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, CudaRanks, ::testing::Values(ParallelMode::ddp, ParallelMode::fsdp),
+                         [](const auto& info) { return std::string(parallel_mode_name(info.param)); });
 
 }  // namespace
 }  // namespace dpb

@@ -9,8 +9,10 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "engine/backend/cpu/cpu_context.h"
+#include "engine/backend/ops.h"
 #include "engine/data/synthetic.h"
 #include "engine/data/tokens.h"
 #include "engine/train/safetensors.h"
@@ -123,10 +125,11 @@ struct Run {
   int world = 1;
   int64_t steps = 2;
   std::string save, resume;
+  OptimizerKind optimizer = OptimizerKind::sgd;
 };
 
-// `steps` AdamW steps of gpt2-tiny on 8-sequence global batches, sharded over r.world
-// ranks or on one device.
+// `steps` optimizer steps (SGD with momentum, or AdamW) of gpt2-tiny on 8-sequence global
+// batches, sharded over r.world ranks or on one device.
 void train(const Run& r) {
   auto body = [&](int rank, comm::ProcessGroup* pg) {
     const Device dev = Device::cpu(rank);
@@ -137,8 +140,8 @@ void train(const Run& r) {
     o.steps = r.steps;
     o.warmup = 0;
     o.seed = 11;
-    o.optim.kind = OptimizerKind::adamw;
-    o.optim.lr = 2e-3f;
+    o.optim.kind = r.optimizer;
+    o.optim.lr = r.optimizer == OptimizerKind::sgd ? 0.05f : 2e-3f;
     o.device = dev;
     o.save_path = r.save;
     o.resume_path = r.resume;
@@ -156,9 +159,7 @@ void train(const Run& r) {
   }
 }
 
-// Largest difference between two checkpoints' tensors, each as ||a - b|| / ||a|| (L2):
-// AdamW's first steps move a parameter whose gradient is near zero by a whole learning
-// rate either way, so single elements may differ where the tensors agree.
+// Largest difference between two checkpoints' tensors, each as ||a - b|| / ||a|| (L2).
 double checkpoint_difference(const std::string& a, const std::string& b) {
   const auto fa = safetensors::load(a), fb = safetensors::load(b);
   EXPECT_EQ(fa.tensors.size(), fb.tensors.size());
@@ -182,9 +183,11 @@ double checkpoint_difference(const std::string& a, const std::string& b) {
   return worst;
 }
 
-// Sharded ranks write one full checkpoint (the usual names, full shapes, AdamW's moments
+// Sharded ranks write one full checkpoint (the usual names, full shapes, the momentum
 // gathered) equal to one device's; it resumes at another world size and one device's
-// checkpoint resumes sharded, continuing as one device continues.
+// checkpoint resumes sharded, continuing as one device continues. (SGD: AdamW's first
+// steps move a parameter whose gradient is near zero by a whole learning rate either way,
+// so two summation orders may part by that much; its state is checked below.)
 TEST(Fsdp, FullCheckpointsLoadIntoAnyWorldSize) {
   cpu::set_threads_per_device(1);
   const auto dir = std::filesystem::temp_directory_path() / ("dpb_fsdp_ckpt_" + std::to_string(::getpid()));
@@ -202,6 +205,23 @@ TEST(Fsdp, FullCheckpointsLoadIntoAnyWorldSize) {
   EXPECT_LT(checkpoint_difference(path("single4.safetensors"), path("mixed4.safetensors")), 1e-4);
   // ... and they moved: the comparison is not between untouched copies.
   EXPECT_GT(checkpoint_difference(path("single2.safetensors"), path("single4.safetensors")), 1e-4);
+  const auto sgd = safetensors::load(path("fsdp2.safetensors"));
+  std::map<std::string, Tensor> state(sgd.tensors.begin(), sgd.tensors.end());
+  EXPECT_EQ(state.at("optimizer.transformer.h.0.attn.c_attn.weight.momentum_buffer").shape(), (Shape{192, 64}));
+
+  // AdamW: both moments gathered to the parameters' shapes and the step count kept; the
+  // checkpoint resumes at another world size and counts on.
+  train({"fsdp", 2, 2, path("adamw2.safetensors"), "", OptimizerKind::adamw});
+  train({"fsdp", 4, 1, path("adamw3.safetensors"), path("adamw2.safetensors"), OptimizerKind::adamw});
+  for (const auto& [file, steps] : {std::pair{"adamw2.safetensors", 2.0f}, {"adamw3.safetensors", 3.0f}}) {
+    const auto f = safetensors::load(path(file));
+    std::map<std::string, Tensor> t(f.tensors.begin(), f.tensors.end());
+    const std::string p = "optimizer.transformer.h.1.mlp.c_fc.weight.";
+    EXPECT_EQ(t.at(p + "exp_avg").shape(), (Shape{256, 64})) << file;
+    EXPECT_EQ(t.at(p + "exp_avg_sq").shape(), (Shape{256, 64})) << file;
+    EXPECT_EQ(t.at(p + "step").item(), steps) << file;
+    EXPECT_GT(std::sqrt(ops::sum_squares(t.at(p + "exp_avg_sq"))), 0.0) << file;
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -160,7 +160,7 @@ TEST(DpbenchSimulate, RefusesWhatItCannotPredict) {
   };
   for (const Case& c : {Case{"--simulate --mode=ddp --gpus=2", "--single-step-s"},
                         Case{"--simulate --mode=ddp --gpus=2 --profile=x.json --single-step-s=0.1", "give one"},
-                        Case{"--simulate --mode=single --gpus=2 --single-step-s=0.1", "--mode=ddp, dp or mp"},
+                        Case{"--simulate --mode=single --gpus=2 --single-step-s=0.1", "--mode=ddp, dp, mp or fsdp"},
                         Case{"--simulate --mode=ddp --gpus=4..2 --single-step-s=0.1", "must go up"},
                         Case{"--simulate --mode=ddp --gpus=2 --single-step-s=0.1 --hardware=dgx2", "valid: cpu-gloo-local"},
                         Case{"--simulate --mode=ddp --gpus=2 --profile=/nonexistent.json", "nonexistent"},
