@@ -84,31 +84,36 @@ FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessG
     m.name = named[i].first;
     m.shape = m.param->data().shape();
     m.numel = m.shape.numel();
-    m.chunk = (m.numel + world - 1) / world;
-    const size_t u = owner[i] == layers.size() ? static_cast<size_t>(root_) : static_cast<size_t>(unit_of_layer[owner[i]]);
-    units_[u].members.push_back(i);
-    m.offset = units_[u].chunk;
-    units_[u].chunk += m.chunk;
+    m.unit = owner[i] == layers.size() ? static_cast<size_t>(root_) : static_cast<size_t>(unit_of_layer[owner[i]]);
+    Unit& unit = units_[m.unit];
+    unit.members.push_back(i);
+    m.offset = unit.total;
+    unit.total += m.numel;
   }
-  for (size_t u = 0; u < units_.size(); ++u) {
-    Unit& unit = units_[u];
+  for (Unit& unit : units_) {
+    unit.chunk = (unit.total + world - 1) / world;
     unit.flat = Tensor::zeros({unit.chunk}, device_);
-    int64_t full = 0;
+    const int64_t lo = rank * unit.chunk, hi = lo + unit.chunk;  // this rank's part of the flat parameter
     for (size_t i : unit.members) {
       Member& m = members_[i];
-      const Tensor whole = m.param->data().view({m.numel});
-      const int64_t begin = std::min(m.numel, rank * m.chunk), end = std::min(m.numel, begin + m.chunk);
-      if (end > begin) unit.flat.slice(m.offset, m.offset + (end - begin)).copy_from(whole.slice(begin, end));
-      m.shard = std::make_unique<Parameter>(unit.flat.slice(m.offset, m.offset + m.chunk));
+      const int64_t begin = std::max(lo, m.offset), end = std::min(hi, m.offset + m.numel);
+      if (end > begin) {
+        m.part_begin = begin - m.offset;
+        m.part_len = end - begin;
+        Tensor part = unit.flat.slice(begin - lo, end - lo);
+        part.copy_from(m.param->data().view({m.numel}).slice(m.part_begin, m.part_begin + m.part_len));
+        m.shard = std::make_unique<Parameter>(part);
+        shard_members_.push_back(i);
+      }
       m.param->data() = Tensor();
       m.param->grad() = Tensor();
       m.param->zero_grad();
-      full += m.numel * kF32;
     }
-    memory_.full_parameter_bytes += full;
+    memory_.full_parameter_bytes += unit.total * kF32;
     memory_.shard_parameter_bytes += unit.chunk * kF32;
-    memory_.largest_unit_bytes = std::max(memory_.largest_unit_bytes, full);
+    memory_.largest_unit_bytes = std::max(memory_.largest_unit_bytes, unit.total * kF32);
   }
+  std::sort(shard_members_.begin(), shard_members_.end());
   memory_.shard_gradient_bytes = memory_.shard_parameter_bytes;
   for (int u : order_)
     for (const auto& [seq, index] : units_[static_cast<size_t>(u)].layers) unit_at_[{seq, index}] = u;
@@ -124,7 +129,15 @@ FullyShardedDataParallel::~FullyShardedDataParallel() {
 
 std::vector<Parameter*> FullyShardedDataParallel::shard_parameters() {
   std::vector<Parameter*> out;
-  for (auto& m : members_) out.push_back(m.shard.get());
+  for (size_t i : shard_members_) out.push_back(members_[i].shard.get());
+  return out;
+}
+
+std::vector<bool> FullyShardedDataParallel::shard_decay_mask(const std::vector<bool>& model_mask) const {
+  DPB_CHECK(model_mask.empty() || model_mask.size() == members_.size())
+      << "FSDP: a weight-decay mask of " << model_mask.size() << " flags for " << members_.size() << " parameters";
+  std::vector<bool> out;
+  for (size_t i : shard_members_) out.push_back(model_mask.empty() || model_mask[i]);
   return out;
 }
 
@@ -133,11 +146,7 @@ int FullyShardedDataParallel::unit_of(Sequential& seq, size_t layer) const {
   return it == unit_at_.end() ? -1 : it->second;
 }
 
-int64_t FullyShardedDataParallel::unit_bytes(size_t u) const {
-  int64_t b = 0;
-  for (size_t i : units_[u].members) b += members_[i].numel * kF32;
-  return b;
-}
+int64_t FullyShardedDataParallel::unit_bytes(size_t u) const { return units_[u].chunk * group_.size() * kF32; }
 
 void FullyShardedDataParallel::note_gathered(int64_t delta) {
   gathered_now_ += delta;
@@ -171,21 +180,11 @@ void FullyShardedDataParallel::ensure_full(size_t u) {
   c.wait_end_ns = now_ns();
   c.started_ns = unit.gather_work->started_ns();
   c.finished_ns = unit.gather_work->finished_ns();
-  // Rank r's chunk of member m sits at r * chunk + m.offset of the gathered buffer.
+  // The gathered buffer is the flat parameter: each member is a view into it.
   for (size_t i : unit.members) {
     Member& m = members_[i];
-    Tensor full = Tensor::empty(m.shape, device_);
-    Tensor flat = full.view({m.numel});
-    for (int r = 0; r < group_.size(); ++r) {
-      const int64_t begin = std::min(m.numel, r * m.chunk), end = std::min(m.numel, begin + m.chunk);
-      if (end == begin) break;
-      const int64_t at = r * unit.chunk + m.offset;
-      flat.slice(begin, end).copy_from(unit.gathered.slice(at, at + (end - begin)));
-    }
-    m.param->data() = full;
+    m.param->data() = unit.gathered.slice(m.offset, m.offset + m.numel).view(m.shape);
   }
-  note_gathered(unit_bytes(u) - unit.gathered.numel() * kF32);
-  unit.gathered = Tensor();
   unit.gather_work.reset();
   unit.gather_record = -1;
   unit.full = true;
@@ -195,6 +194,7 @@ void FullyShardedDataParallel::free_full(size_t u) {
   Unit& unit = units_[u];
   if (!unit.full) return;
   for (size_t i : unit.members) members_[i].param->data() = Tensor();
+  unit.gathered = Tensor();
   unit.full = false;
   note_gathered(-unit_bytes(u));
 }
@@ -236,7 +236,21 @@ void FullyShardedDataParallel::before_backward(Sequential& seq, size_t layer) {
   const int u = unit_of(seq, layer);
   if (u < 0) return;
   ensure_full(static_cast<size_t>(u));
+  attach_gradients(static_cast<size_t>(u));
   prefetch_after(static_cast<size_t>(u), -1);
+}
+
+// The unit's backward writes its gradients into one flat buffer (the reduce-scatter's
+// input), each a view into it; what the backward does not write stays zero.
+void FullyShardedDataParallel::attach_gradients(size_t u) {
+  Unit& unit = units_[u];
+  if (unit.grads.defined()) return;
+  unit.grads = Tensor::zeros({unit.chunk * group_.size()}, device_);
+  note_grads(unit.grads.numel() * kF32);
+  for (size_t i : unit.members) {
+    Member& m = members_[i];
+    m.param->set_grad(unit.grads.slice(m.offset, m.offset + m.numel).view(m.shape));
+  }
 }
 
 void FullyShardedDataParallel::after_backward(Sequential& seq, size_t layer) {
@@ -247,33 +261,23 @@ void FullyShardedDataParallel::after_backward(Sequential& seq, size_t layer) {
 }
 
 void FullyShardedDataParallel::reduce_scatter(size_t u) {
-  const Unit& unit = units_[u];
-  const int world = group_.size();
+  Unit& unit = units_[u];
+  attach_gradients(u);  // a unit whose gradients were never attached reduces zeros
   PendingScatter p;
   p.unit = u;
-  p.in = Tensor::zeros({unit.chunk * world}, device_);
-  p.out = Tensor::empty({unit.chunk}, device_);
-  int64_t grads = 0;
   for (size_t i : unit.members) {
     Member& m = members_[i];
-    Parameter& q = *m.param;
-    if (q.grad().defined() && !q.grad_is_zero()) {
-      grads += m.numel * kF32;
-      const Tensor g = q.grad().layout() == Layout::plain ? q.grad().view({m.numel}) : q.grad().to_plain().view({m.numel});
-      for (int r = 0; r < world; ++r) {
-        const int64_t begin = std::min(m.numel, r * m.chunk), end = std::min(m.numel, begin + m.chunk);
-        if (end == begin) break;
-        const int64_t at = r * unit.chunk + m.offset;
-        p.in.slice(at, at + (end - begin)).copy_from(g.slice(begin, end));
-      }
-    }
+    // A layer that replaced its gradient's storage (not a view of ours) is copied back.
+    if (m.param->grad().defined() && !m.param->grad_is_zero() &&
+        !m.param->grad().shares_storage_with(unit.grads))
+      unit.grads.slice(m.offset, m.offset + m.numel).copy_from(m.param->grad().to_plain().view({m.numel}));
+    m.param->grad() = Tensor();
+    m.param->zero_grad();
   }
-  note_grads(grads + (p.in.numel() + p.out.numel()) * kF32);
-  for (size_t i : unit.members) {
-    members_[i].param->grad() = Tensor();
-    members_[i].param->zero_grad();
-  }
-  note_grads(-grads);
+  p.in = std::move(unit.grads);
+  unit.grads = Tensor();
+  p.out = Tensor::empty({unit.chunk}, device_);
+  note_grads(p.out.numel() * kF32);
   p.record = static_cast<int>(collectives_.size());
   collectives_.push_back({"reduce-scatter", unit.name, p.in.numel() * kF32, now_ns(), 0, 0, 0, 0});
   p.work = group_.reduce_scatter(p.out, p.in, comm::ReduceOp::avg);
@@ -291,10 +295,13 @@ void FullyShardedDataParallel::finish_scatter(PendingScatter& p) {
   c.wait_end_ns = now_ns();
   c.started_ns = p.work->started_ns();
   c.finished_ns = p.work->finished_ns();
+  const int64_t lo = group_.rank() * units_[p.unit].chunk;
   for (size_t i : units_[p.unit].members) {
     Member& m = members_[i];
+    if (!m.shard) continue;
     Parameter& s = *m.shard;
-    const Tensor part = p.out.slice(m.offset, m.offset + m.chunk);
+    const int64_t at = m.offset + m.part_begin - lo;
+    const Tensor part = p.out.slice(at, at + m.part_len);
     if (s.begin_grad()) ops::axpy(1.0f, part, s.grad());
     else s.grad().copy_from(part);
   }
@@ -323,6 +330,8 @@ Tensor FullyShardedDataParallel::forward(const Tensor& x) {
 
 void FullyShardedDataParallel::backward(const Tensor& grad_out) {
   backward_begin_ns_ = now_ns();
+  // The root's parameters collect gradients from several layers over the whole backward.
+  if (root_ >= 0) attach_gradients(static_cast<size_t>(root_));
   module_.backward(grad_out);
   backward_end_ns_ = now_ns();
   if (root_ >= 0) {
@@ -338,15 +347,15 @@ void FullyShardedDataParallel::backward(const Tensor& grad_out) {
 double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
   DPB_CHECK(max_norm > 0) << "gradient clipping needs a positive norm, got " << max_norm;
   double sq = 0;
-  for (auto& m : members_)
-    if (!m.shard->grad_is_zero()) sq += ops::sum_squares(m.shard->grad());
+  for (size_t i : shard_members_)
+    if (!members_[i].shard->grad_is_zero()) sq += ops::sum_squares(members_[i].shard->grad());
   Tensor total = Tensor::full({1}, static_cast<float>(sq), device_);
   group_.allreduce(total, comm::ReduceOp::sum)->wait();
   const double norm = std::sqrt(static_cast<double>(total.item()));
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0)
-    for (auto& m : members_)
-      if (!m.shard->grad_is_zero()) ops::scale(m.shard->grad(), static_cast<float>(coef));
+    for (size_t i : shard_members_)
+      if (!members_[i].shard->grad_is_zero()) ops::scale(members_[i].shard->grad(), static_cast<float>(coef));
   return norm;
 }
 
@@ -359,48 +368,85 @@ void FullyShardedDataParallel::gather_full_parameters() {
 }
 
 void FullyShardedDataParallel::shard_from_model() {
-  const int rank = group_.rank();
   for (size_t u = 0; u < units_.size(); ++u) {
     Unit& unit = units_[u];
     DPB_CHECK(unit.full) << "FSDP: unit '" << unit.name << "' is not gathered; nothing to shard from";
     for (size_t i : unit.members) {
       Member& m = members_[i];
+      if (!m.shard) continue;
       const Tensor whole = m.param->data().to_plain().view({m.numel});
-      const int64_t begin = std::min(m.numel, rank * m.chunk), end = std::min(m.numel, begin + m.chunk);
-      if (end > begin) m.shard->data().slice(0, end - begin).copy_from(whole.slice(begin, end));
+      m.shard->data().copy_from(whole.slice(m.part_begin, m.part_begin + m.part_len));
     }
   }
 }
 
+// Per unit and state key, every rank's parts laid out as its flat shard and all-gathered
+// into the flat whole, then cut at the members. Which keys exist, and the step counts,
+// are agreed over the group first (a rank may hold no part of a unit).
 std::vector<OptimizerState> FullyShardedDataParallel::full_optimizer_state(const Optimizer& sharded) {
-  std::vector<OptimizerState> out;
-  const int world = group_.size();
+  const std::vector<std::string> keys{"momentum_buffer", "exp_avg", "exp_avg_sq"};
+  // By member: its part's state, per key, and its step.
+  std::map<std::pair<size_t, std::string>, Tensor> mine;
+  std::vector<float> steps(units_.size(), 0.0f);
+  std::vector<float> present(units_.size() * keys.size(), 0.0f);
   for (const OptimizerState& s : sharded.state()) {
-    const Member& m = members_.at(s.param);
-    if (s.key == "step") {  // a scalar, the same on every rank
-      out.push_back(s);
+    const size_t i = shard_members_.at(s.param);
+    const size_t u = members_[i].unit;
+    if (s.key == "step") {
+      steps[u] = std::max(steps[u], s.value.item());
       continue;
     }
-    Tensor all = Tensor::empty({m.chunk * world}, device_);
-    group_.allgather(all, s.value.to_plain().view({m.chunk}))->wait();
-    out.push_back({s.param, s.key, all.slice(0, m.numel).view(m.shape).clone()});
+    const auto k = static_cast<size_t>(std::find(keys.begin(), keys.end(), s.key) - keys.begin());
+    DPB_CHECK(k < keys.size()) << "FSDP: optimizer state '" << s.key << "' cannot be gathered";
+    present[u * keys.size() + k] = 1.0f;
+    mine[{i, s.key}] = s.value;
+  }
+  Tensor agreed = Tensor::from_vector({static_cast<int64_t>(present.size())}, present, device_);
+  group_.allreduce(agreed, comm::ReduceOp::max)->wait();
+  Tensor step_max = Tensor::from_vector({static_cast<int64_t>(steps.size())}, steps, device_);
+  group_.allreduce(step_max, comm::ReduceOp::max)->wait();
+  const auto has = agreed.to_vector(), step = step_max.to_vector();
+  std::vector<OptimizerState> out;
+  const int64_t world = group_.size();
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const Unit& unit = units_[u];
+    const int64_t lo = group_.rank() * unit.chunk;
+    for (size_t k = 0; k < keys.size(); ++k) {
+      if (has[u * keys.size() + k] == 0.0f) continue;
+      Tensor flat = Tensor::zeros({unit.chunk}, device_);
+      for (size_t i : unit.members) {
+        auto it = mine.find({i, keys[k]});
+        if (it == mine.end()) continue;
+        const Member& m = members_[i];
+        flat.slice(m.offset + m.part_begin - lo, m.offset + m.part_begin - lo + m.part_len)
+            .copy_from(it->second.to_plain().view({m.part_len}));
+      }
+      Tensor all = Tensor::empty({unit.chunk * world}, device_);
+      group_.allgather(all, flat)->wait();
+      for (size_t i : unit.members) {
+        const Member& m = members_[i];
+        out.push_back({i, keys[k], all.slice(m.offset, m.offset + m.numel).view(m.shape).clone()});
+      }
+    }
+    if (step[u] > 0)
+      for (size_t i : unit.members) out.push_back({i, "step", Tensor::full({}, step[u], device_)});
   }
   return out;
 }
 
 void FullyShardedDataParallel::load_full_optimizer_state(Optimizer& sharded, const std::vector<OptimizerState>& full) {
-  const int rank = group_.rank();
+  std::vector<int> index(members_.size(), -1);  // member -> its shard's place in shard_parameters()
+  for (size_t k = 0; k < shard_members_.size(); ++k) index[shard_members_[k]] = static_cast<int>(k);
   for (const OptimizerState& s : full) {
     const Member& m = members_.at(s.param);
+    if (index[s.param] < 0) continue;  // no part of it on this rank
+    const auto at = static_cast<size_t>(index[s.param]);
     if (s.key == "step") {
-      sharded.load_state(s);
+      sharded.load_state({at, s.key, s.value});
       continue;
     }
-    Tensor mine = Tensor::zeros({m.chunk}, device_);
     const Tensor whole = s.value.to(device_).to_plain().view({m.numel});
-    const int64_t begin = std::min(m.numel, rank * m.chunk), end = std::min(m.numel, begin + m.chunk);
-    if (end > begin) mine.slice(0, end - begin).copy_from(whole.slice(begin, end));
-    sharded.load_state({s.param, s.key, mine});
+    sharded.load_state({at, s.key, whole.slice(m.part_begin, m.part_begin + m.part_len).clone()});
   }
 }
 

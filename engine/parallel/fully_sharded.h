@@ -5,18 +5,21 @@
 //   - a unit is one of the model's layers (pipeline_units: a transformer block, a
 //     linear or convolution layer); a parameter that several units use (GPT-2's tied
 //     token embedding and head) belongs to the root unit, gathered for the whole step;
-//   - each parameter is flattened and cut into world-size chunks of ceil(numel / W)
-//     elements (the last padded with zeros); rank r keeps chunk r of each, and a unit's
-//     chunks are one flat tensor, the input of the unit's all-gather;
-//   - before a unit's forward its parameters are all-gathered into the model; after it
-//     they are freed (reshard after forward; `reshard_after_forward = false` keeps them
-//     until the unit's backward, as ZeRO-2), and gathered again before its backward;
-//   - after a unit's backward its gradients are reduce-scattered (averaged) into the
-//     shards' gradients and the full ones freed;
+//   - a unit's parameters, flattened one after another (FSDP's flat parameter), are cut
+//     into world-size chunks of ceil(total / W) elements (the last padded with zeros);
+//     rank r keeps chunk r, the input of the unit's all-gather;
+//   - before a unit's forward its flat parameter is all-gathered and the model's
+//     parameters become views into it (no copies); after the forward they are freed
+//     (reshard after forward; `reshard_after_forward = false` keeps them until the
+//     unit's backward, as ZeRO-2), and gathered again before its backward;
+//   - the unit's backward writes its gradients into one flat buffer (each gradient a
+//     view into it), which is reduce-scattered (averaged) straight into the shards'
+//     gradients, then freed;
 //   - while a unit computes, the next `prefetch` units' all-gathers run on the group's
 //     communication thread (0: each all-gather only when its unit needs it);
-//   - the optimizer steps on the shards (shard_parameters(), one per model parameter in
-//     model order, so weight-decay masks and optimizer state line up).
+//   - the optimizer steps on the shards: shard_parameters() holds, in model order, the
+//     part of each model parameter that falls in this rank's chunk (none where no part
+//     does), with shard_decay_mask() for its weight decay.
 // Every rank must build the same model; construction checks it, broadcasts rank 0's
 // values and shards them.
 #include <map>
@@ -74,8 +77,11 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   // the shards' gradients (added to them when a step accumulates several batches).
   void backward(const Tensor& grad_out);
 
-  // What the optimizer steps: one shard per model parameter, in model order.
+  // What the optimizer steps: this rank's part of each model parameter that has one, in
+  // model order.
   std::vector<Parameter*> shard_parameters();
+  // The model's weight-decay mask (one flag per model parameter) for shard_parameters().
+  std::vector<bool> shard_decay_mask(const std::vector<bool>& model_mask) const;
   // The global L2 norm of the shards' gradients (every rank's squares summed), clipped as
   // torch.nn.utils.clip_grad_norm_ does; returns the norm before clipping.
   double clip_grad_norm(double max_norm);
@@ -86,8 +92,8 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   // checkpoint was loaded into the model).
   void shard_from_model();
   // The optimizer's state over shard_parameters() as full tensors of the model's
-  // parameter shapes (every rank's shards all-gathered; every rank must call it), for a
-  // full checkpoint.
+  // parameter shapes, indexed by model parameter (every rank's shards all-gathered;
+  // every rank must call it), for a full checkpoint.
   std::vector<OptimizerState> full_optimizer_state(const Optimizer& sharded);
   // Loads full optimizer state (a checkpoint's, indexed by model parameter) into the
   // optimizer over shard_parameters(): each rank keeps its chunk.
@@ -108,18 +114,24 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
     Parameter* param = nullptr;
     std::string name;
     Shape shape;
-    int64_t numel = 0, chunk = 0, offset = 0;  // offset: within the unit's flat shard
-    std::unique_ptr<Parameter> shard;
+    size_t unit = 0;
+    int64_t numel = 0, offset = 0;  // offset: within the unit's flat parameter
+    // This rank's part of it: elements [part_begin, part_begin + part_len) of the
+    // parameter, at `offset + part_begin - rank x chunk` of the rank's flat shard.
+    int64_t part_begin = 0, part_len = 0;
+    std::unique_ptr<Parameter> shard;  // null when no part falls in this rank's chunk
   };
   struct Unit {
     std::string name;
     std::vector<size_t> members;
-    int64_t chunk = 0;  // elements of this rank's flat shard
-    Tensor flat;        // this rank's shard of every member
-    Tensor gathered;    // the all-gather's output while pending
+    int64_t total = 0;  // elements of the flat parameter
+    int64_t chunk = 0;  // ceil(total / W): this rank's flat shard
+    Tensor flat;        // this rank's chunk of the flat parameter
+    Tensor gathered;    // the whole flat parameter (W x chunk): pending, or the members' storage
+    Tensor grads;       // the flat gradient its backward writes into
     std::shared_ptr<comm::Work> gather_work;
     int gather_record = -1;
-    bool full = false;  // members' data are the full parameters
+    bool full = false;  // members' data are views into `gathered`
     std::vector<std::pair<Sequential*, size_t>> layers;
   };
   struct PendingScatter {
@@ -135,6 +147,7 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   void after_backward(Sequential& seq, size_t layer) override;
 
   int unit_of(Sequential& seq, size_t layer) const;
+  void attach_gradients(size_t u);
   void start_gather(size_t u);
   void ensure_full(size_t u);
   void free_full(size_t u);
@@ -152,6 +165,7 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   FsdpOptions options_;
   Device device_;
   std::vector<Member> members_;
+  std::vector<size_t> shard_members_;  // the members with a shard, in model order
   std::vector<Unit> units_;  // forward order; the root unit (shared parameters), if any, last
   int root_ = -1;
   std::vector<int> order_;   // the layer units in forward order (indices into units_)

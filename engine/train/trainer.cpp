@@ -69,7 +69,7 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
       << (o_.mode == ParallelMode::pipeline ? ": use --micro-batches instead" : "");
   // FSDP's optimizer steps on this rank's shards, one per parameter in model order.
   optimizer_ = make_optimizer(o_.optim, strategy_->fsdp() ? strategy_->fsdp()->shard_parameters() : model_.parameters());
-  optimizer_->set_decay_mask(decay);
+  optimizer_->set_decay_mask(strategy_->fsdp() ? strategy_->fsdp()->shard_decay_mask(decay) : decay);
   DPB_CHECK(o_.eval_every >= 0) << "--eval-every must be >= 0, got " << o_.eval_every;
   DPB_CHECK(o_.clip_grad_norm >= 0) << "--clip-grad-norm must be >= 0, got " << o_.clip_grad_norm;
 

@@ -60,7 +60,7 @@ TEST(Gpt2FsdpMatchesPyTorchFsdp2, LossesAndParametersOverFiveAdamWSteps) {
     oo.lr = 1e-3f;
     oo.weight_decay = 0.1f;
     auto opt = make_optimizer(oo, fsdp.shard_parameters());
-    opt->set_decay_mask(decay);
+    opt->set_decay_mask(fsdp.shard_decay_mask(decay));
     const Tensor x = tokens.slice(rank * rows, (rank + 1) * rows).to(dev);
     const Tensor y = targets.slice(rank * rows, (rank + 1) * rows).to(dev);
     for (int step = 0; step < 5; ++step) {

@@ -277,8 +277,11 @@ TEST(DpbenchFsdp, ReportHasEachRanksMemoryAndCollectives) {
   ASSERT_EQ(f["ranks"].size(), 2u);
   for (const auto& m : f["ranks"]) {
     EXPECT_LE(m["shard_parameter_bytes"].get<int64_t>(), full / 2 + 4096) << m;
-    // AdamW's two moments of each shard, and a step count per parameter.
-    EXPECT_EQ(m["optimizer_state_bytes"].get<int64_t>(), 2 * m["shard_parameter_bytes"].get<int64_t>() + 28 * 4) << m;
+    // AdamW's two moments of this rank's parts of the parameters (its shards without their
+    // padding: at most one element per unit), and a step count per part.
+    const int64_t state = m["optimizer_state_bytes"], shard = m["shard_parameter_bytes"];
+    EXPECT_GE(state, 2 * (shard - 5 * 4)) << m;
+    EXPECT_LE(state, 2 * shard + 28 * 4) << m;
     EXPECT_GT(m["activation_bytes"].get<double>(), 0.0) << m;
     EXPECT_GT(m["peak_memory_bytes"].get<int64_t>(), m["shard_parameter_bytes"].get<int64_t>()) << m;
     EXPECT_LE(m["peak_gathered_parameter_bytes"].get<int64_t>(), full) << m;
