@@ -160,6 +160,7 @@ void FullyShardedDataParallel::note_grads(int64_t delta) {
 
 void FullyShardedDataParallel::start_gather(size_t u) {
   Unit& unit = units_[u];
+  if (group_.size() == 1) return;  // one rank: its shard is the whole flat parameter
   unit.gathered = Tensor::empty({unit.chunk * group_.size()}, device_);
   note_gathered(unit.gathered.numel() * kF32);
   FsdpCollective c{"all-gather", unit.name, unit.chunk * kF32, now_ns(), 0, 0, 0, 0};
@@ -171,6 +172,17 @@ void FullyShardedDataParallel::start_gather(size_t u) {
 void FullyShardedDataParallel::ensure_full(size_t u) {
   Unit& unit = units_[u];
   if (unit.full) return;
+  if (group_.size() == 1) {
+    // Nothing to gather: the members are views into the shard itself.
+    unit.gathered = unit.flat;
+    note_gathered(unit.flat.numel() * kF32);
+    for (size_t i : unit.members) {
+      Member& m = members_[i];
+      m.param->data() = unit.gathered.slice(m.offset, m.offset + m.numel).view(m.shape);
+    }
+    unit.full = true;
+    return;
+  }
   if (!unit.gather_work) start_gather(u);
   FsdpCollective& c = collectives_[static_cast<size_t>(unit.gather_record)];
   std::optional<trace::NvtxRange> range;  // Nsight: the training thread waiting for it
@@ -276,6 +288,11 @@ void FullyShardedDataParallel::reduce_scatter(size_t u) {
   }
   p.in = std::move(unit.grads);
   unit.grads = Tensor();
+  if (group_.size() == 1) {  // one rank: the flat gradient is its shard's
+    p.out = p.in;
+    finish_scatter(p);
+    return;
+  }
   p.out = Tensor::empty({unit.chunk}, device_);
   note_grads(p.out.numel() * kF32);
   p.record = static_cast<int>(collectives_.size());
@@ -287,14 +304,16 @@ void FullyShardedDataParallel::reduce_scatter(size_t u) {
 }
 
 void FullyShardedDataParallel::finish_scatter(PendingScatter& p) {
-  FsdpCollective& c = collectives_[static_cast<size_t>(p.record)];
-  std::optional<trace::NvtxRange> range;
-  if (trace::nvtx_enabled()) range.emplace("fsdp: wait for the reduce-scatter of " + units_[p.unit].name);
-  c.wait_begin_ns = now_ns();
-  p.work->wait();
-  c.wait_end_ns = now_ns();
-  c.started_ns = p.work->started_ns();
-  c.finished_ns = p.work->finished_ns();
+  if (p.work) {
+    FsdpCollective& c = collectives_[static_cast<size_t>(p.record)];
+    std::optional<trace::NvtxRange> range;
+    if (trace::nvtx_enabled()) range.emplace("fsdp: wait for the reduce-scatter of " + units_[p.unit].name);
+    c.wait_begin_ns = now_ns();
+    p.work->wait();
+    c.wait_end_ns = now_ns();
+    c.started_ns = p.work->started_ns();
+    c.finished_ns = p.work->finished_ns();
+  }
   const int64_t lo = group_.rank() * units_[p.unit].chunk;
   for (size_t i : units_[p.unit].members) {
     Member& m = members_[i];
@@ -305,7 +324,7 @@ void FullyShardedDataParallel::finish_scatter(PendingScatter& p) {
     if (s.begin_grad()) ops::axpy(1.0f, part, s.grad());
     else s.grad().copy_from(part);
   }
-  note_grads(-(p.in.numel() + p.out.numel()) * kF32);
+  note_grads(-(p.in.numel() + (p.out.shares_storage_with(p.in) ? 0 : p.out.numel())) * kF32);
 }
 
 void FullyShardedDataParallel::drain_scatters(size_t keep) {

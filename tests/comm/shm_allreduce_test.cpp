@@ -63,8 +63,8 @@ TEST_P(ShmRanks, SumsAndAveragesExactlyOverSeveralChunks) {
   }
 }
 
-// All-gathers over several chunks, back to back with all-reduces (a slot is not
-// overwritten while another rank still reads it).
+// All-gathers and reduce-scatters over several chunks, back to back with all-reduces (a
+// slot is not overwritten while another rank still reads it).
 TEST_P(ShmRanks, GathersEveryRanksBufferOverSeveralChunks) {
   const int world = GetParam();
   for (const size_t n : {size_t{1}, size_t{1001}, 2 * ShmAllreduce::kSlotFloats + 123}) {
@@ -81,6 +81,19 @@ TEST_P(ShmRanks, GathersEveryRanksBufferOverSeveralChunks) {
         auto sum = input(r, n);
         shm.allreduce(sum.data(), n, false);
         ASSERT_EQ(sum[n - 1], static_cast<float>(world * (world + 1) / 2) * static_cast<float>((n - 1) % 7 + 1));
+        // Reduce-scatter: rank r's chunk of the sum (and of the average) of every rank's
+        // world x n input, exact in f32.
+        const auto whole = input(r + round, n * static_cast<size_t>(world));
+        std::vector<float> chunk(n, -1.0f), mean(n, -1.0f);
+        shm.reduce_scatter(whole.data(), n, chunk.data(), false);
+        shm.reduce_scatter(whole.data(), n, mean.data(), true);
+        float ranks = 0;
+        for (int q = 0; q < world; ++q) ranks += static_cast<float>(q + round + 1);
+        for (size_t i = 0; i < n; ++i) {
+          const float base = static_cast<float>((static_cast<size_t>(r) * n + i) % 7 + 1);
+          ASSERT_EQ(chunk[i], ranks * base) << "n " << n << " i " << i;
+          ASSERT_FLOAT_EQ(mean[i], ranks * base / static_cast<float>(world));
+        }
       }
     });
     for (const auto& e : errors) EXPECT_EQ(e, "");

@@ -117,7 +117,7 @@ TEST_P(Strategies, EveryModeTrainsLikeOneDevice) {
         << name << " ddp rank " << r;
   // FSDP: 2 ranks (6 samples each) and 3 (4 each; parameters that do not divide by 3 are
   // padded), the model's full parameters gathered back at the end.
-  for (const auto& [world, reshard, prefetch] : {std::tuple{2, true, 1}, {3, true, 0}, {2, false, 2}}) {
+  for (const auto& [world, reshard, prefetch] : {std::tuple{2, true, 1}, {3, true, 0}, {2, false, 2}, {1, true, 1}}) {
     std::vector<TrainedModel> sharded(static_cast<size_t>(world));
     test::run_ranks_ok(world, [&](int r, comm::ProcessGroup& pg) {
       sharded[static_cast<size_t>(r)] = train(name, batch / world, batch, steps, [&](TrainOptions& o) {

@@ -500,9 +500,9 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& out, const Tensor
   c->op = "reduce_scatter";
   c->numel = in.numel();
   c->rop = op;
-  // Gloo 0.5 has no options-style reduce-scatter: all-reduce the input (through shared
-  // memory where the ranks share a host, as allreduce does), keep this rank's chunk
-  // (correct, at the bandwidth of an all-reduce).
+  // Ranks that share a host reduce-scatter through shared memory (each rank sums its own
+  // chunk). Elsewhere: Gloo 0.5 has no options-style reduce-scatter, so all-reduce the
+  // input and keep this rank's chunk (correct, at the bandwidth of an all-reduce).
   auto src = std::make_shared<Staged>(in);
   auto dst = std::make_shared<Staged>(out);
   const int rank = rank_, size = size_;
@@ -510,19 +510,17 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& out, const Tensor
   ShmAllreduce* shm = op == ReduceOp::sum || op == ReduceOp::avg ? shm_.get() : nullptr;
   c->run = [src, dst, op, rank, size, timeout, shm](gloo::Context& ctx, uint32_t tag) {
     const auto n = static_cast<size_t>(src->host.numel());
-    if (n > 0) {
+    if (n > 0 && shm) {
+      shm->reduce_scatter(src->data(), static_cast<size_t>(dst->host.numel()), dst->data(), op == ReduceOp::avg);
+    } else if (n > 0) {
       Tensor work = src->host.clone();
-      if (shm) {
-        shm->allreduce(work.data(), n, /*average=*/false);
-      } else {
-        gloo::AllreduceOptions o(std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}));
-        o.setOutput(work.data(), n);
-        o.setReduceFunction(reduce_fn(op));
-        o.setTag(tag);
-        o.setTimeout(timeout);
-        o.setAlgorithm(allreduce_algorithm(n * sizeof(float)));
-        gloo::allreduce(o);
-      }
+      gloo::AllreduceOptions o(std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}));
+      o.setOutput(work.data(), n);
+      o.setReduceFunction(reduce_fn(op));
+      o.setTag(tag);
+      o.setTimeout(timeout);
+      o.setAlgorithm(allreduce_algorithm(n * sizeof(float)));
+      gloo::allreduce(o);
       const int64_t chunk = dst->host.numel();
       const float* from = work.data() + chunk * rank;
       float* to = dst->data();

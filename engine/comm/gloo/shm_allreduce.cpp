@@ -191,4 +191,26 @@ void ShmAllreduce::allgather(const float* in, size_t n, float* out) {
   }
 }
 
+void ShmAllreduce::reduce_scatter(const float* in, size_t n, float* out, bool average) {
+  const auto world = static_cast<size_t>(size_);
+  const size_t piece = kSlotFloats / world;  // of each destination chunk, per round
+  const float scale = average ? 1.0f / static_cast<float>(size_) : 1.0f;
+  for (size_t off = 0; off < n; off += piece) {
+    const size_t len = std::min(piece, n - off);
+    float* mine = slot(rank_);
+    for (size_t q = 0; q < world; ++q) std::memcpy(mine + q * len, in + q * n + off, len * sizeof(float));
+    phase();
+    const size_t at = static_cast<size_t>(rank_) * len;
+    float* o = out + off;
+    std::memcpy(o, slot(0) + at, len * sizeof(float));
+    for (int r = 1; r < size_; ++r) {
+      const float* s = slot(r) + at;
+      for (size_t i = 0; i < len; ++i) o[i] += s[i];
+    }
+    if (average)
+      for (size_t i = 0; i < len; ++i) o[i] *= scale;
+    phase();
+  }
+}
+
 }  // namespace dpb::comm

@@ -16,7 +16,9 @@
 // result before every rank has copied it: both are read only between two phases every
 // rank must finish. An all-gather goes through in chunks of a slot too: each rank copies
 // its chunk into its slot, finishes a phase, waits for all, copies every slot out, and
-// finishes a second phase, so that no slot is overwritten while another rank reads it.
+// finishes a second phase, so that no slot is overwritten while another rank reads it. A
+// reduce-scatter puts a piece of every rank's destination chunks into its slot; each
+// rank sums its own piece over the slots.
 //
 // Every wait polls (yielding the core) and is bounded by the group's timeout; a rank
 // that does not arrive is named, at once when its process has died (the ranks share a
@@ -50,6 +52,9 @@ class ShmAllreduce {
   void allreduce(float* data, size_t n, bool average);
   // Every rank's `in` (n floats) into `out` (size x n floats, rank r's at r x n).
   void allgather(const float* in, size_t n, float* out);
+  // `in` holds size x n floats; `out` (n floats) gets chunk `rank` of their sum over the
+  // ranks (in rank order, as allreduce sums), or of their average.
+  void reduce_scatter(const float* in, size_t n, float* out, bool average);
 
  private:
   struct Header;
