@@ -70,7 +70,15 @@ double LinkModel::allreduce_under_load_s(double bytes, int ranks) const {
   return contention_scope == ContentionScope::transfers ? idle * (1 + contention) : idle;
 }
 
-double LinkModel::reduce_scatter_s(double bytes, int ranks) const {
+namespace {
+double half_ring(const FittedAllReduce& f, double bytes, int ranks) {
+  const double n = ranks;
+  return (n - 1) * f.alpha_s + (n - 1) / n * bytes / f.bus_bandwidth;
+}
+}  // namespace
+
+// Half the ring all-reduce: (n-1) steps, (n-1)/n * S.
+double LinkModel::half_allreduce_s(double bytes, int ranks) const {
   if (ranks <= 1) return 0;
   const double n = ranks;
   if (const FittedAllReduce* f = fitted_at(*this, ranks))
@@ -78,7 +86,18 @@ double LinkModel::reduce_scatter_s(double bytes, int ranks) const {
   return (n - 1) * ring_alpha(*this, ranks) + (n - 1) / n * bytes / bus_bandwidth(*this, ranks);
 }
 
-double LinkModel::all_gather_s(double bytes, int ranks) const { return reduce_scatter_s(bytes, ranks); }
+double LinkModel::reduce_scatter_s(double bytes, int ranks) const {
+  if (ranks <= 1) return 0;
+  if (auto it = fitted_reduce_scatter.find(ranks); it != fitted_reduce_scatter.end())
+    return half_ring(it->second, bytes, ranks);
+  return half_allreduce_s(bytes, ranks);
+}
+
+double LinkModel::all_gather_s(double bytes, int ranks) const {
+  if (ranks <= 1) return 0;
+  if (auto it = fitted_allgather.find(ranks); it != fitted_allgather.end()) return half_ring(it->second, bytes, ranks);
+  return half_allreduce_s(bytes, ranks);
+}
 
 double LinkModel::send_s(double bytes, bool across_nodes) const {
   const Tier& t = across_nodes ? inter : intra;
@@ -115,6 +134,8 @@ nlohmann::json LinkModel::to_json() const {
   };
   fits("fitted_allreduce", fitted);
   fits("fitted_allreduce_under_load", fitted_under_load);
+  fits("fitted_allgather", fitted_allgather);
+  fits("fitted_reduce_scatter", fitted_reduce_scatter);
   return j;
 }
 
@@ -206,6 +227,7 @@ namespace {
 struct Measured {
   int ranks = 0;
   std::vector<std::pair<double, double>> points;  // bytes, seconds
+  std::vector<std::pair<double, double>> allgather, reduce_scatter;  // the same, of those collectives
   bool under_load = false;  // dpbench --load
   double slowdown_time = 0, time = 0;  // sum of slowdown x timed duration, and of duration
 };
@@ -242,7 +264,11 @@ Measured from_dpbench(const nlohmann::json& j, const std::string& doc) {
   Measured m;
   m.ranks = r.config.world_size;
   m.under_load = r.config.load == "compute";
-  for (const auto& row : r.results)
+  for (const auto& row : r.results) {
+    if ((row.op == "allgather" || row.op == "reduce_scatter") && row.time_us && *row.time_us > 0 && row.bytes > 0 &&
+        row.wrong == 0)
+      (row.op == "allgather" ? m.allgather : m.reduce_scatter)
+          .emplace_back(static_cast<double>(row.bytes), *row.time_us * 1e-6);
     if (row.op == "allreduce" && row.time_us && *row.time_us > 0 && row.bytes > 0 && row.wrong == 0) {
       m.points.emplace_back(static_cast<double>(row.bytes), *row.time_us * 1e-6);
       if (m.under_load && row.load_slowdown) {
@@ -251,6 +277,7 @@ Measured from_dpbench(const nlohmann::json& j, const std::string& doc) {
         m.time += duration;
       }
     }
+  }
   DPB_CHECK(!m.under_load || m.time > 0)
       << doc << " was recorded with --load but no all-reduce row has its load_slowdown";
   return m;
@@ -263,6 +290,8 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
   LinkModel l = base;
   l.fitted.clear();
   l.fitted_under_load.clear();
+  l.fitted_allgather.clear();
+  l.fitted_reduce_scatter.clear();
   std::string sources, loaded_sources;
   for (const auto& path : paths) {
     const std::string doc = "link '" + escape_untrusted(path) + "'";
@@ -284,6 +313,14 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
       DPB_CHECK(!l.fitted.count(m.ranks)) << doc << ": two idle reports for " << m.ranks << " ranks";
       l.fitted[m.ranks] = fit_allreduce(m.points, m.ranks);
       sources += (sources.empty() ? "" : ", ") + path;
+      // All-gather and reduce-scatter: (n-1) alpha + (n-1)/n S / busbw is the all-reduce's
+      // fit with every time doubled.
+      for (auto* op : {&m.allgather, &m.reduce_scatter}) {
+        if (op->size() < 2) continue;
+        auto doubled = *op;
+        for (auto& [bytes, t] : doubled) t *= 2;
+        (op == &m.allgather ? l.fitted_allgather : l.fitted_reduce_scatter)[m.ranks] = fit_allreduce(doubled, m.ranks);
+      }
     }
   }
   // A count measured only under load: its idle fit is the loaded one (an upper bound).

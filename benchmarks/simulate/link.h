@@ -8,7 +8,8 @@
 //   ring all-reduce:  2(n-1) alpha + 2(n-1)/n * S / busbw
 //   tree all-reduce:  2 (log2(nodes) alpha_inter + (g-1) alpha_intra)
 //                     + 2(n-1)/n * S / (busbw * tree_bandwidth_share)
-//   reduce-scatter, all-gather: half the ring all-reduce ((n-1) steps, (n-1)/n * S).
+//   reduce-scatter, all-gather: half the ring all-reduce ((n-1) steps, (n-1)/n * S), or
+//   fitted on their own measurements where a report has them.
 // Like NCCL, an all-reduce takes whichever of ring and tree is faster at its size.
 //
 // A link comes from a preset (a JSON file under benchmarks/simulate/presets, citing its
@@ -76,12 +77,17 @@ struct LinkModel {
   // compute.
   std::map<int, FittedAllReduce> fitted_under_load;
   std::string contention_source;  // where the contention comes from (preset, --contention, measured)
+  // From measurements of the other collectives at exactly these rank counts (a
+  // --bench=collectives report with allgather or reduce_scatter rows, idle): (n-1) alpha +
+  // (n-1)/n S / busbw fitted on them, instead of half the all-reduce's.
+  std::map<int, FittedAllReduce> fitted_allgather, fitted_reduce_scatter;
 
   double allreduce_s(double bytes, int ranks, Algorithm* chosen = nullptr) const;
   // While compute runs beside it: the under-load fit where there is one, else the idle
   // time stretched by the contention where the two share a core (transfers scope).
   double allreduce_under_load_s(double bytes, int ranks) const;
   double reduce_scatter_s(double bytes, int ranks) const;
+  double half_allreduce_s(double bytes, int ranks) const;  // the ring all-reduce's half
   double all_gather_s(double bytes, int ranks) const;
   // Point-to-point transfer between neighbouring devices (pipeline stages).
   double send_s(double bytes, bool across_nodes) const;

@@ -51,9 +51,11 @@ def main():
     # contention, both measured.
     link = os.path.join(work, "gloo2.json")
     loaded = os.path.join(work, "gloo2-load.json")
-    sizes = ["--bench=collectives", "--gpus=2", "--ops=allreduce", "-b", "1K", "-e", "64M", "-f", "4", "-n", "20"]
-    run([d, *sizes, "--json=" + link])
-    run([d, *sizes, "--load", "--json=" + loaded])
+    sizes = ["--bench=collectives", "--gpus=2", "-b", "1K", "-e", "64M", "-f", "4", "-n", "20"]
+    # FSDP's all-gathers and reduce-scatters are measured too (the link fits each).
+    ops = ["--ops=allreduce,allgather,reduce_scatter"] if a.mode == "fsdp" else ["--ops=allreduce"]
+    run([d, *sizes, *ops, "--json=" + link])
+    run([d, *sizes, "--ops=allreduce", "--load", "--json=" + loaded])
     print(f"{'model':24s} {'batch':>5s} {'E(2) measured':>14s} {'E(2) predicted':>15s} {'difference':>11s}")
     worst = 0.0
     for model, batch, steps, extra, data in MODELS[a.mode]:

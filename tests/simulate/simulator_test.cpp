@@ -73,6 +73,33 @@ TEST(Link, FitRecoversAlphaAndBusBandwidth) {
   EXPECT_THROW(fit_allreduce({{1024, 1e-3}}, 2), Error);
 }
 
+// A real --bench=collectives report (Gloo, 2 ranks, tests/data/reports): its all-gather
+// and reduce-scatter rows are fitted on their own, and each fit gives the measured times
+// back within the fit's own residual; an all-reduce-only link takes half the all-reduce.
+TEST(Link, FitsAllGatherAndReduceScatterOnTheirOwn) {
+  const std::string report = std::string(DPB_SOURCE_DIR) + "/tests/data/reports/collectives-gloo-2ranks.json";
+  const LinkModel l = fit_link({report}, load_preset("cpu-gloo-local"));
+  ASSERT_TRUE(l.fitted_allgather.count(2));
+  ASSERT_TRUE(l.fitted_reduce_scatter.count(2));
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(report));
+  int checked = 0;
+  for (const auto& row : j["results"]) {
+    const std::string op = row["op"];
+    if ((op != "allgather" && op != "reduce_scatter") || !row["time_us"].is_number()) continue;
+    const double bytes = row["bytes"], measured = row["time_us"].get<double>() * 1e-6;
+    const double modeled = op == "allgather" ? l.all_gather_s(bytes, 2) : l.reduce_scatter_s(bytes, 2);
+    const double residual = (op == "allgather" ? l.fitted_allgather : l.fitted_reduce_scatter).at(2).max_residual;
+    EXPECT_NEAR(modeled, measured, (residual + 1e-6) * measured) << op << " at " << bytes << " bytes";
+    ++checked;
+  }
+  EXPECT_GT(checked, 4);
+  LinkModel halves = l;
+  halves.fitted_allgather.clear();
+  halves.fitted_reduce_scatter.clear();
+  EXPECT_DOUBLE_EQ(halves.all_gather_s(1 << 20, 2), halves.half_allreduce_s(1 << 20, 2));
+  EXPECT_NE(l.all_gather_s(1 << 20, 2), halves.all_gather_s(1 << 20, 2));
+}
+
 TEST(Link, RingOrTreeByWhicheverIsFaster) {
   LinkModel l = load_preset("dgx1-v100");
   Algorithm a;
