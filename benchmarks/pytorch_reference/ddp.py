@@ -26,6 +26,23 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_step import MODELS  # noqa: E402  (same layers and shapes as dpbench's registry)
 
 
+def timed_median(step, warmup, steps, ranks):
+    """Calls step() warmup + steps times; the median seconds of the timed calls, the slowest
+    rank's when there are several (a collective every rank makes)."""
+    times = []
+    for i in range(warmup + steps):
+        t0 = time.perf_counter()
+        step()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    if ranks > 1:
+        t = torch.tensor([med])
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        med = float(t.item())
+    return med
+
+
 def worker(rank, a, port, queue):
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -37,21 +54,15 @@ def worker(rank, a, port, queue):
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(a.batch, *shape)
     y = torch.randint(0, 10, (a.batch,))
-    times = []
-    for i in range(a.warmup + a.steps):
-        t0 = time.perf_counter()
+    def step():
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         loss.item()
-        if i >= a.warmup:
-            times.append(time.perf_counter() - t0)
-    med = statistics.median(times)
+
+    med = timed_median(step, a.warmup, a.steps, a.ranks)
     if a.ranks > 1:
-        t = torch.tensor([med])
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        med = float(t.item())
         dist.destroy_process_group()
     if rank == 0:
         queue.put(med)

@@ -23,9 +23,7 @@ import argparse
 import json
 import os
 import socket
-import statistics
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -34,6 +32,7 @@ import torch.nn.functional as F
 from torch.distributed.fsdp import fully_shard
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ddp import timed_median  # noqa: E402
 from gpt2_reference import GPT  # noqa: E402
 from gpt2_train_step import CONFIGS  # noqa: E402
 from train_step import MODELS  # noqa: E402
@@ -76,21 +75,15 @@ def timing_worker(rank, a, port, queue):
     if a.ranks > 1:
         shard(model, gpt)
     opt = adamw(model) if gpt else torch.optim.AdamW(model.parameters(), lr=1e-3)
-    times = []
-    for i in range(a.warmup + a.steps):
-        t0 = time.perf_counter()
+    def step():
         loss = model(x, y) if gpt else F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         loss.item()
-        if i >= a.warmup:
-            times.append(time.perf_counter() - t0)
-    med = statistics.median(times)
+
+    med = timed_median(step, a.warmup, a.steps, a.ranks)
     if a.ranks > 1:
-        t = torch.tensor([med])
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        med = float(t.item())
         dist.destroy_process_group()
     if rank == 0:
         queue.put(med)

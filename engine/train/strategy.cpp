@@ -30,6 +30,13 @@ LossResult loss_of(const Model& model, const Tensor& out, const Tensor& target, 
   return loss;
 }
 
+// The samples of a step's batches (what its one device ran).
+int64_t samples_in(const std::vector<const Batch*>& batches) {
+  int64_t n = 0;
+  for (const auto* b : batches) n += b->size();
+  return n;
+}
+
 // `t` stacked `times` times along dim 0.
 Tensor repeat_rows(const Tensor& t, int64_t times) {
   std::vector<int64_t> dims = t.shape().dims();
@@ -81,9 +88,7 @@ class SingleDevice : public ParallelStrategy {
   }
 
   void finish_step(const std::vector<const Batch*>& batches, StepRecord& r) override {
-    int64_t n = 0;
-    for (const auto* b : batches) n += b->size();
-    r.device_samples = {n};
+    r.device_samples = {samples_in(batches)};
   }
 
  private:
@@ -244,9 +249,7 @@ class DdpStrategy : public ParallelStrategy {
   }
 
   void finish_step(const std::vector<const Batch*>& batches, StepRecord& r) override {
-    int64_t n = 0;
-    for (const auto* b : batches) n += b->size();
-    r.device_samples = {n};
+    r.device_samples = {samples_in(batches)};
     r.buckets = ddp_->reducer().records();
     // Each bucket's all-reduce: when it ran (or, where the backend cannot tell, from its
     // launch until finalize saw it done).
@@ -313,9 +316,7 @@ class FsdpStrategy : public ParallelStrategy {
   }
 
   void finish_step(const std::vector<const Batch*>& batches, StepRecord& r) override {
-    int64_t n = 0;
-    for (const auto* b : batches) n += b->size();
-    r.device_samples = {n};
+    r.device_samples = {samples_in(batches)};
   }
 
  private:

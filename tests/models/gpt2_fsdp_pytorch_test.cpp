@@ -13,33 +13,18 @@
 #include "engine/models/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/parallel/fully_sharded.h"
-#include "engine/train/safetensors.h"
+#include "tests/models/pytorch_fixture.h"
 #include "tests/support/ranks.h"
 
 namespace dpb {
 namespace {
 
-std::map<std::string, Tensor> load(const std::string& file) {
-  std::map<std::string, Tensor> m;
-  for (auto& [name, t] : safetensors::load(std::string(DPB_SOURCE_DIR) + "/tests/data/gpt2/" + file).tensors)
-    m[name] = t;
-  return m;
-}
-
-double norm_of_difference(const Tensor& a, const Tensor& b, double* norm_b) {
-  const std::vector<float> x = a.to_vector(), y = b.to_vector();
-  double d = 0, n = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    d += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
-    n += static_cast<double>(y[i]) * y[i];
-  }
-  *norm_b = std::sqrt(n);
-  return std::sqrt(d);
-}
+using test::load_gpt2_fixture;
+using test::norm_of_difference;
 
 TEST(Gpt2FsdpMatchesPyTorchFsdp2, LossesAndParametersOverFiveAdamWSteps) {
-  const auto start = load("gpt2_tiny_pytorch.safetensors");
-  const auto want = load("gpt2_tiny_fsdp2_pytorch.safetensors");
+  const auto start = load_gpt2_fixture("gpt2_tiny_pytorch.safetensors");
+  const auto want = load_gpt2_fixture("gpt2_tiny_fsdp2_pytorch.safetensors");
   const Tensor tokens = start.at("tokens"), targets = start.at("targets");
   const int world = 2;
   const int64_t rows = tokens.size(0) / world;

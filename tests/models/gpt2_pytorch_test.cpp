@@ -14,29 +14,12 @@
 #include "engine/data/tokens.h"
 #include "engine/models/model.h"
 #include "engine/optim/optimizer.h"
-#include "engine/train/safetensors.h"
+#include "tests/models/pytorch_fixture.h"
 
 namespace dpb {
 namespace {
 
-const std::string kFixture = std::string(DPB_SOURCE_DIR) + "/tests/data/gpt2/gpt2_tiny_pytorch.safetensors";
-
-std::map<std::string, Tensor> load_fixture() {
-  std::map<std::string, Tensor> m;
-  for (auto& [name, t] : safetensors::load(kFixture).tensors) m[name] = t;
-  return m;
-}
-
-double norm_of_difference(const Tensor& a, const Tensor& b, double* norm_b) {
-  const std::vector<float> x = a.to_vector(), y = b.to_vector();
-  double d = 0, n = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    d += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
-    n += static_cast<double>(y[i]) * y[i];
-  }
-  *norm_b = std::sqrt(n);
-  return std::sqrt(d);
-}
+using test::norm_of_difference;
 
 float loss_and_gradients(Model& m, const Tensor& tokens, const Tensor& targets) {
   LossResult l = compute_loss(LossKind::cross_entropy, m.forward(tokens), targets, true);
@@ -45,7 +28,7 @@ float loss_and_gradients(Model& m, const Tensor& tokens, const Tensor& targets) 
 }
 
 TEST(Gpt2MatchesPyTorch, LossGradientsAndFiveAdamWSteps) {
-  auto f = load_fixture();
+  auto f = test::load_gpt2_fixture("gpt2_tiny_pytorch.safetensors");
   const Tensor tokens = f.at("tokens"), targets = f.at("targets");
   ASSERT_EQ(tokens.dtype(), DType::i32);
   Generator g(0);
