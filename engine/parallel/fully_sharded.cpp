@@ -114,7 +114,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessG
     memory_.largest_unit_bytes = std::max(memory_.largest_unit_bytes, unit.total * kF32);
   }
   std::sort(shard_members_.begin(), shard_members_.end());
-  memory_.shard_gradient_bytes = memory_.shard_parameter_bytes;
+  for (size_t i : shard_members_) memory_.shard_gradient_bytes += members_[i].part_len * kF32;
   for (int u : order_)
     for (const auto& [seq, index] : units_[static_cast<size_t>(u)].layers) unit_at_[{seq, index}] = u;
   if (!layers.empty()) last_layer_ = {layers.back().owner, layers.back().index};
@@ -173,9 +173,8 @@ void FullyShardedDataParallel::ensure_full(size_t u) {
   Unit& unit = units_[u];
   if (unit.full) return;
   if (group_.size() == 1) {
-    // Nothing to gather: the members are views into the shard itself.
+    // Nothing to gather (nor allocated): the members are views into the shard itself.
     unit.gathered = unit.flat;
-    note_gathered(unit.flat.numel() * kF32);
     for (size_t i : unit.members) {
       Member& m = members_[i];
       m.param->data() = unit.gathered.slice(m.offset, m.offset + m.numel).view(m.shape);
@@ -208,7 +207,7 @@ void FullyShardedDataParallel::free_full(size_t u) {
   for (size_t i : unit.members) members_[i].param->data() = Tensor();
   unit.gathered = Tensor();
   unit.full = false;
-  note_gathered(-unit_bytes(u));
+  if (group_.size() > 1) note_gathered(-unit_bytes(u));
 }
 
 void FullyShardedDataParallel::prefetch_after(size_t u, int direction) {

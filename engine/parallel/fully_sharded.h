@@ -42,7 +42,7 @@ struct FsdpOptions {
 struct FsdpMemory {
   int64_t full_parameter_bytes = 0;    // the whole model's parameters, unsharded
   int64_t shard_parameter_bytes = 0;   // this rank's shards (with padding)
-  int64_t shard_gradient_bytes = 0;    // their gradients
+  int64_t shard_gradient_bytes = 0;    // their gradients (the parts of parameters, without padding)
   int64_t largest_unit_bytes = 0;      // the largest unit's gathered parameters
   int64_t peak_gathered_bytes = 0;     // most gathered parameters alive at once in training
                                        // and evaluation (not gather_full_parameters())
