@@ -67,6 +67,23 @@ void print_summary(const reports::RunReport& report, const SummaryExtras& extras
                          human_time(ab->step_s.value_or(0)), human_time(ab->step_without_comm_s.value_or(0)),
                          human_time(ab->optimizer_s.value_or(0)), human_time(ab->exposed_comm_s.value_or(0)));
   }
+  if (r.fsdp && !r.fsdp->ranks.empty()) {
+    const auto& f = *r.fsdp;
+    const auto& m0 = f.ranks.front();
+    const double mib = 1.0 / (1 << 20);
+    out << fmt::format("fsdp: {} unit(s), prefetch {}, {}; rank 0 keeps {:.1f} MiB of shards, gradients and optimizer "
+                       "state ({:.1f} MiB of parameters unsharded), gathers at most {:.1f} MiB at once\n",
+                       f.units, f.prefetch, f.reshard_after_forward ? "gathered again for backward" : "kept to backward",
+                       static_cast<double>(m0.shard_parameter_bytes + m0.shard_gradient_bytes + m0.optimizer_state_bytes) * mib,
+                       static_cast<double>(f.full_parameter_bytes) * mib,
+                       static_cast<double>(m0.peak_gathered_parameter_bytes) * mib);
+    for (const auto& c : f.collectives) {
+      out << fmt::format("  {}: {} a step, ", c.kind, c.count);
+      if (c.seconds) out << human_time(*c.seconds) << " run, ";
+      if (c.waited_s) out << human_time(*c.waited_s) << " waited for (exposed)";
+      out << "\n";
+    }
+  }
   if (r.pipeline && r.stages) {
     const auto& p = *r.pipeline;
     const int stages = static_cast<int>(r.stages->size());

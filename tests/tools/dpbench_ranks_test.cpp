@@ -262,6 +262,8 @@ TEST(DpbenchFsdp, ReportHasEachRanksMemoryAndCollectives) {
   const Proc r = sh(bin() + " --mode=fsdp --gpus=2 --model=gpt2-tiny --data=synthetic --seq=64 --batch=2 --steps=4 "
                             "--warmup=1 --threads=1 --optimizer=adamw --json=" + json);
   ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("[rank 0] fsdp: 5 unit(s), prefetch 1, gathered again for backward"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("all-gather: 8 a step"), std::string::npos) << r.out;
   const auto doc = test::checked_report(json);
   EXPECT_EQ(doc["config"]["mode"], "fsdp");
   const auto& run = doc["runs"][0];
