@@ -11,12 +11,14 @@ Use Debian's python3-torch (/usr/bin/python3) on the CPU.
 import argparse
 import json
 import os
-import socket
+import sys
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ddp import run_ranks  # noqa: E402
 
 
 def parse_bytes(text):
@@ -98,17 +100,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json")
     a = ap.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(r, a, port, queue)) for r in range(a.ranks)]
-    for p in procs:
-        p.start()
-    rows = queue.get()
-    for p in procs:
-        p.join()
+    rows = run_ranks(worker, a, a.ranks)
     print(f"torch {torch.__version__} {a.backend}, {a.ranks} ranks")
     print(f"{'# op':<15} {'size (B)':>12} {'time (us)':>12} {'algbw (GB/s)':>12} {'busbw (GB/s)':>12}")
     for r in rows:

@@ -43,6 +43,23 @@ def timed_median(step, warmup, steps, ranks):
     return med
 
 
+def run_ranks(worker, a, ranks):
+    """Spawns `ranks` processes running worker(rank, a, port, queue), with a free local port
+    for their process group; returns what the first of them put on the queue."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=worker, args=(r, a, port, queue)) for r in range(ranks)]
+    for p in procs:
+        p.start()
+    result = queue.get()
+    for p in procs:
+        p.join()
+    return result
+
+
 def worker(rank, a, port, queue):
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -79,17 +96,7 @@ def main():
     ap.add_argument("--bucket-mb", type=float, default=25)
     ap.add_argument("--json")
     a = ap.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(r, a, port, queue)) for r in range(a.ranks)]
-    for p in procs:
-        p.start()
-    med = queue.get()
-    for p in procs:
-        p.join()
+    med = run_ranks(worker, a, a.ranks)
     result = {"framework": f"pytorch {torch.__version__}", "model": a.model, "batch_per_rank": a.batch,
               "ranks": a.ranks, "threads": a.threads, "step_time_median_s": med,
               "samples_per_s": a.ranks * a.batch / med}

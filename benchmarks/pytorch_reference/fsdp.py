@@ -22,17 +22,15 @@ sharded training against it.
 import argparse
 import json
 import os
-import socket
 import sys
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch.distributed.fsdp import fully_shard
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddp import timed_median  # noqa: E402
+from ddp import run_ranks, timed_median  # noqa: E402
 from gpt2_reference import GPT  # noqa: E402
 from gpt2_train_step import CONFIGS  # noqa: E402
 from train_step import MODELS  # noqa: E402
@@ -141,18 +139,7 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--reference", metavar="OUT", help="write the five-step FSDP2 reference (see above)")
     a = ap.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    target = reference_worker if a.reference else timing_worker
-    procs = [ctx.Process(target=target, args=(r, a, port, queue)) for r in range(a.ranks)]
-    for p in procs:
-        p.start()
-    result = queue.get()
-    for p in procs:
-        p.join()
+    result = run_ranks(reference_worker if a.reference else timing_worker, a, a.ranks)
     if a.reference:
         print(f"{a.reference}: losses {', '.join(f'{v:.6f}' for v in result)}; torch {torch.__version__}")
         return

@@ -66,9 +66,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessG
     unit_of_layer[l] = static_cast<int>(units_.size());
     Unit u;
     u.name = layers[l].name;
-    u.layers.emplace_back(layers[l].owner, layers[l].index);
     units_.push_back(std::move(u));
-    order_.push_back(unit_of_layer[l]);
+    unit_at_[{layers[l].owner, layers[l].index}] = unit_of_layer[l];
   }
   if (any_root) {
     root_ = static_cast<int>(units_.size());
@@ -81,7 +80,6 @@ FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessG
   for (size_t i = 0; i < named.size(); ++i) {
     Member& m = members_[i];
     m.param = named[i].second;
-    m.name = named[i].first;
     m.shape = m.param->data().shape();
     m.numel = m.shape.numel();
     m.unit = owner[i] == layers.size() ? static_cast<size_t>(root_) : static_cast<size_t>(unit_of_layer[owner[i]]);
@@ -115,8 +113,6 @@ FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessG
   }
   std::sort(shard_members_.begin(), shard_members_.end());
   for (size_t i : shard_members_) memory_.shard_gradient_bytes += members_[i].part_len * kF32;
-  for (int u : order_)
-    for (const auto& [seq, index] : units_[static_cast<size_t>(u)].layers) unit_at_[{seq, index}] = u;
   if (!layers.empty()) last_layer_ = {layers.back().owner, layers.back().index};
   for (const auto& l : layers)
     if (std::find(hooked_.begin(), hooked_.end(), l.owner) == hooked_.end()) hooked_.push_back(l.owner);
@@ -212,11 +208,12 @@ void FullyShardedDataParallel::free_full(size_t u) {
 
 void FullyShardedDataParallel::prefetch_after(size_t u, int direction) {
   if (options_.prefetch <= 0) return;
-  const auto pos = std::find(order_.begin(), order_.end(), static_cast<int>(u)) - order_.begin();
+  // Layer units are numbered in forward order (the root, after them, is never prefetched).
+  const auto pos = static_cast<std::ptrdiff_t>(u);
   for (int k = 1; k <= options_.prefetch; ++k) {
     const auto next = pos + direction * k;
-    if (next < 0 || next >= static_cast<std::ptrdiff_t>(order_.size())) return;
-    const auto v = static_cast<size_t>(order_[static_cast<size_t>(next)]);
+    if (next < 0 || next >= static_cast<std::ptrdiff_t>(layer_units())) return;
+    const auto v = static_cast<size_t>(next);
     if (!units_[v].full && !units_[v].gather_work) start_gather(v);
   }
 }
@@ -240,7 +237,7 @@ void FullyShardedDataParallel::after_forward(Sequential& seq, size_t layer) {
   const int u = unit_of(seq, layer);
   if (u < 0) return;
   // The last unit's backward comes next: it stays gathered (as FSDP keeps the root's).
-  if (!training || (options_.reshard_after_forward && u != order_.back())) free_full(static_cast<size_t>(u));
+  if (!training || (options_.reshard_after_forward && u + 1 != static_cast<int>(layer_units()))) free_full(static_cast<size_t>(u));
 }
 
 void FullyShardedDataParallel::before_backward(Sequential& seq, size_t layer) {

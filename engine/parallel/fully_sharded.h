@@ -112,7 +112,6 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
  private:
   struct Member {
     Parameter* param = nullptr;
-    std::string name;
     Shape shape;
     size_t unit = 0;
     int64_t numel = 0, offset = 0;  // offset: within the unit's flat parameter
@@ -132,7 +131,6 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
     std::shared_ptr<comm::Work> gather_work;
     int gather_record = -1;
     bool full = false;  // members' data are views into `gathered`
-    std::vector<std::pair<Sequential*, size_t>> layers;
   };
   struct PendingScatter {
     size_t unit;
@@ -147,6 +145,8 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   void after_backward(Sequential& seq, size_t layer) override;
 
   int unit_of(Sequential& seq, size_t layer) const;
+  // Units of one layer each, numbered in forward order before the root.
+  size_t layer_units() const { return units_.size() - (root_ >= 0 ? 1 : 0); }
   void attach_gradients(size_t u);
   void start_gather(size_t u);
   void ensure_full(size_t u);
@@ -168,7 +168,6 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   std::vector<size_t> shard_members_;  // the members with a shard, in model order
   std::vector<Unit> units_;  // forward order; the root unit (shared parameters), if any, last
   int root_ = -1;
-  std::vector<int> order_;   // the layer units in forward order (indices into units_)
   std::map<std::pair<const Sequential*, size_t>, int> unit_at_;
   std::pair<const Sequential*, size_t> last_layer_{nullptr, 0};  // the model's last layer
   std::vector<Sequential*> hooked_;
