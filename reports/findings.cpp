@@ -193,7 +193,7 @@ DiagnosisReport DiagnosisReport::from_json(const nlohmann::json& j, const std::s
                                            {"dp", ParallelMode::dp},
                                            {"ddp", ParallelMode::ddp},
                                            {"mp", ParallelMode::pipeline},
-                                           {"fsdp", ParallelMode::fsdp}});
+                                           {"fsdp", ParallelMode::fsdp}, {"tp", ParallelMode::tp}});
   m.model = s.str("model", 256);
   m.world_size = static_cast<int>(s.integer("world_size", 1, 1 << 20));
   m.global_batch = s.maybe_integer("global_batch", 1, int64_t{1} << 40);

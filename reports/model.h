@@ -170,12 +170,13 @@ struct FsdpRankMemory {
   Num allgather_waited_s, reduce_scatter_waited_s;
 };
 
-// fsdp: one kind of collective in rank 0's steps (per step: the medians over the
+// fsdp and tp: one kind of collective in rank 0's steps (per step: the medians over the
 // measured steps).
-struct FsdpCollectiveStats {
-  std::string kind;  // "all-gather" or "reduce-scatter"
+struct CollectiveStepStats {
+  std::string kind;  // "all-gather", "reduce-scatter" or "all-reduce"
   // Issued, and the bytes of this rank's inputs (its shard for an all-gather, the unit's
-  // full gradients for a reduce-scatter).
+  // full gradients for a reduce-scatter, the activation or its gradient for tensor
+  // parallelism's all-reduces, the loss's statistics for its all-gather).
   int64_t count = 0, bytes = 0;
   Num seconds;   // the time they ran (null where the backend cannot tell)
   Num waited_s;  // the training thread waiting for them: the exposed part
@@ -187,7 +188,23 @@ struct FsdpStats {
   int units = 0;
   int64_t full_parameter_bytes = 0, largest_unit_bytes = 0;
   std::vector<FsdpRankMemory> ranks;
-  std::vector<FsdpCollectiveStats> collectives;
+  std::vector<CollectiveStepStats> collectives;
+};
+
+// tp: how the model was cut and what each rank held (f32 parameters, bytes), and rank
+// 0's collectives per step.
+struct TpRankMemory {
+  int rank = 0;
+  int64_t parameter_bytes = 0;        // its parts and the replicated parameters
+  int64_t optimizer_state_bytes = 0;  // over them
+  int64_t peak_memory_bytes = 0;      // the device allocator's peak over the run
+};
+
+struct TpStats {
+  int64_t full_parameter_bytes = 0;  // the whole model's
+  int64_t replicated_bytes = 0;      // held whole by every rank (norms, position table, row-parallel biases)
+  std::vector<TpRankMemory> ranks;
+  std::vector<CollectiveStepStats> collectives;
 };
 
 struct StageStats {
@@ -278,6 +295,7 @@ struct RunMetrics {
   std::optional<OverlapStats> overlap;
   std::optional<DpStats> dp;
   std::optional<FsdpStats> fsdp;
+  std::optional<TpStats> tp;
   std::optional<std::vector<StageStats>> stages;
   std::optional<PipelineStats> pipeline;
   // The temporal breakdown of each device (each rank under ddp) over the measured window.

@@ -199,6 +199,51 @@ StageStats stage_from(const JsonView& j) {
   return s;
 }
 
+json collective_step_json(const CollectiveStepStats& c) {
+  return {{"kind", c.kind}, {"count", c.count}, {"bytes", c.bytes}, {"seconds", num(c.seconds)}, {"waited_s", num(c.waited_s)}};
+}
+
+CollectiveStepStats collective_step_from(const JsonView& c) {
+  CollectiveStepStats s;
+  s.kind = c.choice<std::string>(
+      "kind", {{"all-gather", "all-gather"}, {"reduce-scatter", "reduce-scatter"}, {"all-reduce", "all-reduce"}});
+  s.count = c.integer("count", 0, kCount);
+  s.bytes = c.integer("bytes", 0, kCount);
+  s.seconds = c.maybe_number("seconds", 0, kBig);
+  s.waited_s = c.maybe_number("waited_s", 0, kBig);
+  return s;
+}
+
+json tp_json(const TpStats& t) {
+  json ranks = json::array(), colls = json::array();
+  for (const auto& r : t.ranks)
+    ranks.push_back({{"rank", r.rank},
+                     {"parameter_bytes", r.parameter_bytes},
+                     {"optimizer_state_bytes", r.optimizer_state_bytes},
+                     {"peak_memory_bytes", r.peak_memory_bytes}});
+  for (const auto& c : t.collectives) colls.push_back(collective_step_json(c));
+  return {{"full_parameter_bytes", t.full_parameter_bytes},
+          {"replicated_bytes", t.replicated_bytes},
+          {"ranks", ranks},
+          {"collectives", colls}};
+}
+
+TpStats tp_from(const JsonView& j) {
+  TpStats t;
+  t.full_parameter_bytes = j.integer("full_parameter_bytes", 0, kCount);
+  t.replicated_bytes = j.integer("replicated_bytes", 0, kCount);
+  for (const auto& r : j.items("ranks", kMaxWorld)) {
+    TpRankMemory m;
+    m.rank = static_cast<int>(r.integer("rank", 0, kMaxWorld));
+    m.parameter_bytes = r.integer("parameter_bytes", 0, kCount);
+    m.optimizer_state_bytes = r.integer("optimizer_state_bytes", 0, kCount);
+    m.peak_memory_bytes = r.integer("peak_memory_bytes", 0, kCount);
+    t.ranks.push_back(m);
+  }
+  for (const auto& c : j.items("collectives", 16)) t.collectives.push_back(collective_step_from(c));
+  return t;
+}
+
 json fsdp_json(const FsdpStats& f) {
   json ranks = json::array(), colls = json::array();
   for (const auto& r : f.ranks)
@@ -212,12 +257,7 @@ json fsdp_json(const FsdpStats& f) {
                      {"peak_memory_bytes", r.peak_memory_bytes},
                      {"allgather_waited_s", num(r.allgather_waited_s)},
                      {"reduce_scatter_waited_s", num(r.reduce_scatter_waited_s)}});
-  for (const auto& c : f.collectives)
-    colls.push_back({{"kind", c.kind},
-                     {"count", c.count},
-                     {"bytes", c.bytes},
-                     {"seconds", num(c.seconds)},
-                     {"waited_s", num(c.waited_s)}});
+  for (const auto& c : f.collectives) colls.push_back(collective_step_json(c));
   return {{"reshard_after_forward", f.reshard_after_forward},
           {"prefetch", f.prefetch},
           {"units", f.units},
@@ -248,15 +288,7 @@ FsdpStats fsdp_from(const JsonView& j) {
     m.reduce_scatter_waited_s = r.maybe_number("reduce_scatter_waited_s", 0, kBig);
     f.ranks.push_back(m);
   }
-  for (const auto& c : j.items("collectives", 16)) {
-    FsdpCollectiveStats s;
-    s.kind = c.choice<std::string>("kind", {{"all-gather", "all-gather"}, {"reduce-scatter", "reduce-scatter"}});
-    s.count = c.integer("count", 0, kCount);
-    s.bytes = c.integer("bytes", 0, kCount);
-    s.seconds = c.maybe_number("seconds", 0, kBig);
-    s.waited_s = c.maybe_number("waited_s", 0, kBig);
-    f.collectives.push_back(s);
-  }
+  for (const auto& c : j.items("collectives", 16)) f.collectives.push_back(collective_step_from(c));
   return f;
 }
 
@@ -376,6 +408,7 @@ json run_json(const RunMetrics& r) {
   if (r.overlap) j["overlap"] = overlap_json(*r.overlap);
   if (r.dp) j["dp"] = dp_json(*r.dp);
   if (r.fsdp) j["fsdp"] = fsdp_json(*r.fsdp);
+  if (r.tp) j["tp"] = tp_json(*r.tp);
   if (r.pipeline) j["pipeline"] = pipeline_json(*r.pipeline);
   if (r.stages) j["stages"] = stages_json(*r.stages);
   if (r.breakdown) {
@@ -450,6 +483,7 @@ RunMetrics run_from(const JsonView& j) {
   if (auto o = j.maybe_member("overlap")) r.overlap = overlap_from(*o);
   if (auto d = j.maybe_member("dp")) r.dp = dp_from(*d);
   if (auto f = j.maybe_member("fsdp")) r.fsdp = fsdp_from(*f);
+  if (auto t = j.maybe_member("tp")) r.tp = tp_from(*t);
   if (auto p = j.maybe_member("pipeline")) r.pipeline = pipeline_from(*p);
   if (j.has("stages")) {
     r.stages.emplace();

@@ -352,18 +352,31 @@ void check_attention(const char* op, const Tensor& qkv, int64_t heads, const Ten
 }  // namespace
 
 void embedding_forward(const Tensor& tokens, const Tensor& table, Tensor& y) {
-  check_embedding("embedding_forward", tokens, table, y);
-  same_device("embedding_forward", tokens.device(), {&table, &y});
-  dispatch("embedding_forward", tokens.device(), [&] { cpu::embedding_forward(tokens, table, y); },
-           DPB_CUDA_IMPL(embedding_forward(tokens, table, y)));
+  embedding_part_forward(tokens, table, 0, table.size(0), y);
 }
 
 void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtable, bool accumulate) {
+  embedding_part_backward(tokens, dy, 0, dtable, accumulate);
+}
+
+void embedding_part_forward(const Tensor& tokens, const Tensor& table, int64_t first, int64_t vocab, Tensor& y) {
+  check_embedding("embedding_forward", tokens, table, y);
+  DPB_CHECK(first >= 0 && first + table.size(0) <= vocab)
+      << "embedding_forward: rows [" << first << ", " << first + table.size(0) << ") outside a vocabulary of "
+      << vocab;
+  same_device("embedding_forward", tokens.device(), {&table, &y});
+  dispatch("embedding_forward", tokens.device(), [&] { cpu::embedding_forward(tokens, table, first, vocab, y); },
+           DPB_CUDA_IMPL(embedding_forward(tokens, table, first, y)));
+}
+
+void embedding_part_backward(const Tensor& tokens, const Tensor& dy, int64_t first, Tensor& dtable,
+                             bool accumulate) {
   check_embedding("embedding_backward", tokens, dtable, dy);
+  DPB_CHECK(first >= 0) << "embedding_backward: a part starting at row " << first;
   same_device("embedding_backward", tokens.device(), {&dy, &dtable});
   dispatch("embedding_backward", tokens.device(),
-           [&] { cpu::embedding_backward(tokens, dy, dtable, accumulate); },
-           DPB_CUDA_IMPL(embedding_backward(tokens, dy, dtable, accumulate)));
+           [&] { cpu::embedding_backward(tokens, dy, first, dtable, accumulate); },
+           DPB_CUDA_IMPL(embedding_backward(tokens, dy, first, dtable, accumulate)));
 }
 
 void position_embedding_forward(const Tensor& x, const Tensor& table, Tensor& y) {
@@ -474,6 +487,35 @@ Tensor softmax_cross_entropy_deferred(const Tensor& logits, const Tensor& labels
         return t;
       },
       DPB_CUDA_IMPL(softmax_cross_entropy_deferred(logits, labels, dlogits)));
+}
+
+void cross_entropy_part_stats(const Tensor& logits, const Tensor& labels, int64_t first, Tensor& stats) {
+  expect_ndim("cross_entropy", "logits", logits, 2, "(N, classes)");
+  DPB_CHECK(labels.dtype() == DType::i32 && labels.ndim() == 1 && labels.size(0) == logits.size(0))
+      << "cross_entropy: labels must be (N) int32 for logits " << logits.shape() << ", got " << labels.shape() << " "
+      << dtype_name(labels.dtype());
+  expect_shape("cross_entropy", "stats", stats, {logits.size(0), 4});
+  expect_dtype("cross_entropy", "stats", stats, DType::f32);
+  DPB_CHECK(first >= 0) << "cross_entropy: a part starting at class " << first;
+  same_device("cross_entropy", logits.device(), {&labels, &stats});
+  dispatch("cross_entropy", logits.device(), [&] { cpu::cross_entropy_part_stats(logits, labels, first, stats); },
+           DPB_CUDA_IMPL(cross_entropy_part_stats(logits, labels, first, stats)));
+}
+
+Tensor cross_entropy_part_finish(const Tensor& logits, const Tensor& labels, int64_t first, int64_t classes,
+                                 const Tensor& all_stats, Tensor& dlogits) {
+  expect_ndim("cross_entropy", "logits", logits, 2, "(N, classes)");
+  expect_ndim("cross_entropy", "stats", all_stats, 3, "(ranks, N, 4)");
+  DPB_CHECK(all_stats.size(1) == logits.size(0) && all_stats.size(2) == 4 && all_stats.dtype() == DType::f32)
+      << "cross_entropy: stats must be f32 (ranks, " << logits.size(0) << ", 4), got " << all_stats.shape();
+  DPB_CHECK(first >= 0 && first + logits.size(1) <= classes)
+      << "cross_entropy: classes [" << first << ", " << first + logits.size(1) << ") outside " << classes;
+  if (dlogits.defined()) expect_shape("cross_entropy", "grad", dlogits, logits.shape());
+  same_device("cross_entropy", logits.device(), {&labels, &all_stats, &dlogits});
+  return dispatch(
+      "cross_entropy", logits.device(),
+      [&] { return cpu::cross_entropy_part_finish(logits, labels, first, classes, all_stats, dlogits); },
+      DPB_CUDA_IMPL(cross_entropy_part_finish(logits, labels, first, classes, all_stats, dlogits)));
 }
 
 float read_cross_entropy(const Tensor& totals, int64_t rows, int64_t classes, int64_t* correct) {

@@ -120,6 +120,12 @@ double sum_squares(const Tensor& x);
 void embedding_forward(const Tensor& tokens, const Tensor& table, Tensor& y);
 // dtable (V, C) (+)= the rows of dy (N, T, C) added at their tokens.
 void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtable, bool accumulate);
+// The same over a part of a vocabulary split across tensor-parallel ranks: the table
+// (V, C) holds rows [first, first + V) of a vocabulary of `vocab`. A token outside the
+// part gets a zero row and adds nothing; a token outside [0, vocab) is an error (checked
+// on the host for host tensors; on a GPU batches are checked when they are made).
+void embedding_part_forward(const Tensor& tokens, const Tensor& table, int64_t first, int64_t vocab, Tensor& y);
+void embedding_part_backward(const Tensor& tokens, const Tensor& dy, int64_t first, Tensor& dtable, bool accumulate);
 // y (N, T, C) = x + table (P, C) rows 0..T-1 (learned position embedding; P >= T).
 void position_embedding_forward(const Tensor& x, const Tensor& table, Tensor& y);
 // dtable rows 0..T-1 (+)= sum over N of dy; rows T..P-1 get zero (or keep theirs).
@@ -152,6 +158,17 @@ float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& 
 // waits for the device, checks the labels and returns the mean loss.
 Tensor softmax_cross_entropy_deferred(const Tensor& logits, const Tensor& labels, Tensor& dlogits);
 float read_cross_entropy(const Tensor& totals, int64_t rows, int64_t classes, int64_t* correct);
+// Cross-entropy over logits split by class across tensor-parallel ranks (Megatron's
+// vocabulary-parallel cross-entropy), in two halves around one all-gather of the stats.
+// This rank's logits (N, Cp) are classes [first, first + Cp). stats (N, 4) f32, per row:
+// its max, the sum of exp(z - max), the label's logit (0 where the label is another
+// rank's) and the class index of its first maximum.
+void cross_entropy_part_stats(const Tensor& logits, const Tensor& labels, int64_t first, Tensor& stats);
+// From every rank's stats (W, N, 4), in rank order (ascending parts): dlogits for this
+// rank's columns (when defined) = (softmax - onehot) / N over all `classes`, and the
+// totals as softmax_cross_entropy_deferred leaves them (read_cross_entropy reads them).
+Tensor cross_entropy_part_finish(const Tensor& logits, const Tensor& labels, int64_t first, int64_t classes,
+                                 const Tensor& all_stats, Tensor& dlogits);
 // Mean squared error over all elements; dpred = 2 (pred - target) / numel when defined.
 float mse_loss(const Tensor& pred, const Tensor& target, Tensor& dpred);
 

@@ -17,11 +17,15 @@ std::unique_ptr<Linear> gpt2_linear(int64_t in, int64_t out, float std, Generato
 }
 
 CausalSelfAttention::CausalSelfAttention(int64_t dim, int64_t heads, float proj_std, Generator* gen)
-    : dim_(dim), heads_(heads), proj_std_(proj_std) {
-  DPB_CHECK(dim > 0 && heads > 0 && dim % heads == 0)
-      << "CausalSelfAttention: width " << dim << " does not divide into " << heads << " heads";
-  c_attn_ = &register_module("c_attn", gpt2_linear(dim, 3 * dim, 0.02f, gen));
-  c_proj_ = &register_module("c_proj", gpt2_linear(dim, dim, proj_std, gen));
+    : CausalSelfAttention(dim, heads, dim, gpt2_linear(dim, 3 * dim, 0.02f, gen), gpt2_linear(dim, dim, proj_std, gen)) {}
+
+CausalSelfAttention::CausalSelfAttention(int64_t dim, int64_t heads, int64_t head_width,
+                                         std::unique_ptr<Module> c_attn, std::unique_ptr<Module> c_proj)
+    : dim_(dim), heads_(heads), head_width_(head_width) {
+  DPB_CHECK(dim > 0 && heads > 0 && head_width > 0 && head_width % heads == 0)
+      << "CausalSelfAttention: width " << head_width << " does not divide into " << heads << " heads";
+  c_attn_ = &register_module("c_attn", std::move(c_attn));
+  c_proj_ = &register_module("c_proj", std::move(c_proj));
 }
 
 void CausalSelfAttention::set_needs_input_grad(bool on) {
@@ -34,7 +38,9 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   DPB_CHECK(x.ndim() == 3 && x.size(2) == dim_)
       << "CausalSelfAttention(" << dim_ << ") expects (N, T, " << dim_ << "), got " << x.shape();
   Tensor qkv = c_attn_->forward(x);
-  Tensor y = Tensor::empty(x.shape(), x.device(), qkv.dtype());
+  DPB_CHECK(qkv.size(2) == 3 * head_width_) << "CausalSelfAttention: c_attn gives " << qkv.size(2)
+                                            << " columns, not 3 x " << head_width_;
+  Tensor y = Tensor::empty({x.size(0), x.size(1), head_width_}, x.device(), qkv.dtype());
   Tensor probs = Tensor::empty({x.size(0), heads_, x.size(1), x.size(1)}, x.device(), qkv.dtype());
   ops::attention_forward(qkv, heads_, y, probs);
   if (training_) {
@@ -56,17 +62,20 @@ Tensor CausalSelfAttention::backward(const Tensor& dy) {
 int64_t CausalSelfAttention::forward_flops(const Shape& input, Shape* output) const {
   Shape qkv, y;
   int64_t total = c_attn_->forward_flops(input, &qkv);
-  total += c_proj_->forward_flops(input, &y);
+  std::vector<int64_t> heads_out = input.dims();
+  heads_out.back() = head_width_;
+  total += c_proj_->forward_flops(Shape(heads_out), &y);
   // q k^T and probs v: 2 x T x T x C multiply-adds each over the heads. The causal mask
   // halves the useful work, but the products are computed whole, as PaLM's count states.
   const int64_t T = input.ndim() >= 2 ? input[input.ndim() - 2] : 1;
-  total += 2 * 2 * T * T * dim_;
+  total += 2 * 2 * T * T * head_width_;
   *output = input;
   return total;
 }
 
 std::unique_ptr<Module> CausalSelfAttention::clone_structure() const {
-  return std::make_unique<CausalSelfAttention>(dim_, heads_, proj_std_, nullptr);
+  return std::make_unique<CausalSelfAttention>(dim_, heads_, head_width_, c_attn_->clone_structure(),
+                                               c_proj_->clone_structure());
 }
 
 }  // namespace dpb

@@ -16,6 +16,12 @@ std::unique_ptr<Linear> gpt2_linear(int64_t in, int64_t out, float std, Generato
 class CausalSelfAttention : public Module {
  public:
   CausalSelfAttention(int64_t dim, int64_t heads, float proj_std, Generator* gen);
+  // Attention over `heads` heads `head_width` wide in total, with given projections:
+  // c_attn (dim -> 3 x head_width, query/key/value side by side) and c_proj
+  // (head_width -> dim). Tensor parallelism builds one with a rank's heads and
+  // column/row-parallel projections.
+  CausalSelfAttention(int64_t dim, int64_t heads, int64_t head_width, std::unique_ptr<Module> c_attn,
+                      std::unique_ptr<Module> c_proj);
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
@@ -27,10 +33,9 @@ class CausalSelfAttention : public Module {
   int64_t heads() const { return heads_; }
 
  private:
-  int64_t dim_, heads_;
-  float proj_std_;
-  Linear* c_attn_;
-  Linear* c_proj_;
+  int64_t dim_, heads_, head_width_;
+  Module* c_attn_;
+  Module* c_proj_;
   Tensor qkv_, probs_;  // saved (N, T, 3C) and (N, heads, T, T)
 };
 

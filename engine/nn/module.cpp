@@ -139,4 +139,13 @@ std::unique_ptr<Module> Module::replicate(Device device) const {
   return copy;
 }
 
+std::unique_ptr<Module> Module::replace_child(const std::string& name, std::unique_ptr<Module> child) {
+  for (auto& [n, c] : children_)
+    if (n == name) {
+      std::swap(c, child);
+      return child;
+    }
+  DPB_FAIL() << type_name() << ": no child named '" << name << "' to replace";
+}
+
 }  // namespace dpb

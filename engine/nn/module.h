@@ -70,6 +70,9 @@ class Module {
     children_.emplace_back(std::move(name), std::move(child));
     return ref;
   }
+  // Puts `child` where the child named `name` was (same name and position); returns
+  // the one it replaces.
+  std::unique_ptr<Module> replace_child(const std::string& name, std::unique_ptr<Module> child);
   bool training_ = true;
   bool needs_input_grad_ = true;
 

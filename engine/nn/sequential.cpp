@@ -93,4 +93,11 @@ std::unique_ptr<Module> Sequential::clone_structure() const {
   return s;
 }
 
+std::unique_ptr<Module> Sequential::replace_layer(size_t i, std::unique_ptr<Module> layer) {
+  DPB_CHECK(i < layers_.size() && layer) << "Sequential: no layer " << i << " to replace";
+  layer->set_needs_input_grad(layers_[i]->needs_input_grad());
+  layers_[i] = layer.get();
+  return replace_child(names_[i], std::move(layer));
+}
+
 }  // namespace dpb

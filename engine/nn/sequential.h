@@ -28,6 +28,8 @@ class Sequential : public Module {
   size_t size() const { return layers_.size(); }
   Module& layer(size_t i) { return *layers_[i]; }
   const std::string& layer_name(size_t i) const { return names_[i]; }
+  // Puts `layer` in place of layer i (same name); returns the layer it replaces.
+  std::unique_ptr<Module> replace_layer(size_t i, std::unique_ptr<Module> layer);
 
   // A device boundary (model parallelism, PyTorch's x.to("cuda:1") inside forward):
   // forward moves layer i's input to `device` first, and backward moves the gradient of

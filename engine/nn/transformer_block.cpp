@@ -7,17 +7,31 @@
 
 namespace dpb {
 
-TransformerBlock::TransformerBlock(int64_t dim, int64_t heads, int64_t layers, Generator* gen)
-    : dim_(dim), heads_(heads), layers_(layers) {
+namespace {
+// GPT-2 scales the residual projections' initialisation by 1/sqrt(2 x layers).
+float proj_std(int64_t layers) {
   DPB_CHECK(layers >= 1) << "TransformerBlock: a model of " << layers << " layers";
-  const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(layers));
-  ln_1_ = &register_module("ln_1", std::make_unique<LayerNorm>(dim));
-  attn_ = &register_module("attn", std::make_unique<CausalSelfAttention>(dim, heads, proj_std, gen));
-  ln_2_ = &register_module("ln_2", std::make_unique<LayerNorm>(dim));
+  return 0.02f / std::sqrt(2.0f * static_cast<float>(layers));
+}
+
+std::unique_ptr<Module> gpt2_mlp(int64_t dim, float proj, Generator* gen) {
   auto mlp = std::make_unique<Sequential>();
   mlp->add("c_fc", gpt2_linear(dim, 4 * dim, 0.02f, gen));
   mlp->add("gelu", std::make_unique<GELU>());
-  mlp->add("c_proj", gpt2_linear(4 * dim, dim, proj_std, gen));
+  mlp->add("c_proj", gpt2_linear(4 * dim, dim, proj, gen));
+  return mlp;
+}
+}  // namespace
+
+TransformerBlock::TransformerBlock(int64_t dim, int64_t heads, int64_t layers, Generator* gen)
+    : TransformerBlock(dim, std::make_unique<CausalSelfAttention>(dim, heads, proj_std(layers), gen),
+                       gpt2_mlp(dim, proj_std(layers), gen)) {}
+
+TransformerBlock::TransformerBlock(int64_t dim, std::unique_ptr<Module> attn, std::unique_ptr<Module> mlp)
+    : dim_(dim) {
+  ln_1_ = &register_module("ln_1", std::make_unique<LayerNorm>(dim));
+  attn_ = &register_module("attn", std::move(attn));
+  ln_2_ = &register_module("ln_2", std::make_unique<LayerNorm>(dim));
   mlp->set_needs_input_grad(true);
   mlp_ = &register_module("mlp", std::move(mlp));
 }
@@ -66,7 +80,7 @@ int64_t TransformerBlock::forward_flops(const Shape& input, Shape* output) const
 }
 
 std::unique_ptr<Module> TransformerBlock::clone_structure() const {
-  return std::make_unique<TransformerBlock>(dim_, heads_, layers_, nullptr);
+  return std::make_unique<TransformerBlock>(dim_, attn_->clone_structure(), mlp_->clone_structure());
 }
 
 }  // namespace dpb

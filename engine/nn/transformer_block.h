@@ -15,6 +15,9 @@ class TransformerBlock : public Module {
   // `layers` is the depth of the whole model (GPT-2 scales the residual projections'
   // initialisation by 1/sqrt(2 x layers)).
   TransformerBlock(int64_t dim, int64_t heads, int64_t layers, Generator* gen);
+  // A block with given branches: attn and mlp each map (N, T, dim) to (N, T, dim)
+  // (tensor parallelism builds one from a rank's parts of them).
+  TransformerBlock(int64_t dim, std::unique_ptr<Module> attn, std::unique_ptr<Module> mlp);
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
@@ -24,11 +27,11 @@ class TransformerBlock : public Module {
   void set_needs_input_grad(bool on) override;
 
  private:
-  int64_t dim_, heads_, layers_;
+  int64_t dim_;
   LayerNorm* ln_1_;
-  CausalSelfAttention* attn_;
+  Module* attn_;
   LayerNorm* ln_2_;
-  Sequential* mlp_;
+  Module* mlp_;
 };
 
 }  // namespace dpb

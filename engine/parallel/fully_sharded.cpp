@@ -159,7 +159,7 @@ void FullyShardedDataParallel::start_gather(size_t u) {
   if (group_.size() == 1) return;  // one rank: its shard is the whole flat parameter
   unit.gathered = Tensor::empty({unit.chunk * group_.size()}, device_);
   note_gathered(unit.gathered.numel() * kF32);
-  FsdpCollective c{"all-gather", unit.name, unit.chunk * kF32, now_ns(), 0, 0, 0, 0};
+  CollectiveRecord c{"all-gather", unit.name, unit.chunk * kF32, now_ns(), 0, 0, 0, 0};
   unit.gather_work = group_.allgather(unit.gathered, unit.flat);
   unit.gather_record = static_cast<int>(collectives_.size());
   collectives_.push_back(c);
@@ -179,7 +179,7 @@ void FullyShardedDataParallel::ensure_full(size_t u) {
     return;
   }
   if (!unit.gather_work) start_gather(u);
-  FsdpCollective& c = collectives_[static_cast<size_t>(unit.gather_record)];
+  CollectiveRecord& c = collectives_[static_cast<size_t>(unit.gather_record)];
   std::optional<trace::NvtxRange> range;  // Nsight: the training thread waiting for it
   if (trace::nvtx_enabled()) range.emplace("fsdp: wait for the all-gather of " + unit.name);
   c.wait_begin_ns = now_ns();
@@ -301,7 +301,7 @@ void FullyShardedDataParallel::reduce_scatter(size_t u) {
 
 void FullyShardedDataParallel::finish_scatter(PendingScatter& p) {
   if (p.work) {
-    FsdpCollective& c = collectives_[static_cast<size_t>(p.record)];
+    CollectiveRecord& c = collectives_[static_cast<size_t>(p.record)];
     std::optional<trace::NvtxRange> range;
     if (trace::nvtx_enabled()) range.emplace("fsdp: wait for the reduce-scatter of " + units_[p.unit].name);
     c.wait_begin_ns = now_ns();

@@ -30,6 +30,7 @@
 #include "engine/comm/process_group.h"
 #include "engine/models/model.h"
 #include "engine/optim/optimizer.h"
+#include "engine/parallel/collective_record.h"
 
 namespace dpb {
 
@@ -51,16 +52,6 @@ struct FsdpMemory {
   // output), from the device allocator, gathered parameters not counted; the largest
   // of the forwards so far (-1 before the first).
   int64_t activation_bytes = -1;
-};
-
-// One collective of the last step (steady-clock ns; started/finished 0 where the
-// backend cannot tell).
-struct FsdpCollective {
-  std::string kind;  // "all-gather" or "reduce-scatter"
-  std::string unit;
-  int64_t bytes = 0;  // what this rank sends
-  int64_t issued_ns = 0, started_ns = 0, finished_ns = 0;
-  int64_t wait_begin_ns = 0, wait_end_ns = 0;  // the training thread waiting for it
 };
 
 class FullyShardedDataParallel : private Sequential::LayerHooks {
@@ -105,7 +96,7 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   const FsdpMemory& memory() const { return memory_; }
   int units() const { return static_cast<int>(units_.size()); }
   // The last training forward + backward's collectives, in the order they were issued.
-  const std::vector<FsdpCollective>& collectives() const { return last_step_; }
+  const std::vector<CollectiveRecord>& collectives() const { return last_step_; }
   int64_t backward_begin_ns() const { return backward_begin_ns_; }
   int64_t backward_end_ns() const { return backward_end_ns_; }
 
@@ -172,8 +163,8 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   std::pair<const Sequential*, size_t> last_layer_{nullptr, 0};  // the model's last layer
   std::vector<Sequential*> hooked_;
   std::vector<PendingScatter> scatters_;
-  std::vector<FsdpCollective> collectives_;  // since the last forward()
-  std::vector<FsdpCollective> last_step_;
+  std::vector<CollectiveRecord> collectives_;  // since the last forward()
+  std::vector<CollectiveRecord> last_step_;
   FsdpMemory memory_;
   int64_t gathered_now_ = 0, grads_now_ = 0;
   int64_t backward_begin_ns_ = 0, backward_end_ns_ = 0;

@@ -17,6 +17,8 @@ const char* parallel_mode_name(ParallelMode m) {
       return "mp";
     case ParallelMode::fsdp:
       return "fsdp";
+    case ParallelMode::tp:
+      return "tp";
   }
   return "?";
 }
@@ -27,7 +29,8 @@ ParallelMode parse_parallel_mode(std::string_view name) {
   if (name == "ddp") return ParallelMode::ddp;
   if (name == "mp") return ParallelMode::pipeline;
   if (name == "fsdp") return ParallelMode::fsdp;
-  DPB_FAIL() << "mode '" << escape_untrusted(name) << "' is not available (valid: single, dp, ddp, mp, fsdp)";
+  if (name == "tp") return ParallelMode::tp;
+  DPB_FAIL() << "mode '" << escape_untrusted(name) << "' is not available (valid: single, dp, ddp, mp, fsdp, tp)";
 }
 
 PipelineSchedule parse_pipeline_schedule(std::string_view name) {

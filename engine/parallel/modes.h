@@ -10,11 +10,16 @@ namespace dpb {
 // ddp: one process per rank (DistributedDataParallel); pipeline: the model cut into
 // stages over several devices ("mp" on the command line and in reports); fsdp: one
 // process per rank with parameters, gradients and optimizer state sharded
-// (FullyShardedDataParallel).
-enum class ParallelMode { single, dp, ddp, pipeline, fsdp };
-// Modes that run one process per rank in a process group (ddp, fsdp).
-inline bool is_distributed(ParallelMode m) { return m == ParallelMode::ddp || m == ParallelMode::fsdp; }
-// "single", "dp", "ddp", "mp".
+// (FullyShardedDataParallel); tp: one process per rank, each holding a part of every
+// large layer and seeing the whole batch (Megatron-style tensor parallelism).
+enum class ParallelMode { single, dp, ddp, pipeline, fsdp, tp };
+// Modes that run one process per rank in a process group (ddp, fsdp, tp).
+inline bool is_distributed(ParallelMode m) {
+  return m == ParallelMode::ddp || m == ParallelMode::fsdp || m == ParallelMode::tp;
+}
+// Modes whose ranks each train on their own part of the global batch (ddp, fsdp).
+inline bool splits_batch(ParallelMode m) { return m == ParallelMode::ddp || m == ParallelMode::fsdp; }
+// "single", "dp", "ddp", "mp", "fsdp", "tp".
 const char* parallel_mode_name(ParallelMode m);
 // Throws dpb::Error naming the valid modes.
 ParallelMode parse_parallel_mode(std::string_view name);

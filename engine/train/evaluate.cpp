@@ -6,7 +6,7 @@
 
 namespace dpb {
 
-EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, Device device) {
+EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, Device device, const EvalLoss& loss) {
   DPB_CHECK(batch >= 1) << "evaluation batch must be >= 1, got " << batch;
   const bool was_training = model.is_training();
   model.eval();
@@ -20,7 +20,8 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, Device dev
     Batch b = make_batch(data, idx);
     Tensor out = model.forward(b.x.to(device));
     // Under model parallelism the output comes from the last stage's device.
-    LossResult l = compute_loss(model.spec().loss, out, b.target.to(out.device()), false);
+    const Tensor target = b.target.to(out.device());
+    LossResult l = loss ? loss(out, target) : compute_loss(model.spec().loss, out, target, false);
     loss_sum += static_cast<double>(l.loss) * static_cast<double>(idx.size());
     correct += l.correct;
     r.samples += static_cast<int64_t>(idx.size());

@@ -10,7 +10,7 @@
 
 namespace dpb {
 
-// FSDP: one kind of collective over a step's batches: how many, the bytes of this
+// FSDP and tensor parallelism: one kind of collective over a step's batches: how many, the bytes of this
 // rank's inputs, the time they ran (where the backend tells: `timed`) and the time the
 // training thread waited for them.
 struct CollectiveTotals {
@@ -34,8 +34,9 @@ struct StepRecord {
   // DDP: the last backward's interval and what each gradient bucket did (steady-clock ns).
   int64_t backward_begin_ns = 0, backward_end_ns = 0;
   std::vector<BucketRecord> buckets;
-  // FSDP: the step's all-gathers and reduce-scatters.
-  CollectiveTotals all_gathers, reduce_scatters;
+  // FSDP: the step's all-gathers and reduce-scatters; tensor parallelism: its
+  // all-reduces (the layers') and all-gathers (the loss's).
+  CollectiveTotals all_gathers, reduce_scatters, all_reduces;
   // Model parallelism: what every stage did (bubble measured and in theory).
   PipelineStepRecord pipeline;
   double seconds() const { return static_cast<double>(end_ns - begin_ns) * 1e-9; }

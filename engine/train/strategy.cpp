@@ -46,6 +46,49 @@ Tensor repeat_rows(const Tensor& t, int64_t times) {
   return out;
 }
 
+struct Phase {
+  const char* name;
+  int64_t begin, end;
+};
+
+// A rank's collectives in a step (FSDP's, tensor parallelism's): each on the
+// communication lane (when it ran, or from its issue until the wait for it ended where
+// the backend cannot tell); on the training thread's lane its waits for them as
+// communication and the rest of each phase as compute; their totals in the step record.
+void record_collectives(const std::vector<CollectiveRecord>& collectives, const std::vector<Phase>& phases, int dev,
+                        StepRecord& r) {
+  std::vector<std::pair<int64_t, int64_t>> waits;
+  for (const auto& c : collectives) {
+    const bool ran = c.started_ns > 0 && c.finished_ns >= c.started_ns;
+    trace::timeline().record({c.kind + " " + c.unit, trace::Category::comm, dev, "comm",
+                              ran ? c.started_ns : c.issued_ns, ran ? c.finished_ns : c.wait_end_ns,
+                              {{"bytes", c.bytes}}});
+    if (c.wait_end_ns > c.wait_begin_ns) {
+      trace::timeline().record(
+          {"wait for " + c.kind, trace::Category::comm, dev, "main", c.wait_begin_ns, c.wait_end_ns, {}});
+      waits.emplace_back(c.wait_begin_ns, c.wait_end_ns);
+    }
+    CollectiveTotals& t = c.kind == "all-gather" ? r.all_gathers
+                          : c.kind == "reduce-scatter" ? r.reduce_scatters
+                                                       : r.all_reduces;
+    ++t.count;
+    t.bytes += c.bytes;
+    t.waited_ns += c.wait_end_ns - c.wait_begin_ns;
+    if (ran) t.ran_ns += c.finished_ns - c.started_ns;
+    else t.timed = false;
+  }
+  std::sort(waits.begin(), waits.end());
+  for (const Phase& p : phases) {
+    int64_t at = p.begin;
+    for (const auto& [b, e] : waits) {
+      if (e <= at || b >= p.end) continue;
+      if (b > at) trace::timeline().record({p.name, trace::Category::compute, dev, "main", at, b, {}});
+      at = std::max(at, e);
+    }
+    if (p.end > at) trace::timeline().record({p.name, trace::Category::compute, dev, "main", at, p.end, {}});
+  }
+}
+
 // --- single ----------------------------------------------------------------------------------
 
 class SingleDevice : public ParallelStrategy {
@@ -303,15 +346,8 @@ class FsdpStrategy : public ParallelStrategy {
     const int64_t done = now_ns();
     r.backward_begin_ns = fsdp_->backward_begin_ns();
     r.backward_end_ns = fsdp_->backward_end_ns();
-    record_collectives({{"forward", f0, f1}, {"backward", fsdp_->backward_begin_ns(), done}});
-    for (const auto& c : fsdp_->collectives()) {
-      CollectiveTotals& t = c.kind == "all-gather" ? r.all_gathers : r.reduce_scatters;
-      ++t.count;
-      t.bytes += c.bytes;
-      t.waited_ns += c.wait_end_ns - c.wait_begin_ns;
-      if (c.started_ns > 0 && c.finished_ns >= c.started_ns) t.ran_ns += c.finished_ns - c.started_ns;
-      else t.timed = false;
-    }
+    record_collectives(fsdp_->collectives(), {{"forward", f0, f1}, {"backward", fsdp_->backward_begin_ns(), done}},
+                       dev, r);
     return loss;
   }
 
@@ -320,43 +356,62 @@ class FsdpStrategy : public ParallelStrategy {
   }
 
  private:
-  struct Phase {
-    const char* name;
-    int64_t begin, end;
-  };
-  // Each all-gather and reduce-scatter on the communication lane (when it ran, or from
-  // its issue until the wait for it ended where the backend cannot tell); on the
-  // training thread's lane its waits for them as communication and the rest of the
-  // forward and backward as compute.
-  void record_collectives(const std::vector<Phase>& phases) {
-    const int dev = o_.device.index;
-    std::vector<std::pair<int64_t, int64_t>> waits;
-    for (const auto& c : fsdp_->collectives()) {
-      const bool ran = c.started_ns > 0 && c.finished_ns >= c.started_ns;
-      trace::timeline().record({c.kind + " " + c.unit, trace::Category::comm, dev, "comm",
-                                ran ? c.started_ns : c.issued_ns, ran ? c.finished_ns : c.wait_end_ns,
-                                {{"bytes", c.bytes}}});
-      if (c.wait_end_ns > c.wait_begin_ns) {
-        trace::timeline().record(
-            {"wait for " + c.kind, trace::Category::comm, dev, "main", c.wait_begin_ns, c.wait_end_ns, {}});
-        waits.emplace_back(c.wait_begin_ns, c.wait_end_ns);
-      }
-    }
-    std::sort(waits.begin(), waits.end());
-    for (const Phase& p : phases) {
-      int64_t at = p.begin;
-      for (const auto& [b, e] : waits) {
-        if (e <= at || b >= p.end) continue;
-        if (b > at) trace::timeline().record({p.name, trace::Category::compute, dev, "main", at, b, {}});
-        at = std::max(at, e);
-      }
-      if (p.end > at) trace::timeline().record({p.name, trace::Category::compute, dev, "main", at, p.end, {}});
-    }
-  }
-
   Model& model_;
   const TrainOptions& o_;
   std::unique_ptr<FullyShardedDataParallel> fsdp_;
+};
+
+// --- tp ----------------------------------------------------------------------------------------
+
+class TpStrategy : public ParallelStrategy {
+ public:
+  TpStrategy(Model& model, const TrainOptions& o) : model_(model), o_(o) {
+    DPB_CHECK(o_.ddp.group) << "--mode=tp needs this rank's process group";
+    DPB_CHECK(!o_.ddp.sync_bn) << "--sync-bn is for --mode=ddp";
+    model_.to(o_.device);
+    tp_ = std::make_unique<TensorParallel>(model_, *o_.ddp.group);
+  }
+  ParallelMode mode() const override { return ParallelMode::tp; }
+  std::vector<Device> devices() const override { return {o_.device}; }
+  TensorParallel* tp() override { return tp_.get(); }
+
+  LossResult forward_backward(const Batch& batch, const BatchContext& ctx, StepRecord& r) override {
+    const int dev = o_.device.index;
+    const int64_t f0 = now_ns();
+    Tensor out;
+    {
+      trace::NvtxRange range("forward");
+      in_forward(o_, ctx);
+      out = model_.forward(batch.x);
+    }
+    const int64_t f1 = now_ns();
+    LossResult loss;
+    {
+      trace::NvtxRange range("loss");
+      loss = tp_->loss(out, batch.target, true, /*deferred=*/true);
+      if (ctx.loss_scale != 1.0f) ops::scale(loss.grad, ctx.loss_scale);
+    }
+    const int64_t b0 = now_ns();
+    {
+      trace::NvtxRange range("backward");
+      model_.backward(loss.grad);
+    }
+    const int64_t done = now_ns();
+    r.backward_begin_ns = b0;
+    r.backward_end_ns = done;
+    tp_->take_step();
+    record_collectives(tp_->collectives(), {{"forward", f0, f1}, {"loss", f1, b0}, {"backward", b0, done}}, dev, r);
+    return loss;
+  }
+
+  void finish_step(const std::vector<const Batch*>& batches, StepRecord& r) override {
+    r.device_samples = {samples_in(batches)};
+  }
+
+ private:
+  Model& model_;
+  const TrainOptions& o_;
+  std::unique_ptr<TensorParallel> tp_;
 };
 
 // --- pipeline ----------------------------------------------------------------------------------
@@ -411,7 +466,7 @@ class PipelineStrategy : public ParallelStrategy {
 std::unique_ptr<ParallelStrategy> make_strategy(Model& model, const TrainOptions& o, std::vector<double>* unit_costs) {
   DPB_CHECK(!o.cuda_graph || o.mode == ParallelMode::single) << "CUDA graphs need --mode=single";
   DPB_CHECK(is_distributed(o.mode) == (o.ddp.group != nullptr))
-      << (o.ddp.group ? "a process group is for --mode=ddp or --mode=fsdp"
+      << (o.ddp.group ? "a process group is for --mode=ddp, fsdp or tp"
                       : std::string("--mode=") + parallel_mode_name(o.mode) + " needs this rank's process group");
   switch (o.mode) {
     case ParallelMode::single:
@@ -424,6 +479,8 @@ std::unique_ptr<ParallelStrategy> make_strategy(Model& model, const TrainOptions
       return std::make_unique<PipelineStrategy>(model, o, unit_costs);
     case ParallelMode::fsdp:
       return std::make_unique<FsdpStrategy>(model, o);
+    case ParallelMode::tp:
+      return std::make_unique<TpStrategy>(model, o);
   }
   DPB_FAIL() << "unknown parallel mode";
 }

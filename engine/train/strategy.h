@@ -10,7 +10,9 @@
 //   pipeline  the model cut into stages over the devices, run by a schedule over
 //             micro-batches;
 //   fsdp      FullyShardedDataParallel: the rank's module with each layer's parameters
-//             gathered when it runs, gradients reduce-scattered, the optimizer on shards.
+//             gathered when it runs, gradients reduce-scattered, the optimizer on shards;
+//   tp        TensorParallel: the rank's part of every large layer, the whole batch,
+//             all-reduces between the layers and a vocabulary-parallel loss.
 // Each records on the timeline what it ran (the trainer records the optimizer and the
 // data wait) and fills the step record's per-device samples and its mode's records.
 #include <memory>
@@ -23,6 +25,7 @@
 #include "engine/parallel/distributed_data_parallel.h"
 #include "engine/parallel/fully_sharded.h"
 #include "engine/parallel/pipeline.h"
+#include "engine/parallel/tensor_parallel.h"
 #include "engine/train/step_record.h"
 #include "engine/train/train_options.h"
 
@@ -56,6 +59,7 @@ class ParallelStrategy {
   virtual DistributedDataParallel* ddp() { return nullptr; }
   virtual PipelineParallel* pipeline() { return nullptr; }
   virtual FullyShardedDataParallel* fsdp() { return nullptr; }
+  virtual TensorParallel* tp() { return nullptr; }
 };
 
 // Builds the strategy for o.mode: moves the model onto its devices, wraps it (DataParallel,

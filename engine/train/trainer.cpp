@@ -41,8 +41,8 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
       train_(train),
       test_(test),
       o_(std::move(options)),
-      sampler_(train.size(), o_.ddp.group && o_.ddp.distributed_sampler ? o_.ddp.group->size() : 1,
-               o_.ddp.group && o_.ddp.distributed_sampler ? o_.ddp.group->rank() : 0, true, o_.seed) {
+      sampler_(train.size(), shards_data() ? o_.ddp.group->size() : 1, shards_data() ? o_.ddp.group->rank() : 0,
+               true, o_.seed) {
   DPB_CHECK(o_.batch >= 1) << "batch size must be at least 1, got " << o_.batch;
   DPB_CHECK(o_.epochs > 0 || o_.steps >= 1) << "steps must be at least 1, got " << o_.steps;
   DPB_CHECK(o_.epochs >= 0 && o_.warmup >= 0) << "epochs and warm-up steps must be >= 0";
@@ -63,6 +63,13 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
   model_.train();
   // Before the strategy: FSDP leaves the model's parameters sharded (no shapes to read).
   const std::vector<bool> decay = model_.weight_decay_mask();
+  // Tensor parallelism cuts the model as it is: a checkpoint is loaded into the whole
+  // model first (with a whole-model optimizer whose state each rank then cuts).
+  std::unique_ptr<Optimizer> resumed;
+  if (!o_.resume_path.empty() && o_.mode == ParallelMode::tp) {
+    resumed = make_optimizer(o_.optim, model_.parameters());
+    start_ = load_checkpoint(o_.resume_path, model_, *resumed);
+  }
   strategy_ = make_strategy(model_, o_, &unit_costs_);
   DPB_CHECK(o_.accum_steps == 1 || strategy_->accumulates())
       << "gradient accumulation (--accum-steps) is not available in --mode=" << parallel_mode_name(o_.mode)
@@ -82,8 +89,10 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
   lo.delay_ms = o_.loader_delay_ms;
   loader_ = std::make_unique<DataLoader>(train_, sampler_, lo, augment);
 
-  start_.seed = o_.seed;
-  if (!o_.resume_path.empty() && strategy_->fsdp()) {
+  if (!resumed) start_.seed = o_.seed;
+  if (resumed) {
+    strategy_->tp()->load_full_optimizer_state(*optimizer_, resumed->state());
+  } else if (!o_.resume_path.empty() && strategy_->fsdp()) {
     // A full checkpoint (from any mode and world size) into the model, then each rank's chunks.
     FullyShardedDataParallel& f = *strategy_->fsdp();
     f.gather_full_parameters();
@@ -93,6 +102,8 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
     f.load_full_optimizer_state(*optimizer_, full->state());
   } else if (!o_.resume_path.empty()) {
     start_ = load_checkpoint(o_.resume_path, model_, *optimizer_);
+  }
+  if (!o_.resume_path.empty()) {
     DPB_CHECK(start_.seed == o_.seed) << "checkpoint '" << o_.resume_path << "' was trained with --seed="
                                       << start_.seed << "; resume with the same seed (data order depends on it)";
     log::info("resumed from {} at epoch {}, batch {}, step {}", o_.resume_path, start_.epoch, start_.batch,
@@ -109,7 +120,7 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
   s.kind = o_.schedule;
   s.base_lr = o_.optim.lr;
   // What one optimizer step sees across every rank: each rank's batches under ddp.
-  global_batch_ = o_.batch * o_.accum_steps * (o_.ddp.group ? o_.ddp.group->size() : 1);
+  global_batch_ = o_.batch * o_.accum_steps * (shards_data() ? o_.ddp.group->size() : 1);
   if (o_.lr_scale == LrScaling::linear) {
     s.base_lr = o_.optim.lr * static_cast<float>(global_batch_) / static_cast<float>(o_.base_batch);
     if (o_.lr_warmup_steps == 0) o_.lr_warmup_steps = std::max<int64_t>(1, (start_.global_step + planned_) / 10);
@@ -117,6 +128,12 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
   s.total_steps = std::max<int64_t>(1, start_.global_step + planned_);
   s.warmup_steps = o_.lr_warmup_steps;
   schedule_ = std::make_unique<LrSchedule>(s);
+}
+
+EvalLoss Trainer::eval_loss() {
+  TensorParallel* tp = strategy_->tp();
+  if (!tp) return {};
+  return [tp](const Tensor& out, const Tensor& target) { return tp->loss(out, target, false, false); };
 }
 
 StepRecord Trainer::step(const std::vector<Batch>& batches, int64_t global_step) {
@@ -142,6 +159,7 @@ StepRecord Trainer::step(const std::vector<Batch>& batches, int64_t global_step)
     trace::Span span("optimizer", trace::Category::optim, o_.device.index);
     if (o_.clip_grad_norm > 0) {
       if (auto* f = strategy_->fsdp()) f->clip_grad_norm(o_.clip_grad_norm);
+      else if (auto* t = strategy_->tp()) t->clip_grad_norm(o_.clip_grad_norm);
       else clip_grad_norm(optimizer_->params(), o_.clip_grad_norm);
     }
     optimizer_->step();
@@ -198,7 +216,7 @@ TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) 
     e.epoch = pos.epoch;
     e.train_loss = epoch_steps > 0 ? epoch_loss / static_cast<double>(epoch_steps) : 0.0;
     if (test_ && o_.eval_each_epoch && o_.epochs > 0) {
-      e.test = evaluate(model_, *test_, o_.eval_batch, o_.device);
+      e.test = evaluate(model_, *test_, o_.eval_batch, o_.device, eval_loss());
       result.test = e.test;
     }
     e.seconds = epoch_clock.elapsed_s();
@@ -250,7 +268,7 @@ TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) 
     ++epoch_steps;
     result.steps.push_back(r);
     if (test_ && o_.eval_every > 0 && pos.global_step % o_.eval_every == 0) {
-      StepEval e{pos.global_step, evaluate(model_, *test_, o_.eval_batch, o_.device)};
+      StepEval e{pos.global_step, evaluate(model_, *test_, o_.eval_batch, o_.device, eval_loss())};
       progress.note(fmt::format("step {}: test loss {:.4f}, test accuracy {:.2f}%", e.step, e.test.loss,
                                 100 * e.test.accuracy));
       result.test = e.test;
@@ -266,7 +284,7 @@ TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) 
     pos.batch = 0;
   }
   progress.finish();
-  if (test_ && !result.test) result.test = evaluate(model_, *test_, o_.eval_batch, o_.device);
+  if (test_ && !result.test) result.test = evaluate(model_, *test_, o_.eval_batch, o_.device, eval_loss());
   result.end = pos;
   // FSDP: the model gets its full parameters back and the optimizer state is gathered
   // (every rank takes part, as for a full state dict).
@@ -275,8 +293,12 @@ TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) 
     f->gather_full_parameters();
     if (!o_.save_path.empty()) full_state = f->full_optimizer_state(*optimizer_);
   }
+  if (auto* t = strategy_->tp()) {
+    if (!o_.save_path.empty()) full_state = t->full_optimizer_state(*optimizer_);
+    t->gather_full_parameters();
+  }
   if (!o_.save_path.empty() && (!o_.ddp.group || o_.ddp.group->rank() == 0)) {
-    if (strategy_->fsdp()) save_checkpoint(o_.save_path, model_, optimizer_->name(), full_state, pos);
+    if (strategy_->fsdp() || strategy_->tp()) save_checkpoint(o_.save_path, model_, optimizer_->name(), full_state, pos);
     else save_checkpoint(o_.save_path, model_, *optimizer_, pos);
     log::info("checkpoint written to {} (epoch {}, batch {}, step {})", o_.save_path, pos.epoch, pos.batch,
               pos.global_step);

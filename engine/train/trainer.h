@@ -81,6 +81,12 @@ class Trainer {
   const std::vector<double>& unit_costs() const { return unit_costs_; }
 
  private:
+  // Whether each rank reads its own shard of the data (ddp and fsdp with the
+  // distributed sampler; tensor-parallel ranks all read the same batches).
+  bool shards_data() const { return o_.ddp.group && o_.ddp.distributed_sampler && splits_batch(o_.mode); }
+  // Evaluation's loss: tensor parallelism's vocabulary-parallel one, else the model's.
+  EvalLoss eval_loss();
+
   Model& model_;
   const Dataset& train_;
   const Dataset* test_;

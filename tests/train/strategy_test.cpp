@@ -1,7 +1,9 @@
 // The trainer's one step body over each ParallelStrategy, on logical CPU devices, against
 // single-device training (docs/ARCHITECTURE.md §3): dp over 2 and 3 devices, the pipeline's schedules
 // over 2 stages, and DDP with 2 ranks and FSDP with 2 and 3 ranks (reshard after forward
-// or not, prefetch or not) on the ranks' global batch give the parameters one device gives. Also: the strategy is the one asked for, the harness hook runs
+// or not, prefetch or not) on the ranks' global batch give the parameters one device gives;
+// tensor parallelism over 2 and 4 ranks (each the whole batch) too, where the model can be
+// cut, its parameters gathered back whole at the end. Also: the strategy is the one asked for, the harness hook runs
 // inside every batch's forward, and options that do not fit the mode are clear errors.
 #include "engine/train/trainer.h"
 
@@ -135,6 +137,30 @@ TEST_P(Strategies, EveryModeTrainsLikeOneDevice) {
       EXPECT_EQ(sharded[static_cast<size_t>(r)].hook_calls, steps);
     }
   }
+  // Tensor parallelism: every rank trains on the whole batch with its part of each layer.
+  Generator g(5);
+  auto probe = build_model(name, g);
+  for (int world : {2, 4}) {
+    if (!TensorParallel::cannot_split(*probe, world).empty()) continue;
+    std::vector<TrainedModel> cut(static_cast<size_t>(world));
+    test::run_ranks_ok(world, [&](int r, comm::ProcessGroup& pg) {
+      cut[static_cast<size_t>(r)] = train(name, batch, batch, steps, [&](TrainOptions& o) {
+        o.mode = ParallelMode::tp;
+        o.device = Device::cpu(r);
+        o.ddp.group = &pg;
+      });
+    });
+    for (int r = 0; r < world; ++r) {
+      EXPECT_LT(relative_difference(cut[static_cast<size_t>(r)].params, single.params, initial), 1e-4)
+          << name << " tp rank " << r << " of " << world;
+      ASSERT_EQ(cut[static_cast<size_t>(r)].losses.size(), single.losses.size());
+      EXPECT_EQ(cut[static_cast<size_t>(r)].hook_calls, steps);
+      for (size_t s = 0; s < single.losses.size(); ++s)
+        EXPECT_NEAR(cut[static_cast<size_t>(r)].losses[s], single.losses[s], 1e-5 * std::abs(single.losses[s]))
+            << name << " tp step " << s;
+    }
+  }
+  if (name == "lenet") EXPECT_NE(TensorParallel::cannot_split(*probe, 2).find("Conv2d"), std::string::npos);
 }
 
 // Gradient clipping acts on the whole step's gradient: under DDP the reduced one, in the
@@ -181,6 +207,17 @@ TEST(Strategies, ClippingTheGlobalNormMatchesOneDevice) {
   });
   for (int r = 0; r < 2; ++r)
     EXPECT_LT(relative_difference(ranks[static_cast<size_t>(r)].params, single.params, initial), 1e-3) << "fsdp rank " << r;
+  // Tensor parallelism by the norm of every rank's parts and the replicated parameters once.
+  test::run_ranks_ok(2, [&](int r, comm::ProcessGroup& pg) {
+    ranks[static_cast<size_t>(r)] = train(name, batch, batch, steps, [&](TrainOptions& o) {
+      clip(o);
+      o.mode = ParallelMode::tp;
+      o.device = Device::cpu(r);
+      o.ddp.group = &pg;
+    });
+  });
+  for (int r = 0; r < 2; ++r)
+    EXPECT_LT(relative_difference(ranks[static_cast<size_t>(r)].params, single.params, initial), 1e-3) << "tp rank " << r;
   // Without clipping the run differs: the limit was in force.
   const TrainedModel unclipped = train(name, batch, batch, steps, [](TrainOptions& o) {
     o.optim.kind = OptimizerKind::adamw;

@@ -35,8 +35,11 @@ void scale(Tensor& x, float alpha);
 double sum_squares(const Tensor& x);
 float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, int64_t* correct);
 float mse_loss(const Tensor& pred, const Tensor& target, Tensor& dpred);
-void embedding_forward(const Tensor& tokens, const Tensor& table, Tensor& y);
-void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtable, bool accumulate);
+void cross_entropy_part_stats(const Tensor& logits, const Tensor& labels, int64_t first, Tensor& stats);
+Tensor cross_entropy_part_finish(const Tensor& logits, const Tensor& labels, int64_t first, int64_t classes,
+                                 const Tensor& all_stats, Tensor& dlogits);
+void embedding_forward(const Tensor& tokens, const Tensor& table, int64_t first, int64_t vocab, Tensor& y);
+void embedding_backward(const Tensor& tokens, const Tensor& dy, int64_t first, Tensor& dtable, bool accumulate);
 void position_embedding_forward(const Tensor& x, const Tensor& table, Tensor& y);
 void position_embedding_backward(const Tensor& dy, Tensor& dtable, bool accumulate);
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,

@@ -76,20 +76,24 @@ Heads heads_of(const Tensor& qkv, int64_t heads) {
 }
 }  // namespace
 
-void embedding_forward(const Tensor& tokens, const Tensor& table, Tensor& y) {
+void embedding_forward(const Tensor& tokens, const Tensor& table, int64_t first, int64_t vocab, Tensor& y) {
   const int64_t rows = tokens.numel(), V = table.size(0), C = table.size(1);
   const int32_t* tok = tokens.data_i32();
   for (int64_t i = 0; i < rows; ++i)
-    DPB_CHECK(tok[i] >= 0 && tok[i] < V) << "embedding: token " << tok[i] << " at position " << i
-                                         << " outside the vocabulary [0, " << V << ")";
+    DPB_CHECK(tok[i] >= 0 && tok[i] < vocab) << "embedding: token " << tok[i] << " at position " << i
+                                             << " outside the vocabulary [0, " << vocab << ")";
   const float* w = table.data();
   float* out = y.data();
 #pragma omp parallel for schedule(static) if (rows * C > (1 << 16))
-  for (int64_t i = 0; i < rows; ++i) std::copy_n(w + tok[i] * C, C, out + i * C);
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t t = tok[i] - first;
+    if (t >= 0 && t < V) std::copy_n(w + t * C, C, out + i * C);
+    else std::fill_n(out + i * C, C, 0.0f);  // another rank's part of the vocabulary
+  }
 }
 
-void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtable, bool accumulate) {
-  const int64_t rows = tokens.numel(), C = dtable.size(1);
+void embedding_backward(const Tensor& tokens, const Tensor& dy, int64_t first, Tensor& dtable, bool accumulate) {
+  const int64_t rows = tokens.numel(), V = dtable.size(0), C = dtable.size(1);
   const int32_t* tok = tokens.data_i32();
   const float* g = dy.data();
   float* dw = dtable.data();
@@ -104,7 +108,9 @@ void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtable, 
 #endif
     const int64_t begin = C * t / nt, end = C * (t + 1) / nt;
     for (int64_t i = 0; i < rows; ++i) {
-      float* dst = dw + tok[i] * C;
+      const int64_t row = tok[i] - first;
+      if (row < 0 || row >= V) continue;
+      float* dst = dw + row * C;
       const float* src = g + i * C;
       for (int64_t c = begin; c < end; ++c) dst[c] += src[c];
     }

@@ -41,8 +41,8 @@ void add(const Tensor& a, const Tensor& b, Tensor& out);
 void axpy(float alpha, const Tensor& x, Tensor& acc);
 void scale(Tensor& x, float alpha);
 double sum_squares(const Tensor& x);
-void embedding_forward(const Tensor& tokens, const Tensor& table, Tensor& y);
-void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtable, bool accumulate);
+void embedding_forward(const Tensor& tokens, const Tensor& table, int64_t first, Tensor& y);
+void embedding_backward(const Tensor& tokens, const Tensor& dy, int64_t first, Tensor& dtable, bool accumulate);
 void position_embedding_forward(const Tensor& x, const Tensor& table, Tensor& y);
 void position_embedding_backward(const Tensor& dy, Tensor& dtable, bool accumulate);
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
@@ -55,6 +55,9 @@ void attention_forward(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& prob
 void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy, int64_t heads, Tensor& dqkv);
 float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, int64_t* correct);
 Tensor softmax_cross_entropy_deferred(const Tensor& logits, const Tensor& labels, Tensor& dlogits);
+void cross_entropy_part_stats(const Tensor& logits, const Tensor& labels, int64_t first, Tensor& stats);
+Tensor cross_entropy_part_finish(const Tensor& logits, const Tensor& labels, int64_t first, int64_t classes,
+                                 const Tensor& all_stats, Tensor& dlogits);
 float mse_loss(const Tensor& pred, const Tensor& target, Tensor& dpred);
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, const ops::SgdHyper& h, bool first);
 void adam_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const ops::AdamHyper& h, int64_t step);

@@ -69,6 +69,14 @@ void bn_nhwc_backward(cudaStream_t s, const void* x, const void* dy, void* dx, b
 // predictions, out_i[1] = labels outside [0, C). scratch: 2 * N floats.
 void softmax_cross_entropy(cudaStream_t s, const void* logits, bool bf16, const int32_t* labels, void* dlogits,
                            int64_t N, int64_t C, float* out, int32_t* out_i, float* scratch);
+// The vocabulary-parallel cross-entropy's halves (ops.h): stats (N, 4) of this rank's
+// logits (N, C) covering classes [first, first + C); then from every rank's stats
+// (W, N, 4) the gradient (may be null) and the totals as softmax_cross_entropy's.
+void cross_entropy_part_stats(cudaStream_t s, const void* logits, bool bf16, const int32_t* labels, int64_t N,
+                              int64_t C, int64_t first, float* stats);
+void cross_entropy_part_finish(cudaStream_t s, const void* logits, bool bf16, const int32_t* labels, int64_t N,
+                               int64_t C, int64_t first, int64_t classes, const float* all_stats, int64_t W,
+                               void* dlogits, float* out, int32_t* out_i, float* scratch);
 // Mean squared error: out[0] += sum (p - t)^2; dpred = 2 (p - t) / n
 void mse(cudaStream_t s, const void* pred, bool bf16, const float* target, void* dpred, int64_t n, float* out);
 
@@ -86,11 +94,13 @@ struct AdamArgs {
 void adam(cudaStream_t s, float* param, const float* grad, float* m, float* v, int64_t n, const AdamArgs& a);
 
 // --- the transformer (transformer.cu); activations float or bf16, parameters float ---
-// y (rows, C) = table rows at tokens; dtable (V, C) (+)= dy rows added at their tokens
+// y (rows, C) = table rows at tokens; dtable (V, C) (+)= dy rows added at their tokens.
+// The table is rows [first, first + V) of the vocabulary; tokens outside it read zeros
+// and add nothing.
 void embedding_forward(cudaStream_t s, const int32_t* tokens, const float* table, void* y, bool bf16, int64_t rows,
-                       int64_t C, int64_t V);
+                       int64_t C, int64_t V, int64_t first);
 void embedding_backward(cudaStream_t s, const int32_t* tokens, const void* dy, bool bf16, float* dtable, int64_t rows,
-                        int64_t C, int64_t V, bool accumulate);
+                        int64_t C, int64_t V, int64_t first, bool accumulate);
 // y (N, T*C) = x + table[0 .. T*C); dtable[0 .. T*C) (+)= sum over N of dy, the rest of
 // the P*C table zeroed when not accumulating
 void position_embedding_forward(cudaStream_t s, const void* x, const float* table, void* y, bool bf16, int64_t N,

@@ -73,6 +73,88 @@ __global__ void xent_total_kernel(const float* row_loss, const int32_t* row_flag
   }
 }
 
+// One warp per row of this rank's part of the classes: max, sum of exp(z - max), the
+// label's logit where the label is in the part (else 0) and the first argmax's class.
+template <typename T>
+__global__ void xent_part_stats_kernel(const T* logits, const int32_t* labels, int64_t N, int64_t C, int64_t first,
+                                       float* stats) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
+  if (row >= N) return;
+  const T* z = logits + row * C;
+  float mx = -INFINITY;
+  int64_t arg = 0;
+  for (int64_t j = lane; j < C; j += 32) {
+    const float v = load(z, j);
+    if (v > mx) {
+      mx = v;
+      arg = j;
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float om = __shfl_xor_sync(0xffffffffu, mx, o);
+    const int64_t oa = __shfl_xor_sync(0xffffffffu, arg, o);
+    if (om > mx || (om == mx && oa < arg)) {
+      mx = om;
+      arg = oa;
+    }
+  }
+  float sum = 0.0f;
+  for (int64_t j = lane; j < C; j += 32) sum += __expf(load(z, j) - mx);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (lane == 0) {
+    const int64_t y = labels[row] - first;
+    float* st = stats + row * 4;
+    st[0] = mx;
+    st[1] = sum;
+    st[2] = y >= 0 && y < C ? load(z, y) : 0.0f;
+    st[3] = static_cast<float>(first + arg);
+  }
+}
+
+// One warp per row: the whole row's max, log-sum-exp and argmax from every rank's stats
+// (W, N, 4); row_loss/row_flag as xent_kernel's; the gradient of this rank's columns.
+template <typename T>
+__global__ void xent_part_finish_kernel(const T* logits, const int32_t* labels, int64_t N, int64_t C, int64_t first,
+                                        int64_t classes, const float* stats, int64_t W, T* dlogits, float* row_loss,
+                                        int32_t* row_flag) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
+  if (row >= N) return;
+  float mx = stats[row * 4];
+  float arg = stats[row * 4 + 3];
+  float label_logit = 0.0f;
+  for (int64_t w = 0; w < W; ++w) {
+    const float* st = stats + (w * N + row) * 4;
+    if (st[0] > mx) {
+      mx = st[0];
+      arg = st[3];
+    }
+    label_logit += st[2];
+  }
+  float sum = 0.0f;
+  for (int64_t w = 0; w < W; ++w) {
+    const float* st = stats + (w * N + row) * 4;
+    sum += st[1] * __expf(st[0] - mx);
+  }
+  const float log_sum = __logf(sum);
+  const int32_t y = labels[row];
+  const bool valid = y >= 0 && y < classes;
+  if (lane == 0) {
+    row_loss[row] = valid ? log_sum - (label_logit - mx) : 0.0f;
+    row_flag[row] = valid ? (static_cast<int64_t>(arg) == y ? 1 : 0) : 2;
+  }
+  if (dlogits) {
+    const float inv_n = 1.0f / static_cast<float>(N);
+    const T* z = logits + row * C;
+    T* dz = dlogits + row * C;
+    for (int64_t j = lane; j < C; j += 32) {
+      const float p = __expf(load(z, j) - mx - log_sum);
+      store(dz, j, (p - (valid && first + j == y ? 1.0f : 0.0f)) * inv_n);
+    }
+  }
+}
+
 template <typename T>
 __global__ void mse_kernel(const T* pred, const float* target, T* dpred, int64_t n, float* out) {
   float acc = 0.0f;
@@ -100,6 +182,33 @@ void softmax_cross_entropy(cudaStream_t s, const void* logits, bool bf16, const 
   });
   xent_total_kernel<<<1, kBlock, 0, s>>>(row_loss, row_flag, N, out, out_i);
   check_launch("softmax_cross_entropy");
+}
+
+void cross_entropy_part_stats(cudaStream_t s, const void* logits, bool bf16, const int32_t* labels, int64_t N,
+                              int64_t C, int64_t first, float* stats) {
+  if (N == 0) return;
+  with_type(bf16, [&](auto* t) {
+    using T = std::remove_pointer_t<decltype(t)>;
+    xent_part_stats_kernel<<<grid_for(N * 32), kBlock, 0, s>>>(static_cast<const T*>(logits), labels, N, C, first,
+                                                                stats);
+  });
+  check_launch("cross_entropy_part_stats");
+}
+
+void cross_entropy_part_finish(cudaStream_t s, const void* logits, bool bf16, const int32_t* labels, int64_t N,
+                               int64_t C, int64_t first, int64_t classes, const float* all_stats, int64_t W,
+                               void* dlogits, float* out, int32_t* out_i, float* scratch) {
+  if (N == 0) return;
+  float* row_loss = scratch;
+  auto* row_flag = reinterpret_cast<int32_t*>(scratch + N);
+  with_type(bf16, [&](auto* t) {
+    using T = std::remove_pointer_t<decltype(t)>;
+    xent_part_finish_kernel<<<grid_for(N * 32), kBlock, 0, s>>>(static_cast<const T*>(logits), labels, N, C, first,
+                                                                 classes, all_stats, W, static_cast<T*>(dlogits),
+                                                                 row_loss, row_flag);
+  });
+  xent_total_kernel<<<1, kBlock, 0, s>>>(row_loss, row_flag, N, out, out_i);
+  check_launch("cross_entropy_part_finish");
 }
 
 void mse(cudaStream_t s, const void* pred, bool bf16, const float* target, void* dpred, int64_t n, float* out) {

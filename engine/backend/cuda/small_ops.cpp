@@ -74,6 +74,28 @@ Tensor softmax_cross_entropy_deferred(const Tensor& logits, const Tensor& labels
   return totals;
 }
 
+void cross_entropy_part_stats(const Tensor& logits, const Tensor& labels, int64_t first, Tensor& stats) {
+  OpEnv env = op_env(logits);
+  k::cross_entropy_part_stats(env.stream, logits.raw(), is_bf16(logits), labels.data_i32(), logits.size(0),
+                              logits.size(1), first, stats.data());
+}
+
+Tensor cross_entropy_part_finish(const Tensor& logits, const Tensor& labels, int64_t first, int64_t classes,
+                                 const Tensor& all_stats, Tensor& dlogits) {
+  OpEnv env = op_env(logits);
+  const int64_t N = logits.size(0);
+  Tensor totals = Tensor::empty({static_cast<int64_t>(sizeof(LossTotals) / 4)}, logits.device());
+  Tensor scratch = Tensor::empty({2 * N}, logits.device());
+  Tensor dz = dlogits;
+  if (dz.defined() && dz.dtype() != logits.dtype()) dz = Tensor::empty(logits.shape(), logits.device(), logits.dtype());
+  auto* t = static_cast<LossTotals*>(totals.raw());
+  k::cross_entropy_part_finish(env.stream, logits.raw(), is_bf16(logits), labels.data_i32(), N, logits.size(1), first,
+                               classes, all_stats.data(), all_stats.size(0), dz.defined() ? dz.raw() : nullptr,
+                               &t->loss, &t->correct, scratch.data());
+  if (dz.defined() && !dz.shares_storage_with(dlogits)) dlogits.copy_from(dz.to_dtype(dlogits.dtype()));
+  return totals;
+}
+
 float mse_loss(const Tensor& pred, const Tensor& target, Tensor& dpred) {
   OpEnv env = op_env(pred);
   const Tensor tc = target.to_dtype(DType::f32);

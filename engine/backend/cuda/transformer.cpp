@@ -35,16 +35,16 @@ struct HeadShape {
 };
 }  // namespace
 
-void embedding_forward(const Tensor& tokens, const Tensor& table, Tensor& y) {
+void embedding_forward(const Tensor& tokens, const Tensor& table, int64_t first, Tensor& y) {
   OpEnv env = op_env(tokens);
   k::embedding_forward(env.stream, tokens.data_i32(), table.data(), y.raw(), is_bf16(y), tokens.numel(),
-                       table.size(1), table.size(0));
+                       table.size(1), table.size(0), first);
 }
 
-void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtable, bool accumulate) {
+void embedding_backward(const Tensor& tokens, const Tensor& dy, int64_t first, Tensor& dtable, bool accumulate) {
   OpEnv env = op_env(tokens);
   k::embedding_backward(env.stream, tokens.data_i32(), dy.raw(), is_bf16(dy), dtable.data(), tokens.numel(),
-                        dtable.size(1), dtable.size(0), accumulate);
+                        dtable.size(1), dtable.size(0), first, accumulate);
 }
 
 void position_embedding_forward(const Tensor& x, const Tensor& table, Tensor& y) {

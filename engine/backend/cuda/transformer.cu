@@ -11,21 +11,22 @@ namespace {
 
 template <typename T>
 __global__ void embedding_forward_kernel(const int32_t* tok, const float* table, T* y, int64_t rows, int64_t C,
-                                         int64_t V) {
+                                         int64_t V, int64_t first) {
   DPB_GRID_STRIDE(i, rows * C) {
     const int64_t r = i / C, c = i % C;
-    const int32_t t = tok[r];
-    // Tokens are checked on the host when batches are made; one out of range reads nothing.
+    const int64_t t = tok[r] - first;
+    // Tokens are checked on the host when batches are made; one out of range (or in
+    // another rank's part of the vocabulary) reads nothing.
     store(y, i, t >= 0 && t < V ? table[t * C + c] : 0.0f);
   }
 }
 
 template <typename T>
 __global__ void embedding_backward_kernel(const int32_t* tok, const T* dy, float* dtable, int64_t rows, int64_t C,
-                                          int64_t V) {
+                                          int64_t V, int64_t first) {
   DPB_GRID_STRIDE(i, rows * C) {
     const int64_t r = i / C, c = i % C;
-    const int32_t t = tok[r];
+    const int64_t t = tok[r] - first;
     if (t >= 0 && t < V) atomicAdd(dtable + t * C + c, load(dy, i));
   }
 }
@@ -216,21 +217,22 @@ void typed(bool bf16, F&& f) {
 }  // namespace
 
 void embedding_forward(cudaStream_t s, const int32_t* tokens, const float* table, void* y, bool bf16, int64_t rows,
-                       int64_t C, int64_t V) {
+                       int64_t C, int64_t V, int64_t first) {
   typed(bf16, [&](auto* t) {
     using T = std::remove_pointer_t<decltype(t)>;
-    embedding_forward_kernel<<<grid_for(rows * C), kBlock, 0, s>>>(tokens, table, static_cast<T*>(y), rows, C, V);
+    embedding_forward_kernel<<<grid_for(rows * C), kBlock, 0, s>>>(tokens, table, static_cast<T*>(y), rows, C, V,
+                                                                    first);
   });
   check_launch("embedding_forward");
 }
 
 void embedding_backward(cudaStream_t s, const int32_t* tokens, const void* dy, bool bf16, float* dtable, int64_t rows,
-                        int64_t C, int64_t V, bool accumulate) {
+                        int64_t C, int64_t V, int64_t first, bool accumulate) {
   if (!accumulate) cudaMemsetAsync(dtable, 0, static_cast<size_t>(V * C) * sizeof(float), s);
   typed(bf16, [&](auto* t) {
     using T = std::remove_pointer_t<decltype(t)>;
     embedding_backward_kernel<<<grid_for(rows * C), kBlock, 0, s>>>(tokens, static_cast<const T*>(dy), dtable, rows,
-                                                                     C, V);
+                                                                     C, V, first);
   });
   check_launch("embedding_backward");
 }

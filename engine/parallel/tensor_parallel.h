@@ -1,0 +1,217 @@
+#pragma once
+// Tensor parallelism within a node, as Megatron-LM (Shoeybi et al., 2019, section 3):
+// every rank of the group holds a part of each large layer and sees the whole batch.
+//   - GPT-2: in each block, attention's fused query/key/value projection c_attn and the
+//     MLP's first linear c_fc are column-parallel (a rank keeps its heads' query, key and
+//     value rows, and its quarter of the hidden units); the output projections
+//     attn.c_proj and mlp.c_proj are row-parallel, their partial products summed by one
+//     all-reduce each in the forward. The input of each column-parallel layer is the
+//     whole activation (Megatron's f: identity forward, all-reduce of its gradient in the
+//     backward). So a block costs two all-reduces forward and two backward.
+//   - The token embedding is vocabulary-parallel (a rank keeps rows [r V/W, (r+1) V/W)
+//     of the table; the lookup's partial rows are summed by an all-reduce) and so is the
+//     tied output head: each rank computes its part of the logits, and the loss is the
+//     vocabulary-parallel cross-entropy (max, sum of exponentials and the label's logit
+//     of each part, all-gathered: one collective of 4 floats a token), never the whole
+//     logits.
+//   - An MLP of linear layers (mlp, widemlp, simple): consecutive pairs of linears are
+//     column- then row-parallel; an odd last linear (a classifier of 10 classes) is
+//     replicated.
+//   - Layer norms, position embeddings and row-parallel biases are replicated: their
+//     gradients are the same on every rank (their inputs and output gradients are).
+// The model is cut in place: its layers are replaced by layers holding this rank's parts,
+// with the same parameter names and order (so the optimizer, weight decay mask and
+// checkpoints see the usual names). gather_full_parameters() puts the whole layers back.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/comm/process_group.h"
+#include "engine/models/model.h"
+#include "engine/nn/tied_linear.h"
+#include "engine/optim/optimizer.h"
+#include "engine/parallel/collective_record.h"
+
+namespace dpb {
+
+// How a parameter is cut across the ranks: along `dim` (0: rows, 1: columns), in
+// `blocks` blocks of equal size each cut into one part per rank (3 for the fused
+// query/key/value projection: a rank keeps its part of each of q, k and v).
+struct TpSplit {
+  int dim = 0;
+  int blocks = 1;
+};
+
+// The group's collectives for the layers: each is waited for at once (tensor
+// parallelism's collectives sit between the products that need them) and recorded.
+class TpComm {
+ public:
+  explicit TpComm(comm::ProcessGroup& group) : group_(group) {}
+  comm::ProcessGroup& group() { return group_; }
+  int rank() const { return group_.rank(); }
+  int size() const { return group_.size(); }
+  // Sums t over the ranks, in place.
+  void all_reduce(Tensor& t, const std::string& unit);
+  // Every rank's t in rank order: (ranks, t's shape...).
+  Tensor all_gather(const Tensor& t, const std::string& unit);
+  // The collectives since the last take().
+  std::vector<CollectiveRecord> take();
+
+ private:
+  void record(CollectiveRecord c, comm::Work& work);
+  comm::ProcessGroup& group_;
+  std::vector<CollectiveRecord> records_;
+};
+
+// A layer that holds parts of its parameters, and how each is cut.
+class TpLayer {
+ public:
+  virtual ~TpLayer() = default;
+  virtual std::vector<std::pair<Parameter*, TpSplit>> splits() = 0;
+};
+
+// y = x W_r^T + b_r: this rank's rows of a Linear(in, out) (out / W of them, from each
+// of `blocks` blocks). The input gradient, a partial sum, is all-reduced.
+class ColumnParallelLinear : public Module, public TpLayer {
+ public:
+  ColumnParallelLinear(TpComm& comm, int64_t in, int64_t out, int blocks, std::string unit);
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::string type_name() const override { return "ColumnParallelLinear"; }
+  int64_t forward_flops(const Shape& input, Shape* output) const override;
+  std::unique_ptr<Module> clone_structure() const override;
+  std::vector<std::pair<Parameter*, TpSplit>> splits() override;
+
+ private:
+  TpComm& comm_;
+  int64_t in_, out_;  // out_: the whole layer's
+  int blocks_;
+  std::string unit_;
+  Parameter* weight_;  // (out / W, in)
+  Parameter* bias_;    // (out / W)
+  Tensor x_, w_;
+};
+
+// y = sum over ranks of x_r W_r^T, + b: this rank's columns of a Linear(in, out), its
+// input the matching part of the features; the partial products are all-reduced and the
+// (replicated) bias added once.
+class RowParallelLinear : public Module, public TpLayer {
+ public:
+  RowParallelLinear(TpComm& comm, int64_t in, int64_t out, std::string unit);
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::string type_name() const override { return "RowParallelLinear"; }
+  int64_t forward_flops(const Shape& input, Shape* output) const override;
+  std::unique_ptr<Module> clone_structure() const override;
+  std::vector<std::pair<Parameter*, TpSplit>> splits() override;
+
+ private:
+  TpComm& comm_;
+  int64_t in_, out_;  // in_: the whole layer's
+  std::string unit_;
+  Parameter* weight_;  // (out, in / W)
+  Parameter* bias_;    // (out), replicated
+  Tensor x_, w_;
+};
+
+// This rank's rows of a token embedding (vocab, dim); the lookup's partial rows (zero
+// for tokens in other ranks' parts) are all-reduced.
+class VocabParallelEmbedding : public Module, public TpLayer {
+ public:
+  VocabParallelEmbedding(TpComm& comm, int64_t vocab, int64_t dim, std::string unit);
+  Tensor forward(const Tensor& tokens) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::string type_name() const override { return "VocabParallelEmbedding"; }
+  int64_t forward_flops(const Shape& input, Shape* output) const override;
+  std::unique_ptr<Module> clone_structure() const override;
+  std::vector<std::pair<Parameter*, TpSplit>> splits() override;
+
+ private:
+  TpComm& comm_;
+  int64_t vocab_, dim_, first_;
+  std::string unit_;
+  Parameter* weight_;  // (vocab / W, dim)
+  Tensor tokens_;
+};
+
+// The tied output head over the rank's part of the embedding: this rank's logits
+// (..., vocab / W); the input gradient, a partial sum, is all-reduced.
+class VocabParallelHead : public TiedLinear {
+ public:
+  explicit VocabParallelHead(TpComm& comm) : comm_(comm) {}
+  Tensor backward(const Tensor& grad_out) override;
+  std::string type_name() const override { return "VocabParallelHead"; }
+  std::unique_ptr<Module> clone_structure() const override { return std::make_unique<VocabParallelHead>(comm_); }
+
+ private:
+  TpComm& comm_;
+};
+
+// What one rank holds (f32 parameters).
+struct TpMemory {
+  int64_t full_parameter_bytes = 0;  // the whole model's
+  int64_t rank_parameter_bytes = 0;  // this rank's parts and replicated parameters
+  int64_t replicated_bytes = 0;      // of which replicated
+};
+
+class TensorParallel {
+ public:
+  // Cuts `model` (built the same on every rank: checked, and rank 0's values broadcast)
+  // into this rank's part, in place.
+  TensorParallel(Model& model, comm::ProcessGroup& group);
+  TensorParallel(const TensorParallel&) = delete;
+  TensorParallel& operator=(const TensorParallel&) = delete;
+
+  // Why `model` cannot be cut over `ranks` ranks (a width, head count or vocabulary
+  // they do not divide, or layers tensor parallelism does not split); empty when it can.
+  static std::string cannot_split(Model& model, int ranks);
+
+  // The loss of the cut model's output: the vocabulary-parallel cross-entropy when the
+  // head is cut, else the model's own loss (its last layer is replicated). Deferred as
+  // compute_loss.
+  LossResult loss(const Tensor& out, const Tensor& target, bool need_grad, bool deferred);
+  // The global L2 norm of the gradients (parts summed over the ranks, replicated
+  // parameters once), clipped as torch.nn.utils.clip_grad_norm_; returns the norm.
+  double clip_grad_norm(double max_norm);
+  // Every rank's parts all-gathered into the whole layers, which replace the cut ones:
+  // the model as single-device training would hold it (every rank must call it; at the
+  // end of a run).
+  void gather_full_parameters();
+  // The optimizer's state over the cut parameters as whole tensors of the model's
+  // parameter shapes (every rank's parts all-gathered; every rank must call it), for a
+  // full checkpoint.
+  std::vector<OptimizerState> full_optimizer_state(const Optimizer& cut);
+  // Loads whole-model optimizer state (a checkpoint's) into the optimizer over the cut
+  // parameters: each rank keeps its parts.
+  void load_full_optimizer_state(Optimizer& cut, const std::vector<OptimizerState>& full);
+
+  Model& module() { return model_; }
+  comm::ProcessGroup& group() { return comm_.group(); }
+  const TpMemory& memory() const { return memory_; }
+  // The collectives of the last training forward and backward (take_step() moves them here).
+  void take_step() { last_step_ = comm_.take(); }
+  const std::vector<CollectiveRecord>& collectives() const { return last_step_; }
+
+ private:
+  struct Replaced {
+    size_t layer;
+    std::unique_ptr<Module> full;  // on the host while the cut layer trains
+  };
+  std::unique_ptr<Module> cut_layer(Module& full, const std::string& name);
+  void copy_parts(Module& full, Module& cut);
+  // A cut parameter's whole shape.
+  Shape full_shape(const Parameter& p, TpSplit s) const;
+
+  Model& model_;
+  TpComm comm_;
+  std::vector<Replaced> replaced_;
+  std::map<const Parameter*, TpSplit> splits_;
+  bool vocab_parallel_ = false;
+  int64_t vocab_first_ = 0;
+  bool gathered_ = false;
+  TpMemory memory_;
+  std::vector<CollectiveRecord> last_step_;
+};
+
+}  // namespace dpb
