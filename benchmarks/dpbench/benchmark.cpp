@@ -126,6 +126,28 @@ reports::OverlapStats overlap_stats(const RankMetrics& m0) {
   return o;
 }
 
+// One kind of collective in the measured steps: count and bytes per step, and the
+// medians of the time they ran (null where the backend cannot tell) and were waited for.
+reports::CollectiveStepStats collective_step_stats(const std::string& kind, const std::vector<StepRecord>& measured) {
+  reports::CollectiveStepStats c;
+  c.kind = kind;
+  std::vector<double> ran, waited;
+  bool timed = !measured.empty();
+  for (const auto& r : measured) {
+    const CollectiveTotals& t = kind == "all-gather" ? r.all_gathers
+                                : kind == "reduce-scatter" ? r.reduce_scatters
+                                                           : r.all_reduces;
+    c.count = t.count;
+    c.bytes = t.bytes;
+    ran.push_back(static_cast<double>(t.ran_ns) * 1e-9);
+    waited.push_back(static_cast<double>(t.waited_ns) * 1e-9);
+    timed = timed && t.timed;
+  }
+  if (timed && c.count > 0) c.seconds = summarize(ran).median;
+  if (!waited.empty()) c.waited_s = summarize(waited).median;
+  return c;
+}
+
 // fsdp: every rank's memory (a collective: each rank's figures as JSON text), and rank
 // 0's collectives per step by kind (medians over the measured steps).
 reports::FsdpStats fsdp_stats(FullyShardedDataParallel& f, const Optimizer& opt, comm::ProcessGroup& pg, Device device,
@@ -167,24 +189,28 @@ reports::FsdpStats fsdp_stats(FullyShardedDataParallel& f, const Optimizer& opt,
     if (j.at("ws").get<double>() >= 0) x.reduce_scatter_waited_s = j.at("ws").get<double>();
     s.ranks.push_back(x);
   }
-  for (const char* kind : {"all-gather", "reduce-scatter"}) {
-    const bool gather = std::string_view(kind) == "all-gather";
-    reports::FsdpCollectiveStats c;
-    c.kind = kind;
-    std::vector<double> ran, waited;
-    bool timed = !measured.empty();
-    for (const auto& r : measured) {
-      const CollectiveTotals& t = gather ? r.all_gathers : r.reduce_scatters;
-      c.count = t.count;
-      c.bytes = t.bytes;
-      ran.push_back(static_cast<double>(t.ran_ns) * 1e-9);
-      waited.push_back(static_cast<double>(t.waited_ns) * 1e-9);
-      timed = timed && t.timed;
-    }
-    if (timed && c.count > 0) c.seconds = summarize(ran).median;
-    if (!waited.empty()) c.waited_s = summarize(waited).median;
-    s.collectives.push_back(c);
+  for (const char* kind : {"all-gather", "reduce-scatter"}) s.collectives.push_back(collective_step_stats(kind, measured));
+  return s;
+}
+
+// tp: every rank's parameters, optimizer state and peak memory (a collective), and rank
+// 0's all-reduces and all-gathers per step.
+reports::TpStats tp_stats(TensorParallel& t, const Optimizer& opt, comm::ProcessGroup& pg, Device device,
+                          const std::vector<StepRecord>& measured) {
+  int64_t state = 0;
+  for (const auto& s : opt.state()) state += s.value.numel() * static_cast<int64_t>(dtype_size(s.value.dtype()));
+  const nlohmann::json mine = {
+      {"p", t.memory().rank_parameter_bytes}, {"o", state}, {"peak", memory_stats(device).peak_bytes}};
+  reports::TpStats s;
+  s.full_parameter_bytes = t.memory().full_parameter_bytes;
+  s.replicated_bytes = t.memory().replicated_bytes;
+  const auto all = gather_strings(pg, mine.dump(), device);
+  for (size_t r = 0; r < all.size(); ++r) {
+    const auto j = nlohmann::json::parse(all[r]);
+    s.ranks.push_back({static_cast<int>(r), j.at("p").get<int64_t>(), j.at("o").get<int64_t>(),
+                       j.at("peak").get<int64_t>()});
   }
+  for (const char* kind : {"all-reduce", "all-gather"}) s.collectives.push_back(collective_step_stats(kind, measured));
   return s;
 }
 
@@ -212,7 +238,7 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   setup.train.save_path = o.train.save_path;
   setup.train.resume_path = o.train.resume_path;
   setup.train.progress = lead ? o.train.progress : ProgressMode::none;
-  const int64_t parameters = model.parameter_count();  // before fsdp shards them away
+  const int64_t parameters = model.parameter_count();  // before fsdp shards them away (or tp cuts them)
   Trainer trainer(model, *data.train, setup.train, eval ? data.test.get() : nullptr, data.augment.get());
 
   log::info("training {} ({} parameters) on {} ({} training samples{}) in mode {} on {} device(s) with {} thread(s) "
@@ -255,6 +281,7 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   // its slowest rank.
   RankView ranks;
   std::optional<reports::FsdpStats> fsdp;
+  std::optional<reports::TpStats> tp;
   std::optional<reports::TimelineExcerpt> excerpt;
   if (rank) {
     RankMetrics mine = rank_metrics(measured, result.steps, rank->device.index);
@@ -267,6 +294,7 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
     ranks.metrics = gather_metrics(*rank->group, mine, rank->device);
     if (auto* f = trainer.strategy().fsdp())
       fsdp = fsdp_stats(*f, trainer.optimizer(), *rank->group, rank->device, measured);
+    if (auto* t = trainer.strategy().tp()) tp = tp_stats(*t, trainer.optimizer(), *rank->group, rank->device, measured);
     ranks.records = gather_rank_records(*rank->group, measured, rank->device);
     if (!o.out.trace_path.empty()) write_trace(o, result, ids, rank);
     excerpt = timeline_excerpt(measured.back(), source, rank);
@@ -338,6 +366,7 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
     if (trainer.ddp()) run.buckets = bucket_stats(measured.back());
     run.overlap = overlap_stats(ranks.metrics.front());
     run.fsdp = std::move(fsdp);
+    run.tp = std::move(tp);
   }
   if (PipelineParallel* pp = trainer.pipeline()) {
     PipelineMetrics pm = pipeline_metrics(*pp, measured, trainer.unit_costs(), !o.pipeline.split.empty(), ids, busy);

@@ -108,8 +108,10 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
                  "Parallel mode: single (one device), dp (one process, --gpus devices, as torch.nn.DataParallel), ddp "
                  "(one process per rank, as DistributedDataParallel; --gpus ranks on this node), mp (one process, "
                  "the model cut into --gpus pipeline stages), fsdp (one process per rank, parameters, gradients and "
-                 "optimizer state sharded across the ranks, as FSDP2's fully_shard)")
-      ->check(CLI::IsMember({"single", "dp", "ddp", "mp", "fsdp"}));
+                 "optimizer state sharded across the ranks, as FSDP2's fully_shard), tp (one process per rank, "
+                 "each holding a part of every large layer and training on the whole batch, as Megatron-LM's "
+                 "tensor parallelism; within one node)")
+      ->check(CLI::IsMember({"single", "dp", "ddp", "mp", "fsdp", "tp"}));
   app.add_option("--gpus", f.gpus,
                  "Devices (or ranks) to use, or a sweep such as 1,2,4 (one run each, with the scaling efficiency "
                  "E(N) = throughput(N) / (N x throughput(1)); dp and mp multiply --batch by N). With --devices=cpu "

@@ -71,7 +71,13 @@ void validate(const BenchOptions& o) {
   // Checked before the GPUs are: a mistake in the flags is named on any machine.
   DPB_CHECK(!o.fsdp.set || o.mode == ParallelMode::fsdp)
       << "--fsdp-reshard and --fsdp-prefetch are for --mode=fsdp";
-  DPB_CHECK(o.mode != ParallelMode::fsdp || !o.ddp.sync_bn) << "--sync-bn is for --mode=ddp";
+  DPB_CHECK((o.mode != ParallelMode::fsdp && o.mode != ParallelMode::tp) || !o.ddp.sync_bn)
+      << "--sync-bn is for --mode=ddp";
+  DPB_CHECK(o.mode != ParallelMode::tp || o.ranks.nnodes == 1)
+      << "--mode=tp runs within one node (its all-reduces sit between every layer's products); with --nnodes="
+      << o.ranks.nnodes << " use --mode=ddp or fsdp across nodes";
+  DPB_CHECK(o.mode != ParallelMode::tp || o.ddp.distributed_sampler)
+      << "--sampler=none is for --mode=ddp: tensor-parallel ranks all train on the same batches";
   if (is_distributed(o.mode)) {
     // NCCL refuses two ranks on one GPU, and its collectives check nothing across ranks.
     const bool nccl = resolved_backend(o) == Backend::nccl;
@@ -93,14 +99,14 @@ void validate(const BenchOptions& o) {
         << (info.unavailable_reason.empty() ? "" : " (" + info.unavailable_reason + ")");
   }
   DPB_CHECK(o.ddp.straggler_rank < 0 || is_distributed(o.mode))
-      << "--straggler is for --mode=ddp or fsdp (a rank that computes slower)";
+      << "--straggler is for --mode=ddp, fsdp or tp (a rank that computes slower)";
   DPB_CHECK(o.ddp.device_map == DeviceMap::spread || is_distributed(o.mode))
-      << "--device-map is for --mode=ddp or fsdp (where each rank process is placed on a device)";
+      << "--device-map is for --mode=ddp, fsdp or tp (where each rank process is placed on a device)";
   DPB_CHECK(o.ddp.straggler_rank < 0 || o.ddp.straggler_rank < d.count * o.ranks.nnodes)
       << "--straggler=" << o.ddp.straggler_rank << ":" << o.ddp.straggler_ms << " but there are "
       << d.count * o.ranks.nnodes << " rank(s)";
   DPB_CHECK(o.ddp.hang_rank < 0 || (is_distributed(o.mode) && o.ddp.hang_rank < d.count * o.ranks.nnodes))
-      << "--hang-rank=" << o.ddp.hang_rank << ":" << o.ddp.hang_step << " needs --mode=ddp or fsdp and a rank below "
+      << "--hang-rank=" << o.ddp.hang_rank << ":" << o.ddp.hang_step << " needs --mode=ddp, fsdp or tp and a rank below "
       << d.count * o.ranks.nnodes;
   DPB_CHECK(!o.verify.enabled || o.verify.steps >= 1) << "--verify-steps must be at least 1, got " << o.verify.steps;
   DPB_CHECK(!o.out.layer_profile || (o.mode == ParallelMode::single && o.sweep.empty() && !d.cuda_graph))

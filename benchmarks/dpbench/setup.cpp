@@ -11,6 +11,7 @@
 #include "engine/backend/device_info.h"
 #include "engine/backend/precision.h"
 #include "engine/core/log.h"
+#include "engine/parallel/tensor_parallel.h"
 #if DPB_WITH_CUDA
 #include "engine/backend/cuda/device_context.h"
 #endif
@@ -124,15 +125,28 @@ void check_language_model_fits(Model& model, const BenchOptions& o, bool paralle
 }
 }  // namespace
 
-RunSetup prepare_run(const BenchOptions& o, bool parallel, const RankContext* rank) {
-  RunSetup r;
-  if (o.device.logical_gpus) place_cuda_devices(parallel ? o.device.count : 0);
-  Generator init_gen(o.train.seed);
+namespace {
+ModelOptions model_options(const BenchOptions& o) {
   ModelOptions mo;
   const Shape data_shape = dataset_sample_shape(o.data.dataset);
   if (data_shape.ndim() == 3 && o.data.model != "simple" && o.data.model != "widemlp") mo.image = data_shape;
   mo.seq = o.data.seq;
-  r.model = build_model(o.data.model, init_gen, mo);
+  return mo;
+}
+}  // namespace
+
+void check_tensor_parallel(const BenchOptions& o) {
+  Generator g(o.train.seed);
+  auto model = build_model(o.data.model, g, model_options(o));
+  const std::string why = TensorParallel::cannot_split(*model, o.device.count * o.ranks.nnodes);
+  DPB_CHECK(why.empty()) << why;
+}
+
+RunSetup prepare_run(const BenchOptions& o, bool parallel, const RankContext* rank) {
+  RunSetup r;
+  if (o.device.logical_gpus) place_cuda_devices(parallel ? o.device.count : 0);
+  Generator init_gen(o.train.seed);
+  r.model = build_model(o.data.model, init_gen, model_options(o));
   check_language_model_fits(*r.model, o, parallel);
   const ModelSpec& spec = r.model->spec();
   DatasetRequest dr;

@@ -43,5 +43,9 @@ struct RunSetup {
   TrainOptions train;
 };
 RunSetup prepare_run(const BenchOptions& o, bool parallel, const RankContext* rank);
+// --mode=tp: a dpb::Error, before any rank starts, when the model cannot be cut over
+// o.device.count ranks (heads, width or vocabulary they do not divide, or layers tensor
+// parallelism does not cut).
+void check_tensor_parallel(const BenchOptions& o);
 
 }  // namespace dpb::bench

@@ -13,6 +13,19 @@ std::string human_time(double s) {
   return fmt::format("{:.1f} us", s * 1e6);
 }
 
+namespace {
+// fsdp and tp: each kind of collective per step (rank 0's medians).
+void print_collectives(std::ostream& out, const std::vector<reports::CollectiveStepStats>& collectives) {
+  for (const auto& c : collectives) {
+    if (c.count == 0) continue;
+    out << fmt::format("  {}: {} a step, ", c.kind, c.count);
+    if (c.seconds) out << human_time(*c.seconds) << " run, ";
+    if (c.waited_s) out << human_time(*c.waited_s) << " waited for (exposed)";
+    out << "\n";
+  }
+}
+}  // namespace
+
 void print_summary(const reports::RunReport& report, const SummaryExtras& extras, std::ostream& out) {
   const auto& c = report.config;
   const auto& r = report.runs.back();
@@ -77,12 +90,18 @@ void print_summary(const reports::RunReport& report, const SummaryExtras& extras
                        static_cast<double>(m0.shard_parameter_bytes + m0.shard_gradient_bytes + m0.optimizer_state_bytes) * mib,
                        static_cast<double>(f.full_parameter_bytes) * mib,
                        static_cast<double>(m0.peak_gathered_parameter_bytes) * mib);
-    for (const auto& c : f.collectives) {
-      out << fmt::format("  {}: {} a step, ", c.kind, c.count);
-      if (c.seconds) out << human_time(*c.seconds) << " run, ";
-      if (c.waited_s) out << human_time(*c.waited_s) << " waited for (exposed)";
-      out << "\n";
-    }
+    print_collectives(out, f.collectives);
+  }
+  if (r.tp && !r.tp->ranks.empty()) {
+    const auto& t = *r.tp;
+    const double mib = 1.0 / (1 << 20);
+    out << fmt::format("tp: {} ranks each train on the whole batch; rank 0 holds {:.1f} MiB of parameters ({:.1f} MiB "
+                       "replicated) and {:.1f} MiB of optimizer state, of {:.1f} MiB of parameters in the model\n",
+                       t.ranks.size(), static_cast<double>(t.ranks.front().parameter_bytes) * mib,
+                       static_cast<double>(t.replicated_bytes) * mib,
+                       static_cast<double>(t.ranks.front().optimizer_state_bytes) * mib,
+                       static_cast<double>(t.full_parameter_bytes) * mib);
+    print_collectives(out, t.collectives);
   }
   if (r.pipeline && r.stages) {
     const auto& p = *r.pipeline;

@@ -130,7 +130,10 @@ int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
   const double base_thr = first.throughput.empty() ? 0 : median(first.throughput) / first_n;
   std::cout << fmt::format("\nscaling: {} mode{}, {} repetition(s) per point (median throughput), {} thread(s) per "
                            "device, E(N) = {}\n",
-                           parallel_mode_name(o.mode), weak ? ", weak scaling (batch x N)" : ", batch per rank",
+                           parallel_mode_name(o.mode),
+                           weak                          ? ", weak scaling (batch x N)"
+                           : o.mode == ParallelMode::tp ? ", the same batch on every rank (strong scaling)"
+                                                        : ", batch per rank",
                            o.repeat, threads,
                            first_n == 1 ? "throughput(N) / (N x throughput(1))"
                                         : fmt::format("throughput(N) x {} / (N x throughput({}))", first_n, first_n));
@@ -145,7 +148,7 @@ int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
                               ? std::pair<double, double>{0, 0}
                               : std::pair<double, double>{*std::min_element(pt.throughput.begin(), pt.throughput.end()),
                                                           *std::max_element(pt.throughput.begin(), pt.throughput.end())};
-    const bool ddp = is_distributed(o.mode);
+    const bool ddp = splits_batch(o.mode);
     const int64_t batch = pt.options.train.batch;
     const int64_t global = ddp ? batch * n * o.train.accum_steps : batch;
     std::cout << fmt::format("{:>6} {:>8} {:>8} {:>14.1f} {:>14} {:>10.3f}\n", n,

@@ -26,7 +26,8 @@ std::unique_ptr<Model> train(const BenchOptions& o, bool parallel, const RankCon
   BenchOptions ob = o;
   // DDP's reference: one device on the union of the ranks' batches (the shards of a
   // DistributedSampler step are consecutive positions of the same permutation).
-  if (rank && !parallel) ob.train.batch = o.train.batch * rank->group->size();
+  // Tensor parallelism's: one device on the same batch.
+  if (rank && !parallel && splits_batch(o.mode)) ob.train.batch = o.train.batch * rank->group->size();
   RunSetup setup = prepare_run(ob, parallel, parallel ? rank : nullptr);
   setup.train.steps = o.verify.steps;
   setup.train.epochs = 0;
@@ -88,7 +89,9 @@ VerifyResult run_verify(const BenchOptions& o, std::ostream& out, const RankCont
   out << fmt::format("verify: {} steps of {} (--mode={}, {} {}) against --mode=single{} from the same start\n",
                      o.verify.steps, o.data.model, mode, world > 1 ? world : o.device.count,
                      rank ? "ranks" : "device(s)",
-                     rank ? fmt::format(" with the ranks' global batch of {}", o.train.batch * world) : "");
+                     rank ? fmt::format(" with the ranks' global batch of {}",
+                                        o.train.batch * (splits_batch(o.mode) ? world : 1))
+                          : "");
   out << fmt::format("difference from single-device training, relative to how far it moved the parameters: {:.3g} for "
                      "{} (the largest), {:.3g} for the whole model; largest element difference {:.3g}; "
                      "tolerance {:.3g}: {}\n",
