@@ -58,6 +58,7 @@ const std::vector<RuleInfo>& rules() {
       {"straggler-rank", check::straggler_rank},
       {"exposed-allgather", check::exposed_allgather},
       {"fsdp-unit-too-large", check::fsdp_unit_too_large},
+      {"tp-across-slow-link", check::tp_across_slow_link},
       {"lr-not-scaled", check::lr_not_scaled},
       {"small-batch-batchnorm", check::small_batch_batchnorm},
   };

@@ -163,6 +163,16 @@ Evidence evidence_from_report(const reports::RunReport& report) {
         e.allgather_waited_s = c.waited_s.value_or(-1);
       }
   }
+  if (run.tp) {
+    e.has_tp = true;
+    for (const auto& c : run.tp->collectives)
+      if (c.kind == "all-reduce") {
+        e.tp_allreduces = c.count;
+        e.tp_allreduce_bytes = c.bytes;
+        e.tp_allreduce_s = c.seconds.value_or(-1);
+        e.tp_allreduce_waited_s = c.waited_s.value_or(-1);
+      }
+  }
   if (run.pipeline) {
     const auto& p = *run.pipeline;
     e.has_pipeline = true;

@@ -103,6 +103,11 @@ struct Evidence {
   int64_t allgathers = 0, allgather_bytes = 0;
   double allgather_s = -1, allgather_waited_s = -1;
   std::vector<double> rank_allgather_waited_s;  // per rank (rank order; empty: not measured)
+  // tp: rank 0's all-reduces per step (count, bytes of its inputs, the time they ran and
+  // the time the training thread waited for them; -1: not measured).
+  bool has_tp = false;
+  int64_t tp_allreduces = 0, tp_allreduce_bytes = 0;
+  double tp_allreduce_s = -1, tp_allreduce_waited_s = -1;
   // mp
   bool has_pipeline = false;
   std::string schedule, split_by;

@@ -370,16 +370,16 @@ TEST(DoctorRules, TheMainJobsSweepSaysWhatCommunicationCosts) {
   }
 }
 
-// FSDP reports as dpbench wrote them (tests/data/reports, 2-vCPU Xeon): the MLP with
+// Reports as dpbench wrote them (tests/data/reports, 2-vCPU Xeon). FSDP: the MLP with
 // prefetch off waits for its all-gathers (every rank's waits charged to them, the
 // evidence its own), gpt2-tiny over 2 ranks with prefetch hides them, and over 8 ranks
 // gathers more at once than a rank keeps sharded.
-reports::RunReport fsdp_report(const std::string& name) {
+reports::RunReport saved_report(const std::string& name) {
   return reports::RunReport::read(std::string(DPB_SOURCE_DIR) + "/tests/data/reports/" + name);
 }
 
 TEST(DoctorRules, ExposedAllGatherWhereRanksWaitForParameters) {
-  const auto r = fsdp_report("fsdp-mlp-prefetch0.json");
+  const auto r = saved_report("fsdp-mlp-prefetch0.json");
   ASSERT_TRUE(r.runs.back().fsdp);
   const auto& fs = *r.runs.back().fsdp;
   EXPECT_EQ(fs.prefetch, 0);
@@ -409,7 +409,7 @@ TEST(DoctorRules, ExposedAllGatherWhereRanksWaitForParameters) {
 }
 
 TEST(DoctorRules, FsdpWithPrefetchOverTwoRanksIsHealthy) {
-  const auto r = fsdp_report("fsdp-gpt2-tiny-2ranks.json");
+  const auto r = saved_report("fsdp-gpt2-tiny-2ranks.json");
   ASSERT_TRUE(r.runs.back().fsdp);
   EXPECT_EQ(r.runs.back().fsdp->prefetch, 1);
   const auto d = diagnose(r);
@@ -420,8 +420,52 @@ TEST(DoctorRules, FsdpWithPrefetchOverTwoRanksIsHealthy) {
   EXPECT_TRUE(f == nullptr || f->severity == Severity::info);
 }
 
+// Tensor-parallel reports as dpbench wrote them (tests/data/reports, 2-vCPU Xeon, gpt2-tiny
+// over 2 ranks, batch 8): its all-reduces over Gloo's loopback TCP wait a third of the
+// step at under 1 GB/s; through shared memory a few percent (at most advice). A link of
+// NVLink's class would not be slow, and another mode is not tensor parallelism.
+TEST(DoctorRules, TpAcrossSlowLinkWhereTensorParallelAllReducesWait) {
+  const auto r = saved_report("tp-gpt2-tiny-tcp.json");
+  ASSERT_TRUE(r.runs.back().tp);
+  const auto& tp = *r.runs.back().tp;
+  const auto d = diagnose(r);
+  const auto all = ids(r);
+  EXPECT_NE(std::find(all.begin(), all.end(), "tp-across-slow-link"), all.end());
+  const Finding* f = find(d, "tp-across-slow-link");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::warning);
+  const auto& ar = tp.collectives.at(0);
+  ASSERT_EQ(ar.kind, "all-reduce");
+  EXPECT_EQ(ar.count, 10);
+  const double waited = *ar.waited_s, step = *r.runs.back().step_time_s.median;
+  EXPECT_NEAR(f->evidence["allreduce_waited_s"].get<double>(), waited, 1e-3 * waited);
+  EXPECT_NEAR(f->evidence["share"].get<double>(), waited / step, 1e-3);
+  const double busbw = static_cast<double>(ar.bytes) * 2 * (2 - 1) / 2 / *ar.seconds / 1e9;
+  EXPECT_NEAR(f->evidence["bus_bandwidth_gbps"].get<double>(), busbw, 1e-3 * busbw);
+  EXPECT_LT(busbw, 50.0);
+  EXPECT_NE(f->fix.find("NVLink"), std::string::npos) << f->fix;
+  EXPECT_EQ(find(d, "missing-distributed-sampler"), nullptr);  // tensor-parallel ranks share the batch by design
+  ASSERT_EQ(f->explains.size(), 2u);
+
+  const auto shm = saved_report("tp-gpt2-tiny-shm.json");
+  const Finding* g = find(diagnose(shm), "tp-across-slow-link");
+  EXPECT_TRUE(g == nullptr || g->severity == Severity::info);
+  // The same waits over a link of NVLink's class: not slow.
+  auto fast = r;
+  fast.runs.back().tp->collectives.at(0).seconds = static_cast<double>(ar.bytes) / 100e9;
+  EXPECT_EQ(find(diagnose(fast), "tp-across-slow-link"), nullptr);
+  // Waits below the advice threshold: nothing said.
+  auto hidden = r;
+  hidden.runs.back().tp->collectives.at(0).waited_s = 0.01 * step;
+  EXPECT_EQ(find(diagnose(hidden), "tp-across-slow-link"), nullptr);
+  // Not a tensor-parallel run.
+  auto other = r;
+  other.config.mode = ParallelMode::ddp;
+  EXPECT_EQ(find(diagnose(other), "tp-across-slow-link"), nullptr);
+}
+
 TEST(DoctorRules, FsdpUnitTooLargeWhenGatheringOutweighsTheShards) {
-  const auto r = fsdp_report("fsdp-gpt2-tiny-8ranks-2cores.json");
+  const auto r = saved_report("fsdp-gpt2-tiny-8ranks-2cores.json");
   const auto& fs = *r.runs.back().fsdp;
   int64_t state = 0, gathered = 0;
   for (const auto& m : fs.ranks) {

@@ -85,6 +85,10 @@ std::vector<Scenario> scenarios() {
        "exposed-allgather", {}},
       {"fsdp_unit_too_large", "--mode=fsdp --gpus=4 --model=gpt2-tiny --data=synthetic --seq=64 --batch=1 --steps=4",
        "fsdp-unit-too-large", {"ranks-share-device", "exposed-allgather"}},
+      // Tensor parallelism's all-reduces over Gloo's loopback TCP instead of shared memory.
+      {"tp_slow_link",
+       "--mode=tp --gpus=2 --model=gpt2-tiny --data=synthetic --batch=8 --host-allreduce=tcp --steps=20 --warmup=3",
+       "tp-across-slow-link", {}},
       // healthy, every mode
       {"healthy_single", "--mode=single --model=mlp --batch=128 --workers=1", "", {}},
       // Enough compute per replica that DataParallel's serial work on the primary stays small.
@@ -100,6 +104,9 @@ std::vector<Scenario> scenarios() {
        "", {}},
       {"healthy_fsdp", "--mode=fsdp --gpus=2 --model=gpt2-tiny --data=synthetic --batch=4 --steps=20 --warmup=3", "",
        {}},
+      // Wide layers: each rank's half of 100 M multiply-adds a sample against 20 KB of
+      // activations to all-reduce.
+      {"healthy_tp", "--mode=tp --gpus=2 --model=widemlp --batch=4 --steps=3 --warmup=1", "", {}},
   };
 }
 

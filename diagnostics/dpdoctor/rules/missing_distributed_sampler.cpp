@@ -1,5 +1,5 @@
-// ddp ranks that all read the same samples (no DistributedSampler): N times the compute
-// for one rank's worth of data.
+// ddp (or fsdp) ranks that all read the same samples (no DistributedSampler): N times the
+// compute for one rank's worth of data. Tensor-parallel ranks read the same batch by design.
 #include <fmt/format.h>
 
 #include "diagnostics/dpdoctor/rules/rules.h"
@@ -7,7 +7,7 @@
 namespace dpb::doctor::check {
 
 std::optional<Finding> missing_distributed_sampler(const Evidence& e) {
-  if (e.ranks.size() < 2 || e.data_compared == 0) return std::nullopt;
+  if (e.ranks.size() < 2 || e.data_compared == 0 || e.mode == ParallelMode::tp) return std::nullopt;
   const double share = static_cast<double>(e.data_identical) / static_cast<double>(e.data_compared);
   if (share < 0.9) return std::nullopt;
   Finding f;

@@ -43,6 +43,7 @@ std::optional<Finding> straggler_rank(const Evidence& e);
 std::optional<Finding> lr_not_scaled(const Evidence& e);
 std::optional<Finding> exposed_allgather(const Evidence& e);
 std::optional<Finding> fsdp_unit_too_large(const Evidence& e);
+std::optional<Finding> tp_across_slow_link(const Evidence& e);
 std::optional<Finding> small_batch_batchnorm(const Evidence& e);
 // Runs last, over the budget the other findings leave: a device idle a quarter of its
 // window or more that no warning explains, or a sweep whose efficiency is lost without
