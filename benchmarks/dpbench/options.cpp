@@ -116,7 +116,7 @@ void validate(const BenchOptions& o) {
 void validate_simulate(const BenchOptions& o) {
   const auto& s = o.simulate;
   DPB_CHECK(o.mode != ParallelMode::single)
-      << "--simulate predicts a parallel mode at several device counts: give --mode=ddp, dp, mp or fsdp";
+      << "--simulate predicts a parallel mode at several device counts: give --mode=ddp, dp, mp, fsdp or tp";
   DPB_CHECK(s.profile_path.empty() != (s.single_step_s <= 0))
       << (s.profile_path.empty()
               ? "--simulate needs a one-device profile: --profile=REPORT (a dpbench --layer-profile report) or "

@@ -32,7 +32,9 @@ reports::RunReport prediction_report(const BenchOptions& o, const std::vector<st
   c.batch_per_device = s.profile.batch;
   c.global_batch = s.profile.batch;
   c.bucket_mb = o.ddp.bucket_mb;
-  c.sweep_batch = o.mode == ParallelMode::pipeline ? "batch (the stages share it)" : "per rank";
+  c.sweep_batch = o.mode == ParallelMode::pipeline ? "batch (the stages share it)"
+                  : o.mode == ParallelMode::tp     ? "batch (every rank runs it)"
+                                                   : "per rank";
   int64_t params = 0;
   for (const auto& l : s.profile.layers)
     for (const auto& p : l.params) params += p.bytes / 4;
@@ -43,7 +45,8 @@ reports::RunReport prediction_report(const BenchOptions& o, const std::vector<st
     p.world_size = r.world_size;
     p.mode = o.mode;
     p.batch_per_device = s.profile.batch;
-    p.global_batch = o.mode == ParallelMode::pipeline ? s.profile.batch : s.profile.batch * r.world_size;
+    p.global_batch = o.mode == ParallelMode::pipeline || o.mode == ParallelMode::tp ? s.profile.batch
+                                                                                    : s.profile.batch * r.world_size;
     p.throughput_samples_per_s = r.throughput;
     p.scaling_efficiency = r.efficiency;
     p.predicted = true;
@@ -114,6 +117,9 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
   if (o.mode == ParallelMode::fsdp)
     out << fmt::format("  sharding: each layer with parameters a unit; prefetch {}, {}\n", o.fsdp.prefetch,
                        o.fsdp.reshard_after_forward ? "gathered again for the backward" : "kept to the backward");
+  if (o.mode == ParallelMode::tp)
+    out << "  tensor parallelism: blocks (or linear pairs) cut over the ranks, every rank on the whole batch; each "
+           "all-reduce waited for in full\n";
   out << fmt::format("\n{:>7} {:>11} {:>12} {:>6} {:>10} {:>13} {:>8} {:>8}  {}\n", "ranks", "step (ms)", "samples/s",
                      "E(N)", "comm (ms)", "exposed (ms)", "overlap", "buckets", "what ends the step");
   for (const auto& r : s.points)

@@ -327,6 +327,118 @@ SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, c
   return r;
 }
 
+// Tensor parallelism (Megatron's plan, as --mode=tp cuts a model): every rank runs the
+// whole batch through its part of each cut layer, so a cut layer's time divides by the
+// ranks; each all-reduce waits in full (nothing overlaps it). Which layers are cut is
+// read from the profile's parameter names:
+//   - a transformer block (it has attn.c_attn.weight): 1/W of its time; two all-reduces
+//     of its output (the activations) in the forward and two in the backward;
+//   - the token embedding (transformer.wte.weight): one all-reduce of its output forward;
+//   - the tied head (lm_head, no parameters of its own): 1/W of its time, one all-reduce
+//     of its input's gradient (the previous layer's output) backward; the loss one
+//     all-gather of 16 bytes a row of logits (this rank's max, sum, label logit, argmax);
+//   - a stack of linear layers: pairs of consecutive linears column- then row-parallel,
+//     with what lies between them (their activations are cut too): 1/W each; one
+//     all-reduce of the row layer's output forward and of the column layer's input
+//     gradient backward (none for the model's first layer, which needs no input gradient).
+// The optimizer steps on 1/W of the cut parameters and all of the replicated ones.
+SimPoint simulate_tp(const StepProfile& p, const LinkModel& link, int ranks, const SimOptions& o) {
+  SimPoint r;
+  r.world_size = ranks;
+  const double stretch = (1 + o.jitter * expected_max_normal(ranks)) * (ranks > 1 ? 1 + o.crowding : 1.0);
+  const size_t n = p.layers.size();
+  auto ends = [](const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  auto has_param = [&](size_t l, const std::string& suffix) {
+    for (const auto& q : p.layers[l].params)
+      if (ends(q.name, suffix)) return true;
+    return false;
+  };
+  std::vector<bool> cut(n, false);
+  std::vector<int> fwd_reduces(n, 0), bwd_reduces(n, 0);  // all-reduces of the layer's output / of its input's gradient
+  std::vector<size_t> row_layers;                         // MLP: the row-parallel linears (their bias stays whole)
+  bool transformer = false;
+  for (size_t l = 0; l < n; ++l) transformer = transformer || has_param(l, "attn.c_attn.weight");
+  double table_bytes = 0, embedding_out = 0, logits_bytes = 0;
+  if (transformer) {
+    for (size_t l = 0; l < n; ++l) {
+      if (has_param(l, "attn.c_attn.weight")) {
+        cut[l] = true;
+        fwd_reduces[l] = bwd_reduces[l] = 2;
+      } else if (has_param(l, "transformer.wte.weight")) {
+        fwd_reduces[l] = 1;
+        for (const auto& q : p.layers[l].params) table_bytes += static_cast<double>(q.bytes);
+        embedding_out = static_cast<double>(p.layers[l].output_bytes);
+      } else if (p.layers[l].name == "lm_head") {
+        cut[l] = true;
+        bwd_reduces[l] = 1;
+        logits_bytes = static_cast<double>(p.layers[l].output_bytes);
+      }
+    }
+  } else {
+    std::vector<size_t> linears;
+    for (size_t l = 0; l < n; ++l)
+      if (p.layers[l].params.size() == 2 && has_param(l, ".weight") && has_param(l, ".bias")) linears.push_back(l);
+    for (size_t k = 0; k + 1 < linears.size(); k += 2) {
+      for (size_t l = linears[k]; l <= linears[k + 1]; ++l) cut[l] = true;
+      fwd_reduces[linears[k + 1]] = 1;
+      bwd_reduces[linears[k]] = k > 0 ? 1 : 0;  // the model's first layer needs no input gradient
+      row_layers.push_back(linears[k + 1]);
+    }
+  }
+  // A layer's input gradient is the size of its input: the previous layer's output.
+  auto input_bytes = [&](size_t l) { return l > 0 ? static_cast<double>(p.layers[l - 1].output_bytes) : 0.0; };
+  Channel ch(link);
+  auto blocking = [&](double t, const std::string& what) {
+    if (ranks > 1 && t > 0) ch.wait(ch.issue(t, t, what));
+  };
+  double compute = 0;
+  for (size_t l = 0; l < n; ++l) {
+    const double f = p.layers[l].forward_s * stretch / (cut[l] ? ranks : 1);
+    ch.compute(f);
+    compute += f;
+    for (int k = 0; k < fwd_reduces[l]; ++k)
+      blocking(link.allreduce_s(static_cast<double>(p.layers[l].output_bytes), ranks),
+               "the all-reduce after " + p.layers[l].name);
+  }
+  if (logits_bytes > 0 && embedding_out > 0 && table_bytes > 0) {
+    // The loss's statistics, 16 bytes a row of logits: rows from the logits (rows x V x 4
+    // bytes), the embedding's output (rows x C x 4) and its table (V x C x 4).
+    const double vocab = std::sqrt(table_bytes / 4 * logits_bytes / embedding_out);
+    const double rows = logits_bytes / (4 * vocab);
+    blocking(link.all_gather_s(16 * rows * ranks, ranks), "the all-gather of the loss's statistics");
+  }
+  for (size_t l = n; l-- > 0;) {
+    const double b = p.layers[l].backward_s * stretch / (cut[l] ? ranks : 1);
+    ch.compute(b);
+    compute += b;
+    for (int k = 0; k < bwd_reduces[l]; ++k)
+      blocking(link.allreduce_s(input_bytes(l), ranks), "the all-reduce of " + p.layers[l].name + "'s input gradient");
+  }
+  // The optimizer on 1/W of the cut parameters (not norms, not the biases a row-parallel
+  // layer adds whole) and on every replicated one.
+  double cut_bytes = 0, all_bytes = 0;
+  for (size_t l = 0; l < n; ++l)
+    for (const auto& q : p.layers[l].params) {
+      all_bytes += static_cast<double>(q.bytes);
+      const bool row_bias = ends(q.name, "c_proj.bias") ||
+                            (ends(q.name, ".bias") && std::find(row_layers.begin(), row_layers.end(), l) != row_layers.end());
+      if ((cut[l] && q.name.find(".ln_") == std::string::npos && !row_bias) || q.name == "transformer.wte.weight")
+        cut_bytes += static_cast<double>(q.bytes);
+    }
+  const double optimizer_share = all_bytes > 0 ? (cut_bytes / ranks + (all_bytes - cut_bytes)) / all_bytes : 1.0;
+  r.compute_s = compute;
+  r.comm_s = ch.comm_s;
+  r.exposed_comm_s = ch.exposed_s;
+  r.overlap = 0;
+  r.step_s = ch.t + p.optimizer_s * optimizer_share + p.other_s;
+  r.critical_path = ch.exposed_s > 1e-12
+                        ? "compute waits " + ms(ch.exposed_s) + " for tensor-parallel collectives, each in full"
+                        : "compute (one rank: nothing to all-reduce)";
+  return r;
+}
+
 SimPoint simulate_dp(const StepProfile& p, const LinkModel& link, int ranks) {
   SimPoint r;
   r.world_size = ranks;
@@ -407,10 +519,12 @@ SimPoint simulate_point(const StepProfile& p, const LinkModel& link, int ranks, 
     case ParallelMode::dp: r = simulate_dp(p, link, ranks); break;
     case ParallelMode::pipeline: r = simulate_mp(p, link, ranks, std::max(1, o.micro_batches)); break;
     case ParallelMode::fsdp: r = simulate_fsdp(p, link, ranks, o); break;
+    case ParallelMode::tp: r = simulate_tp(p, link, ranks, o); break;
     default: r = simulate_ddp(p, link, ranks, o); break;
   }
+  // The pipeline's and tensor parallelism's ranks share one batch.
   const double global_batch =
-      static_cast<double>(p.batch) * (o.mode == ParallelMode::pipeline ? 1 : ranks);
+      static_cast<double>(p.batch) * (o.mode == ParallelMode::pipeline || o.mode == ParallelMode::tp ? 1 : ranks);
   r.throughput = r.step_s > 0 ? global_batch / r.step_s : 0;
   return r;
 }

@@ -2,7 +2,7 @@
 """Checks `dpbench --simulate` against this machine: for each model, a single-device
 --layer-profile run (alone, and again with a second rank training beside it) and two
 Gloo --bench=collectives runs (idle, and --load: beside compute) give the prediction of
-E(2) for --mode=ddp (or --mode=fsdp) --threads=1; a measured --gpus=1,2 sweep gives
+E(2) for --mode=ddp (or --mode=fsdp, --mode=tp) --threads=1; a measured --gpus=1,2 sweep gives
 E(2) itself. Prints both, side by side, and exits 1 when any prediction is more than
 --tolerance away.
 
@@ -25,6 +25,8 @@ MODELS = {
     # (model, batch, steps, flags of the sweep and the prediction, flags of every run)
     "fsdp": [("mlp", 64, 200, [], []), ("mlp", 64, 200, ["--fsdp-prefetch=0"], []),
              ("gpt2-tiny", 4, 40, [], ["--data=synthetic"])],
+    # Tensor parallelism: every rank on the whole batch (strong scaling).
+    "tp": [("mlp", 64, 200, [], []), ("gpt2-tiny", 8, 40, [], ["--data=synthetic"])],
 }
 
 
@@ -52,8 +54,10 @@ def main():
     link = os.path.join(work, "gloo2.json")
     loaded = os.path.join(work, "gloo2-load.json")
     sizes = ["--bench=collectives", "--gpus=2", "-b", "1K", "-e", "64M", "-f", "4", "-n", "20"]
-    # FSDP's all-gathers and reduce-scatters are measured too (the link fits each).
-    ops = ["--ops=allreduce,allgather,reduce_scatter"] if a.mode == "fsdp" else ["--ops=allreduce"]
+    # FSDP's all-gathers and reduce-scatters (tensor parallelism's loss all-gather) are
+    # measured too (the link fits each).
+    ops = {"fsdp": ["--ops=allreduce,allgather,reduce_scatter"], "tp": ["--ops=allreduce,allgather"]}.get(
+        a.mode, ["--ops=allreduce"])
     run([d, *sizes, *ops, "--json=" + link])
     run([d, *sizes, "--ops=allreduce", "--load", "--json=" + loaded])
     print(f"{'model':24s} {'batch':>5s} {'E(2) measured':>14s} {'E(2) predicted':>15s} {'difference':>11s}")

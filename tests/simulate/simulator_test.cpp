@@ -243,6 +243,42 @@ TEST(Simulate, FsdpGathersUnitsAndStepsOnShards) {
   }
 }
 
+// Tensor parallelism: one rank is the one-device step; with a free link each cut layer
+// takes 1/N of its time (the embedding, position table and final norm whole) and the
+// optimizer steps 1/N of the cut parameters; a GPT-2 step makes 10 blocking all-reduces
+// (2 layers) and one all-gather, each exposed; the MLP one all-reduce each way but the
+// first layer's (it needs no input gradient).
+TEST(Simulate, TensorParallelDividesCutLayersAndWaitsForEachAllReduce) {
+  SimOptions o;
+  o.mode = ParallelMode::tp;
+  const LinkModel base = load_preset("dgx-h100");
+  LinkModel free = base;
+  free.intra.alpha_s = free.inter.alpha_s = 0;
+  free.intra.bus_bandwidth = free.inter.bus_bandwidth = 1e30;
+  free.contention = free.kernel_contention = 0;
+  const StepProfile p = profile_of("gpt2-tiny", 4);
+  EXPECT_NEAR(simulate_point(p, base, 1, o).step_s, p.step_s(), 1e-12);
+  double whole = 0, cut = 0;
+  for (const auto& l : p.layers)
+    (l.name.rfind("transformer.h.", 0) == 0 || l.name == "lm_head" ? cut : whole) += l.forward_s + l.backward_s;
+  const SimPoint ideal = simulate_point(p, free, 4, o);
+  EXPECT_NEAR(ideal.compute_s, whole + cut / 4, 1e-12);
+  EXPECT_LT(ideal.step_s, p.step_s());
+  EXPECT_NEAR(ideal.exposed_comm_s, 0, 1e-12);
+  // Every collective a fixed cost: 10 all-reduces of 2 (n-1) steps and one all-gather of n-1.
+  LinkModel fixed = free;
+  fixed.intra.alpha_s = 1e-3;
+  const SimPoint r = simulate_point(p, fixed, 4, o);
+  EXPECT_NEAR(r.comm_s, 10 * 2 * 3 * 1e-3 + 3 * 1e-3, 1e-9);
+  EXPECT_NEAR(r.exposed_comm_s, r.comm_s, 1e-12);  // nothing overlaps them
+  EXPECT_EQ(r.overlap, 0);
+  EXPECT_NEAR(r.step_s, ideal.step_s + r.comm_s, 1e-9);
+  // The batch is every rank's: throughput is batch over the step.
+  EXPECT_NEAR(r.throughput, p.batch / r.step_s, 1e-9);
+  const StepProfile m = profile_of("mlp", 64);
+  EXPECT_NEAR(simulate_point(m, fixed, 2, o).comm_s, 1 * 2 * 1 * 1e-3, 1e-9);
+}
+
 TEST(Simulate, JitterWaitsForTheSlowestRank) {
   EXPECT_NEAR(expected_max_normal(2), 0.5642, 0.01);
   EXPECT_NEAR(expected_max_normal(10), 1.5388, 0.01);
