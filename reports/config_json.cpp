@@ -87,6 +87,7 @@ json config_json(const RunConfig& c, bool sweep) {
             {"deterministic", c.deterministic},
             {"backend", opt_text(c.backend)},
             {"bucket_mb", num(c.bucket_mb)},
+            {"tensor_parallel", c.tensor_parallel ? json(*c.tensor_parallel) : json(nullptr)},
             {"sampler", opt_text(c.sampler)},
             {"sync_bn", c.sync_bn},
             {"threads_per_device", c.threads_per_device},
@@ -139,6 +140,7 @@ RunConfig config_from(const JsonView& j) {
   c.deterministic = j.boolean_or("deterministic", false);
   c.backend = j.maybe_str("backend", 16);
   c.bucket_mb = j.maybe_number("bucket_mb", 0, 1e9);
+  if (auto t = j.maybe_integer("tensor_parallel", 1, 1 << 20)) c.tensor_parallel = static_cast<int>(*t);
   c.sampler = j.maybe_str("sampler", 32);
   c.sync_bn = j.boolean_or("sync_bn", false);
   c.threads_per_device = static_cast<int>(j.maybe_integer("threads_per_device", 0, 1 << 20).value_or(1));

@@ -75,6 +75,9 @@ struct RunConfig {
   bool cuda_graph = false, deterministic = false;
   std::optional<std::string> backend, sampler;  // ddp
   std::optional<double> bucket_mb;              // ddp
+  // tp: the ranks each tensor-parallel group cuts the model over (every rank under
+  // --mode=tp; --tp under --mode=ddp, 2D).
+  std::optional<int> tensor_parallel;
   bool sync_bn = false;
   int threads_per_device = 1;
   std::optional<int64_t> steps, epochs;

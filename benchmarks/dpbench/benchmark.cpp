@@ -60,6 +60,8 @@ reports::RunConfig run_config(const BenchOptions& o, Model& model, const Trainer
     c.backend = rank->group->backend();
     c.bucket_mb = o.ddp.bucket_mb;
     c.sampler = o.ddp.distributed_sampler ? "distributed" : "none";
+    if (rank->tensor_group) c.tensor_parallel = rank->tensor_group->size();
+    else if (o.mode == ParallelMode::tp) c.tensor_parallel = world;
   }
   c.sync_bn = o.ddp.sync_bn;
   c.threads_per_device = threads;
@@ -285,7 +287,7 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   std::optional<reports::TimelineExcerpt> excerpt;
   if (rank) {
     RankMetrics mine = rank_metrics(measured, result.steps, rank->device.index);
-    if (world > 1 && trainer.ddp()) {
+    if (world > 1 && trainer.ddp() && !trainer.strategy().tp()) {
       // A/B: the same passes without the all-reduce (every rank runs them). FSDP cannot
       // train without its collectives: it has no such A/B.
       const auto no_comm = trainer.time_without_communication(static_cast<int>(std::clamp<int64_t>(o.train.steps, 1, 5)));

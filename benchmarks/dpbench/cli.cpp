@@ -282,6 +282,10 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
                     "fsdp: layers whose all-gather is issued ahead, while the current one computes (0: none)")
       ->check(CLI::Range(0, 64))
       ->each([&o](const std::string&) { o.fsdp.set = true; });
+  ranks->add_option("--tp", o.ddp.tp,
+                    "ddp: tensor-parallel groups of N adjacent ranks (each cuts the model as --mode=tp does), DDP "
+                    "across the groups: 2D data x tensor parallelism, as Megatron-LM (N must divide the ranks)")
+      ->check(CLI::Range(1, 1 << 16));
   ranks->add_flag("--sync-bn", o.ddp.sync_bn,
                   "DDP: SyncBatchNorm, BatchNorm statistics over the global batch (torch.nn.SyncBatchNorm)");
   ranks->add_option("--rank", o.ranks.rank, "This process's rank (else from torchrun/Slurm/Open MPI variables)")

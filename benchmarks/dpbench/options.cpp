@@ -73,6 +73,16 @@ void validate(const BenchOptions& o) {
       << "--fsdp-reshard and --fsdp-prefetch are for --mode=fsdp";
   DPB_CHECK((o.mode != ParallelMode::fsdp && o.mode != ParallelMode::tp) || !o.ddp.sync_bn)
       << "--sync-bn is for --mode=ddp";
+  DPB_CHECK(o.ddp.tp == 1 || o.mode == ParallelMode::ddp)
+      << "--tp=" << o.ddp.tp << " is for --mode=ddp (2D: data x tensor); --mode=tp cuts the model over every rank";
+  DPB_CHECK(o.ddp.tp == 1 || (d.count * o.ranks.nnodes) % o.ddp.tp == 0)
+      << "--tp=" << o.ddp.tp << " does not divide the " << d.count * o.ranks.nnodes << " rank(s) into tensor-parallel "
+      << "groups";
+  DPB_CHECK(o.ddp.tp == 1 || d.count % o.ddp.tp == 0)
+      << "--tp=" << o.ddp.tp << " must divide the ranks of each node (" << d.count
+      << "): a tensor-parallel group stays within one node";
+  DPB_CHECK(o.ddp.tp == 1 || !o.ddp.sync_bn) << "--sync-bn does not combine with --tp (tensor parallelism cuts no "
+                                                "BatchNorm)";
   DPB_CHECK(o.mode != ParallelMode::tp || o.ranks.nnodes == 1)
       << "--mode=tp runs within one node (its all-reduces sit between every layer's products); with --nnodes="
       << o.ranks.nnodes << " use --mode=ddp or fsdp across nodes";

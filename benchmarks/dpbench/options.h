@@ -107,6 +107,9 @@ struct DdpOptions {
   int64_t straggler_ms = 0;
   int hang_rank = -1;  // --hang-rank=RANK:STEP: from that step on, that rank never reaches its collectives
   int64_t hang_step = 0;
+  // --tp=N with --mode=ddp: tensor-parallel groups of N adjacent ranks, DDP across them
+  // (2D: data x tensor); 1: plain DDP.
+  int tp = 1;
 };
 
 // --mode=fsdp (its ranks, sampler and fault injection are DdpOptions').

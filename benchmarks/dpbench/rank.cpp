@@ -36,16 +36,23 @@ std::string gloo_host(const RankEnv& env) {
   return name;
 }
 
-// This rank's process group over the run's store.
-std::unique_ptr<comm::ProcessGroup> join_group(const BenchOptions& o, const RankEnv& env, Device device) {
-  auto store = comm::rendezvous_store(env, timeout_of(o));
+comm::GroupOptions group_options(const BenchOptions& o, const RankEnv& env) {
   comm::GroupOptions go;
   go.timeout = timeout_of(o);
   go.debug_collectives = o.ranks.debug_collectives;
   go.spin = comm::Millis(o.ranks.spin_ms);
   go.shared_memory = o.ranks.shared_memory;
   go.host = gloo_host(env);
-  return comm::make_process_group(backend_name(resolved_backend(o)), store, env.rank, env.world_size, go, device);
+  return go;
+}
+
+// This rank's process group over the run's store (and the store, for further groups).
+std::unique_ptr<comm::ProcessGroup> join_group(const BenchOptions& o, const RankEnv& env, Device device,
+                                               std::shared_ptr<comm::Store>* store_out = nullptr) {
+  auto store = comm::rendezvous_store(env, timeout_of(o));
+  if (store_out) *store_out = store;
+  return comm::make_process_group(backend_name(resolved_backend(o)), store, env.rank, env.world_size,
+                                  group_options(o, env), device);
 }
 
 // Local rank r's device: r mod the devices there are (--device-map=same: all on 0). On
@@ -89,8 +96,17 @@ int run_ddp_rank(const BenchOptions& o_in, const std::vector<std::string>& argv)
   // The cores shared out over the ranks of this node (the sweep passes its own budget).
   o.device.threads = threads_per_device(o, env.local_world_size);
   const Device device = place_rank(o, env);
-  auto pg = join_group(o, env, device);
-  const RankContext rank{pg.get(), device};
+  std::shared_ptr<comm::Store> store;
+  auto pg = join_group(o, env, device, &store);
+  RankContext rank{pg.get(), device};
+  // 2D: the tensor-parallel and data-parallel groups, each in its own part of the store.
+  comm::MeshGroups mesh;
+  if (o.ddp.tp > 1) {
+    mesh = comm::make_mesh_groups(backend_name(resolved_backend(o)), std::make_shared<comm::PrefixStore>("mesh/", store),
+                                  env.rank, env.world_size, o.ddp.tp, group_options(o, env), device);
+    rank.data_group = mesh.data.get();
+    rank.tensor_group = mesh.tensor.get();
+  }
   int code = 0;
   if (o.verify.enabled) code = run_verify(o, std::cout, &rank).passed ? 0 : 1;
   else run_benchmark(o, argv, std::cout, &rank);

@@ -138,7 +138,8 @@ ModelOptions model_options(const BenchOptions& o) {
 void check_tensor_parallel(const BenchOptions& o) {
   Generator g(o.train.seed);
   auto model = build_model(o.data.model, g, model_options(o));
-  const std::string why = TensorParallel::cannot_split(*model, o.device.count * o.ranks.nnodes);
+  const int ranks = o.mode == ParallelMode::tp ? o.device.count * o.ranks.nnodes : o.ddp.tp;
+  const std::string why = TensorParallel::cannot_split(*model, ranks);
   DPB_CHECK(why.empty()) << why;
 }
 
@@ -198,7 +199,8 @@ RunSetup prepare_run(const BenchOptions& o, bool parallel, const RankContext* ra
   if (is_distributed(t.mode)) {
     DPB_CHECK(rank) << "--mode=" << parallel_mode_name(t.mode) << " runs as ranks";
     t.device = rank->device;
-    t.ddp.group = rank->group;
+    t.ddp.group = rank->data_group ? rank->data_group : rank->group;
+    t.tp_group = rank->tensor_group;
     t.ddp.reducer.bucket_bytes = bucket_bytes(o);
     t.ddp.distributed_sampler = o.ddp.distributed_sampler;
     t.ddp.sync_bn = o.ddp.sync_bn;

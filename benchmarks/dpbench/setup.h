@@ -16,8 +16,14 @@ namespace dpb::bench {
 
 // This process as one DDP rank: its group and its device.
 struct RankContext {
-  comm::ProcessGroup* group = nullptr;
+  comm::ProcessGroup* group = nullptr;  // every rank: the harness's own collectives
   Device device = Device::cpu();
+  // ddp with --tp: this rank's data-parallel and tensor-parallel groups (2D); null: the
+  // training uses `group`.
+  comm::ProcessGroup* data_group = nullptr;
+  comm::ProcessGroup* tensor_group = nullptr;
+  // The ranks that split the global batch (data-parallel ranks).
+  int data_ranks() const { return data_group ? data_group->size() : group->size(); }
 };
 
 // Threads per device, precision and determinism for this process; returns the threads
@@ -43,9 +49,9 @@ struct RunSetup {
   TrainOptions train;
 };
 RunSetup prepare_run(const BenchOptions& o, bool parallel, const RankContext* rank);
-// --mode=tp: a dpb::Error, before any rank starts, when the model cannot be cut over
-// o.device.count ranks (heads, width or vocabulary they do not divide, or layers tensor
-// parallelism does not cut).
+// --mode=tp (or ddp with --tp): a dpb::Error, before any rank starts, when the model
+// cannot be cut over its tensor-parallel ranks (heads, width or vocabulary they do not
+// divide, or layers tensor parallelism does not cut).
 void check_tensor_parallel(const BenchOptions& o);
 
 }  // namespace dpb::bench

@@ -95,9 +95,14 @@ void print_summary(const reports::RunReport& report, const SummaryExtras& extras
   if (r.tp && !r.tp->ranks.empty()) {
     const auto& t = *r.tp;
     const double mib = 1.0 / (1 << 20);
-    out << fmt::format("tp: {} ranks each train on the whole batch; rank 0 holds {:.1f} MiB of parameters ({:.1f} MiB "
+    const int group = c.tensor_parallel.value_or(static_cast<int>(t.ranks.size()));
+    const std::string layout =
+        group == static_cast<int>(t.ranks.size())
+            ? fmt::format("{} ranks each train on the whole batch", group)
+            : fmt::format("{} groups of {} tensor-parallel ranks, DDP across the groups", t.ranks.size() / group, group);
+    out << fmt::format("tp: {}; rank 0 holds {:.1f} MiB of parameters ({:.1f} MiB "
                        "replicated) and {:.1f} MiB of optimizer state, of {:.1f} MiB of parameters in the model\n",
-                       t.ranks.size(), static_cast<double>(t.ranks.front().parameter_bytes) * mib,
+                       layout, static_cast<double>(t.ranks.front().parameter_bytes) * mib,
                        static_cast<double>(t.replicated_bytes) * mib,
                        static_cast<double>(t.ranks.front().optimizer_state_bytes) * mib,
                        static_cast<double>(t.full_parameter_bytes) * mib);

@@ -150,7 +150,8 @@ int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
                                                           *std::max_element(pt.throughput.begin(), pt.throughput.end())};
     const bool ddp = splits_batch(o.mode);
     const int64_t batch = pt.options.train.batch;
-    const int64_t global = ddp ? batch * n * o.train.accum_steps : batch;
+    // 2D (--tp): each tensor-parallel group is one data-parallel rank.
+    const int64_t global = ddp ? batch * (n / std::max(1, o.ddp.tp)) * o.train.accum_steps : batch;
     std::cout << fmt::format("{:>6} {:>8} {:>8} {:>14.1f} {:>14} {:>10.3f}\n", n,
                              parallel_mode_name(pt.options.mode), global, thr, fmt::format("{:.0f}..{:.0f}", lo, hi), e);
     reports::SweepPoint sp;

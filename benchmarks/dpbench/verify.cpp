@@ -27,7 +27,7 @@ std::unique_ptr<Model> train(const BenchOptions& o, bool parallel, const RankCon
   // DDP's reference: one device on the union of the ranks' batches (the shards of a
   // DistributedSampler step are consecutive positions of the same permutation).
   // Tensor parallelism's: one device on the same batch.
-  if (rank && !parallel && splits_batch(o.mode)) ob.train.batch = o.train.batch * rank->group->size();
+  if (rank && !parallel && splits_batch(o.mode)) ob.train.batch = o.train.batch * rank->data_ranks();
   RunSetup setup = prepare_run(ob, parallel, parallel ? rank : nullptr);
   setup.train.steps = o.verify.steps;
   setup.train.epochs = 0;
@@ -90,7 +90,7 @@ VerifyResult run_verify(const BenchOptions& o, std::ostream& out, const RankCont
                      o.verify.steps, o.data.model, mode, world > 1 ? world : o.device.count,
                      rank ? "ranks" : "device(s)",
                      rank ? fmt::format(" with the ranks' global batch of {}",
-                                        o.train.batch * (splits_batch(o.mode) ? world : 1))
+                                        o.train.batch * (splits_batch(o.mode) ? rank->data_ranks() : 1))
                           : "");
   out << fmt::format("difference from single-device training, relative to how far it moved the parameters: {:.3g} for "
                      "{} (the largest), {:.3g} for the whole model; largest element difference {:.3g}; "

@@ -37,4 +37,18 @@ std::unique_ptr<ProcessGroup> make_process_group(const std::string& backend, std
   DPB_FAIL() << "unknown process group backend '" << backend << "' (valid: gloo, nccl)";
 }
 
+MeshGroups make_mesh_groups(const std::string& backend, const std::shared_ptr<Store>& store, int rank, int world,
+                            int tp, const GroupOptions& options, Device device) {
+  DPB_CHECK(tp >= 1 && world % tp == 0 && rank >= 0 && rank < world)
+      << "a mesh of " << world << " ranks has no tensor-parallel groups of " << tp << " (it must divide the ranks)";
+  const int data_rank = rank / tp, tensor_rank = rank % tp;
+  MeshGroups m;
+  // Tensor groups first on every rank: each rank joins its two groups in the same order.
+  m.tensor = make_process_group(backend, std::make_shared<PrefixStore>("tp" + std::to_string(data_rank) + "/", store),
+                                tensor_rank, tp, options, device);
+  m.data = make_process_group(backend, std::make_shared<PrefixStore>("dp" + std::to_string(tensor_rank) + "/", store),
+                              data_rank, world / tp, options, device);
+  return m;
+}
+
 }  // namespace dpb::comm

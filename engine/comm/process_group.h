@@ -87,4 +87,14 @@ class ProcessGroup {
 std::unique_ptr<ProcessGroup> make_process_group(const std::string& backend, std::shared_ptr<Store> store, int rank,
                                                  int size, const GroupOptions& options, Device device);
 
+// A 2D mesh of `world` ranks as Megatron-LM lays it out: tensor-parallel groups of `tp`
+// adjacent ranks (rank = data rank x tp + tensor rank) and data-parallel groups of the
+// ranks with the same tensor rank, each group in its own namespace of `store`. `tp`
+// must divide `world`.
+struct MeshGroups {
+  std::unique_ptr<ProcessGroup> data, tensor;
+};
+MeshGroups make_mesh_groups(const std::string& backend, const std::shared_ptr<Store>& store, int rank, int world,
+                            int tp, const GroupOptions& options, Device device);
+
 }  // namespace dpb::comm

@@ -255,14 +255,19 @@ class DdpStrategy : public ParallelStrategy {
     DPB_CHECK(o_.ddp.group) << "--mode=ddp needs this rank's process group";
     model_.to(o_.device);
     if (o_.ddp.sync_bn) convert_sync_batchnorm(model_, o_.ddp.group);
+    // 2D: each rank holds its part of the cut model; DDP reduces the parts' gradients over
+    // the ranks that hold the same part.
+    if (o_.tp_group) tp_ = std::make_unique<TensorParallel>(model_, *o_.tp_group);
     ddp_ = std::make_unique<DistributedDataParallel>(model_, *o_.ddp.group, o_.ddp.reducer);
   }
   ParallelMode mode() const override { return ParallelMode::ddp; }
   std::vector<Device> devices() const override { return {o_.device}; }
   DistributedDataParallel* ddp() override { return ddp_.get(); }
+  TensorParallel* tp() override { return tp_.get(); }
 
   LossResult forward_backward(const Batch& batch, const BatchContext& ctx, StepRecord& r) override {
     const int dev = o_.device.index;
+    if (tp_) return forward_backward_2d(batch, ctx, r);
     Tensor out;
     {
       trace::NvtxRange range("forward");
@@ -307,8 +312,44 @@ class DdpStrategy : public ParallelStrategy {
   }
 
  private:
+  // 2D: the tensor-parallel collectives inside the forward and backward are waits on the
+  // training thread's lane (the rest compute); the buckets' all-reduces as in 1D.
+  LossResult forward_backward_2d(const Batch& batch, const BatchContext& ctx, StepRecord& r) {
+    const int dev = o_.device.index;
+    const int64_t f0 = now_ns();
+    Tensor out;
+    {
+      trace::NvtxRange range("forward");
+      in_forward(o_, ctx);
+      out = ddp_->forward(batch.x);
+    }
+    const int64_t f1 = now_ns();
+    LossResult loss;
+    {
+      trace::NvtxRange range("loss");
+      loss = tp_->loss(out, batch.target, true, /*deferred=*/true);
+      if (ctx.loss_scale != 1.0f) ops::scale(loss.grad, ctx.loss_scale);
+    }
+    trace::NvtxRange range("backward");
+    ddp_->set_sync(ctx.last);
+    ddp_->backward(loss.grad);
+    const int64_t done = now_ns();
+    tp_->take_step();
+    record_collectives(tp_->collectives(),
+                       {{"forward", f0, f1}, {"loss", f1, ddp_->backward_begin_ns()},
+                        {"backward", ddp_->backward_begin_ns(), ddp_->backward_end_ns()}},
+                       dev, r);
+    if (done > ddp_->backward_end_ns())
+      trace::timeline().record(
+          {"wait for all-reduce", trace::Category::comm, dev, "main", ddp_->backward_end_ns(), done, {}});
+    r.backward_begin_ns = ddp_->backward_begin_ns();
+    r.backward_end_ns = ddp_->backward_end_ns();
+    return loss;
+  }
+
   Model& model_;
   const TrainOptions& o_;
+  std::unique_ptr<TensorParallel> tp_;
   std::unique_ptr<DistributedDataParallel> ddp_;
 };
 
@@ -465,6 +506,8 @@ class PipelineStrategy : public ParallelStrategy {
 
 std::unique_ptr<ParallelStrategy> make_strategy(Model& model, const TrainOptions& o, std::vector<double>* unit_costs) {
   DPB_CHECK(!o.cuda_graph || o.mode == ParallelMode::single) << "CUDA graphs need --mode=single";
+  DPB_CHECK(!o.tp_group || o.mode == ParallelMode::ddp)
+      << "a tensor-parallel group beside the data-parallel one is for --mode=ddp (2D); --mode=tp's group is its own";
   DPB_CHECK(is_distributed(o.mode) == (o.ddp.group != nullptr))
       << (o.ddp.group ? "a process group is for --mode=ddp, fsdp or tp"
                       : std::string("--mode=") + parallel_mode_name(o.mode) + " needs this rank's process group");

@@ -72,6 +72,11 @@ struct TrainOptions {
   PipelineTrainOptions pipeline;
   DdpTrainOptions ddp;
   FsdpOptions fsdp;  // with ddp.group, ddp.distributed_sampler
+  // ddp over tensor-parallel ranks (2D: data x tensor, Megatron's): the model is cut over
+  // this group first, and DDP all-reduces each part's gradients over ddp.group (the ranks
+  // holding the same part). Each data-parallel rank's tensor-parallel ranks read the same
+  // batches.
+  comm::ProcessGroup* tp_group = nullptr;
 
   // CUDA: after two eager steps, capture forward, loss and backward as a CUDA graph and
   // replay it for every full batch (the optimizer step stays outside the graph, so

@@ -66,7 +66,7 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
   // Tensor parallelism cuts the model as it is: a checkpoint is loaded into the whole
   // model first (with a whole-model optimizer whose state each rank then cuts).
   std::unique_ptr<Optimizer> resumed;
-  if (!o_.resume_path.empty() && o_.mode == ParallelMode::tp) {
+  if (!o_.resume_path.empty() && (o_.mode == ParallelMode::tp || o_.tp_group)) {
     resumed = make_optimizer(o_.optim, model_.parameters());
     start_ = load_checkpoint(o_.resume_path, model_, *resumed);
   }
@@ -182,7 +182,8 @@ StepRecord Trainer::step(const std::vector<Batch>& batches, int64_t global_step)
 
 std::vector<double> Trainer::time_without_communication(int steps) {
   DistributedDataParallel* ddp = strategy_->ddp();
-  DPB_CHECK(ddp) << "time_without_communication is DDP's A/B";
+  DPB_CHECK(ddp && !strategy_->tp()) << "time_without_communication is 1D DDP's A/B (tensor parallelism cannot train "
+                                        "without its collectives, and its model is whole again after the run)";
   DPB_CHECK(last_batch_) << "time_without_communication needs a step to have run first";
   std::vector<double> out;
   for (int i = 0; i < steps; ++i) {
@@ -297,7 +298,8 @@ TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) 
     if (!o_.save_path.empty()) full_state = t->full_optimizer_state(*optimizer_);
     t->gather_full_parameters();
   }
-  if (!o_.save_path.empty() && (!o_.ddp.group || o_.ddp.group->rank() == 0)) {
+  const bool writer = (!o_.ddp.group || o_.ddp.group->rank() == 0) && (!o_.tp_group || o_.tp_group->rank() == 0);
+  if (!o_.save_path.empty() && writer) {
     if (strategy_->fsdp() || strategy_->tp()) save_checkpoint(o_.save_path, model_, optimizer_->name(), full_state, pos);
     else save_checkpoint(o_.save_path, model_, *optimizer_, pos);
     log::info("checkpoint written to {} (epoch {}, batch {}, step {})", o_.save_path, pos.epoch, pos.batch,

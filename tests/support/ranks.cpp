@@ -33,6 +33,28 @@ void expect_no_errors(const std::vector<std::string>& errors) {
   for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
+void run_mesh_ok(int world, int tp,
+                 const std::function<void(int, comm::ProcessGroup&, comm::ProcessGroup&)>& fn) {
+  cpu::set_threads_per_device(1);
+  comm::GroupOptions options;
+  options.timeout = comm::Millis(30000);
+  auto store = std::make_shared<comm::MemoryStore>();
+  std::vector<std::string> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        cpu::CpuDeviceScope scope(r);
+        auto mesh = comm::make_mesh_groups("gloo", store, r, world, tp, options, Device::cpu(r));
+        fn(r, *mesh.data, *mesh.tensor);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  expect_no_errors(errors);
+}
+
 void run_ranks_ok(int world, const std::function<void(int, comm::ProcessGroup&)>& fn) {
   cpu::set_threads_per_device(1);
   expect_no_errors(run_ranks(world, fn));

@@ -17,5 +17,10 @@ std::vector<std::string> run_ranks(int world, const std::function<void(int, comm
 void expect_no_errors(const std::vector<std::string>& errors);
 // run_ranks with one thread per logical device, EXPECTing every rank to succeed.
 void run_ranks_ok(int world, const std::function<void(int, comm::ProcessGroup&)>& fn);
+// `world` ranks in a data x tensor mesh of tensor-parallel groups of `tp`
+// (comm::make_mesh_groups): fn(rank, its data-parallel group, its tensor-parallel group),
+// EXPECTing every rank to succeed.
+void run_mesh_ok(int world, int tp,
+                 const std::function<void(int, comm::ProcessGroup&, comm::ProcessGroup&)>& fn);
 
 }  // namespace dpb::test

@@ -313,4 +313,72 @@ TEST(DpbenchFsdp, ReportHasEachRanksMemoryAndCollectives) {
   EXPECT_NE(wrong.err.find("--fsdp-reshard and --fsdp-prefetch are for --mode=fsdp"), std::string::npos) << wrong.err;
 }
 
+TEST(DpbenchTp, ReportVerifyTwoDimensionsAndAHungRank) {
+  const std::string json = tmp("tp") + ".json";
+  const Proc r = sh(bin() + " --mode=tp --gpus=2 --model=gpt2-tiny --data=synthetic --seq=64 --batch=4 --steps=4 "
+                            "--warmup=1 --threads=1 --optimizer=adamw --json=" + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("[rank 0] tp: 2 ranks each train on the whole batch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("all-reduce: 10 a step"), std::string::npos) << r.out;
+  const auto doc = test::checked_report(json);
+  EXPECT_EQ(doc["config"]["mode"], "tp");
+  EXPECT_EQ(doc["config"]["tensor_parallel"], 2);
+  const auto& run = doc["runs"][0];
+  EXPECT_EQ(run["global_batch"], 4);  // every rank on the same batch
+  const auto& t = run["tp"];
+  const int64_t full = t["full_parameter_bytes"], replicated = t["replicated_bytes"];
+  EXPECT_EQ(full, doc["config"]["parameters"].get<int64_t>() * 4);
+  ASSERT_EQ(t["ranks"].size(), 2u);
+  for (const auto& m : t["ranks"]) {
+    EXPECT_EQ(m["parameter_bytes"].get<int64_t>(), (full - replicated) / 2 + replicated) << m;
+    // AdamW: two moments of every parameter the rank holds, and a step count each.
+    EXPECT_GE(m["optimizer_state_bytes"].get<int64_t>(), 2 * m["parameter_bytes"].get<int64_t>()) << m;
+  }
+  ASSERT_EQ(t["collectives"].size(), 2u);
+  EXPECT_EQ(t["collectives"][0]["kind"], "all-reduce");
+  EXPECT_EQ(t["collectives"][0]["count"], 10);
+  EXPECT_EQ(t["collectives"][0]["bytes"], 10 * 4 * 64 * 64 * 4);  // (4, 64, 64) activations, f32
+  EXPECT_EQ(t["collectives"][1]["kind"], "all-gather");
+  std::remove(json.c_str());
+
+  for (const std::string flags : {"--mode=tp --gpus=4 --model=mlp --batch=16", "--mode=ddp --tp=2 --gpus=4 "
+                                  "--model=gpt2-tiny --data=synthetic --seq=32 --batch=2"}) {
+    const Proc v = sh(bin() + " " + flags + " --verify --verify-steps=3 --threads=1");
+    EXPECT_EQ(v.code, 0) << flags << "\n" << v.err;
+    EXPECT_NE(v.out.find("PASS"), std::string::npos) << flags << "\n" << v.out;
+  }
+  // 2D: the report says how the ranks are laid out; the global batch is the data ranks'.
+  const std::string json2 = tmp("tp2d") + ".json";
+  const Proc d = sh(bin() + " --mode=ddp --tp=2 --gpus=4 --model=gpt2-tiny --data=synthetic --seq=32 --batch=2 "
+                            "--steps=3 --warmup=1 --threads=1 --json=" + json2);
+  ASSERT_EQ(d.code, 0) << d.err;
+  EXPECT_NE(d.out.find("tp: 2 groups of 2 tensor-parallel ranks, DDP across the groups"), std::string::npos) << d.out;
+  const auto doc2 = test::checked_report(json2);
+  EXPECT_EQ(doc2["config"]["tensor_parallel"], 2);
+  EXPECT_EQ(doc2["runs"][0]["global_batch"], 4);
+  std::remove(json2.c_str());
+
+  // A rank that stops before its forward's all-reduces: the other names it within the timeout.
+  const Proc hung = sh(bin() + " --mode=tp --gpus=2 --model=mlp --batch=64 --steps=100000 --warmup=1 --threads=1 "
+                               "--workers=0 --progress=none --timeout=3 --hang-rank=1:4");
+  EXPECT_NE(hung.code, 0);
+  const auto at = hung.err.find("[rank 0] dpbench: error:");
+  ASSERT_NE(at, std::string::npos) << hung.err;
+  const std::string line = hung.err.substr(at, hung.err.find('\n', at) - at);
+  EXPECT_NE(line.find("rank(s) 1 did not arrive"), std::string::npos) << line;
+  EXPECT_LT(hung.seconds, 3.0 + 5.0 + 4.0) << "timeout + 5 s, plus start-up and four steps";
+  // Counts that do not cut the model, and --tp where it does not belong: one error, no rank started.
+  for (const auto& [flags, says] :
+       {std::pair<std::string, std::string>{"--mode=tp --gpus=3 --model=gpt2-tiny --data=synthetic",
+                                            "its 4 heads do not divide evenly"},
+        {"--mode=tp --gpus=2 --model=resnet18", "its layer 'conv1' is a Conv2d"},
+        {"--mode=ddp --tp=3 --gpus=4 --model=mlp", "does not divide the 4 rank(s)"},
+        {"--mode=fsdp --tp=2 --gpus=2 --model=mlp", "--tp=2 is for --mode=ddp"}}) {
+    const Proc bad = sh(bin() + " " + flags + " --steps=1");
+    EXPECT_NE(bad.code, 0) << flags;
+    EXPECT_NE(bad.err.find(says), std::string::npos) << flags << "\n" << bad.err;
+    EXPECT_EQ(bad.err.find("launching"), std::string::npos) << flags << "\n" << bad.err;
+  }
+}
+
 }  // namespace

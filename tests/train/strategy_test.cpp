@@ -2,7 +2,8 @@
 // single-device training (docs/ARCHITECTURE.md §3): dp over 2 and 3 devices, the pipeline's schedules
 // over 2 stages, and DDP with 2 ranks and FSDP with 2 and 3 ranks (reshard after forward
 // or not, prefetch or not) on the ranks' global batch give the parameters one device gives;
-// tensor parallelism over 2 and 4 ranks (each the whole batch) too, where the model can be
+// tensor parallelism over 2 and 4 ranks (each the whole batch) and DDP over 2 tensor-parallel
+// pairs (2D) too, where the model can be
 // cut, its parameters gathered back whole at the end. Also: the strategy is the one asked for, the harness hook runs
 // inside every batch's forward, and options that do not fit the mode are clear errors.
 #include "engine/train/trainer.h"
@@ -161,6 +162,21 @@ TEST_P(Strategies, EveryModeTrainsLikeOneDevice) {
     }
   }
   if (name == "lenet") EXPECT_NE(TensorParallel::cannot_split(*probe, 2).find("Conv2d"), std::string::npos);
+  // 2D: 2 data-parallel groups of 2 tensor-parallel ranks; each data rank half the batch.
+  if (TensorParallel::cannot_split(*probe, 2).empty()) {
+    std::vector<TrainedModel> mesh(4);
+    test::run_mesh_ok(4, 2, [&](int r, comm::ProcessGroup& data, comm::ProcessGroup& tensor) {
+      mesh[static_cast<size_t>(r)] = train(name, batch / 2, batch, steps, [&](TrainOptions& o) {
+        o.mode = ParallelMode::ddp;
+        o.device = Device::cpu(r);
+        o.ddp.group = &data;
+        o.tp_group = &tensor;
+      });
+    });
+    for (int r = 0; r < 4; ++r)
+      EXPECT_LT(relative_difference(mesh[static_cast<size_t>(r)].params, single.params, initial), 1e-4)
+          << name << " ddp x tp rank " << r;
+  }
 }
 
 // Gradient clipping acts on the whole step's gradient: under DDP the reduced one, in the
