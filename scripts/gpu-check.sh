@@ -132,6 +132,9 @@ measure() {
     "mp-resnet18|--mode=mp --gpus=2 --logical-gpus --model=resnet18 --batch=128 --schedule=1f1b --micro-batches=4"
     "fsdp-gloo-2ranks-gpt2-tiny|--mode=fsdp --gpus=2 --device-map=same --backend=gloo --model=gpt2-tiny --data=synthetic --batch=8"
     "fsdp-nccl-1rank-gpt2|--mode=fsdp --gpus=1 --backend=nccl --model=gpt2 --data=synthetic --seq=256 --batch=8 --optimizer=adamw"
+    "tp-gloo-2ranks-gpt2-tiny|--mode=tp --gpus=2 --device-map=same --backend=gloo --model=gpt2-tiny --data=synthetic --batch=8"
+    "tp-nccl-1rank-gpt2|--mode=tp --gpus=1 --backend=nccl --model=gpt2 --data=synthetic --seq=256 --batch=8 --optimizer=adamw"
+    "ddp-tp-gloo-4ranks-gpt2-tiny|--mode=ddp --tp=2 --gpus=4 --device-map=same --backend=gloo --model=gpt2-tiny --data=synthetic --batch=4"
   )
   for r in "${runs[@]}"; do
     local name="${r%%|*}" args="${r#*|}"

@@ -160,5 +160,61 @@ TEST_P(CudaRanks, GlooRanksSharingOneGpuMatchCpuSingleDevice) {
 INSTANTIATE_TEST_SUITE_P(Modes, CudaRanks, ::testing::Values(ParallelMode::ddp, ParallelMode::fsdp),
                          [](const auto& info) { return std::string(parallel_mode_name(info.param)); });
 
+// Tensor parallelism with two ranks sharing one GPU over Gloo (each the whole batch, its
+// part of every cut layer; the vocabulary-parallel embedding and cross-entropy on the
+// GPU), and 2D (two tensor-parallel pairs, DDP across them) on 4 ranks, against one CPU
+// device.
+class CudaTensorParallel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaTensorParallel, GlooRanksSharingOneGpuMatchCpuSingleDevice) {
+  DPB_REQUIRE_GPU();
+  const std::string name = GetParam();
+  const int64_t batch = 8, steps = 3;
+  cpu::set_threads_per_device(2);
+  const TrainedRun cpu_run = test::train_steps(name, Device::cpu(), batch, steps);
+  for (int tp : {2, 0}) {  // 0: 2D, 4 ranks as 2 x 2
+    const int world = tp == 2 ? 2 : 4;
+    LogicalGpus placed(world);
+    auto store = std::make_shared<comm::MemoryStore>();
+    std::vector<std::string> errors(static_cast<size_t>(world));
+    std::vector<TrainedRun> runs(static_cast<size_t>(world));
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < world; ++r)
+      ranks.emplace_back([&, r] {
+        try {
+          comm::GroupOptions go;
+          go.timeout = comm::Millis(60000);
+          test::PrecisionScope fp32(Precision::fp32);
+          std::unique_ptr<comm::ProcessGroup> pg;
+          comm::MeshGroups mesh;
+          if (tp == 2) pg = comm::make_process_group("gloo", store, r, world, go, Device::cuda(r));
+          else mesh = comm::make_mesh_groups("gloo", store, r, world, 2, go, Device::cuda(r));
+          runs[static_cast<size_t>(r)] = test::train_steps(name, tp == 2 ? batch : batch / 2, steps, [&](TrainOptions& o) {
+            o.device = Device::cuda(r);
+            o.workers = 0;
+            if (tp == 2) {
+              o.mode = ParallelMode::tp;
+              o.ddp.group = pg.get();
+            } else {
+              o.mode = ParallelMode::ddp;
+              o.ddp.group = mesh.data.get();
+              o.tp_group = mesh.tensor.get();
+            }
+          });
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(r)] = e.what();
+        }
+      });
+    for (auto& t : ranks) t.join();
+    for (int r = 0; r < world; ++r) ASSERT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+    for (int r = 1; r < world; ++r) EXPECT_EQ(runs[0].params, runs[static_cast<size_t>(r)].params) << "rank " << r;
+    std::string worst;
+    EXPECT_LT(test::trajectory_error(runs[0], cpu_run, &worst), 1e-2) << (tp == 2 ? "tp" : "2D") << ", most: " << worst;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaTensorParallel, ::testing::Values("mlp", "gpt2-tiny"),
+                         [](const auto& info) { return info.param == "gpt2-tiny" ? std::string("gpt2_tiny") : info.param; });
+
 }  // namespace
 }  // namespace dpb

@@ -11,6 +11,7 @@
 
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/data/synthetic.h"
+#include "engine/data/tokens.h"
 #include "engine/nn/batchnorm2d.h"
 #include "engine/train/trainer.h"
 
@@ -40,10 +41,12 @@ inline TrainedRun train_steps(const std::string& name, int64_t batch, int64_t st
   o.workers = 1;
   setup(o);
   // Sized by the global batch, so that DDP's ranks and one device on their global batch
-  // draw the same permutation of the same samples.
-  const int64_t global = o.batch * (o.ddp.group ? o.ddp.group->size() : 1);
-  SyntheticDataset data(spec.input, spec.loss, spec.outputs, 4 * global, 7);
-  Trainer t(*model, data, o);
+  // draw the same permutation of the same samples (tensor-parallel ranks share a batch).
+  const int64_t global = o.batch * (o.ddp.group && splits_batch(o.mode) ? o.ddp.group->size() : 1);
+  std::unique_ptr<Dataset> data;
+  if (spec.input_dtype == DType::i32) data = std::make_unique<SyntheticTokens>(spec.input[0], spec.outputs, 4 * global, 7);
+  else data = std::make_unique<SyntheticDataset>(spec.input, spec.loss, spec.outputs, 4 * global, 7);
+  Trainer t(*model, *data, o);
   TrainedRun r;
   for (auto& [n, p] : model->named_parameters()) r.initial.emplace_back(n, p->data().to_vector());
   for (const auto& s : t.run().steps) r.losses.push_back(s.loss);
