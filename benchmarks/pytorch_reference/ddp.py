@@ -26,6 +26,47 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_step import MODELS  # noqa: E402  (same layers and shapes as dpbench's registry)
 
 
+def save_reference(path, after, losses, meta):
+    """A five-step reference file: after.<name> (the whole parameters), loss.<k>, and what
+    wrote it in the metadata."""
+    from safetensors.torch import save_file
+    out = {"after." + n: t for n, t in after.items()}
+    for k, v in enumerate(losses):
+        out[f"loss.{k}"] = torch.tensor([v], dtype=torch.float32)
+    save_file(out, path, metadata={"format": "pt", "torch": torch.__version__, **meta})
+
+
+def parallel_main(doc, configs, timing_worker, reference_worker, mode, default_batch, shared_batch):
+    """fsdp.py's and tp.py's command line: timing (`--batch` per rank, or every rank's when
+    `shared_batch`) or the five-step reference (--reference OUT)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", choices=sorted(configs) + ["mlp"], default="gpt2-tiny")
+    ap.add_argument("--batch", type=int, default=default_batch,
+                    help="samples (every rank the same)" if shared_batch else "samples per rank")
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--json")
+    ap.add_argument("--reference", metavar="OUT", help="write the five-step reference (see above)")
+    a = ap.parse_args()
+    result = run_ranks(reference_worker if a.reference else timing_worker, a, a.ranks)
+    if a.reference:
+        print(f"{a.reference}: losses {', '.join(f'{v:.6f}' for v in result)}; torch {torch.__version__}")
+        return
+    med = result
+    summary = {"framework": f"pytorch {torch.__version__}", "mode": mode if a.ranks > 1 else "single",
+               "model": a.model, ("batch" if shared_batch else "batch_per_rank"): a.batch,
+               "seq": a.seq if a.model != "mlp" else None, "ranks": a.ranks, "threads": a.threads,
+               "step_time_median_s": med,
+               "samples_per_s": (1 if shared_batch else a.ranks) * a.batch / med}
+    print(json.dumps(summary))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(summary, f)
+
+
 def timed_median(step, warmup, steps, ranks):
     """Calls step() warmup + steps times; the median seconds of the timed calls, the slowest
     rank's when there are several (a collective every rank makes)."""

@@ -19,8 +19,6 @@ writes each step's loss (the mean over the ranks) as loss.<k> and the full param
 after them as after.<name>; tests/parallel/fsdp_pytorch_test.cpp checks dpbench's
 sharded training against it.
 """
-import argparse
-import json
 import os
 import sys
 
@@ -30,7 +28,7 @@ import torch.nn.functional as F
 from torch.distributed.fsdp import fully_shard
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddp import run_ranks, timed_median  # noqa: E402
+from ddp import parallel_main, save_reference, timed_median  # noqa: E402
 from gpt2_reference import GPT  # noqa: E402
 from gpt2_train_step import CONFIGS  # noqa: E402
 from train_step import MODELS  # noqa: E402
@@ -114,44 +112,18 @@ def reference_worker(rank, a, port, queue):
     after = {n: p.full_tensor().detach().clone().contiguous() for n, p in model.named_parameters()}
     dist.destroy_process_group()
     if rank == 0:
-        from safetensors.torch import save_file
-        out = {"after." + n: t for n, t in after.items()}
-        for k, v in enumerate(losses):
-            out[f"loss.{k}"] = torch.tensor([v], dtype=torch.float32)
-        meta = {"format": "pt", "torch": torch.__version__, "model": "gpt2-tiny", "ranks": str(a.ranks),
+        meta = {"model": "gpt2-tiny", "ranks": str(a.ranks),
                 "start": "tests/data/gpt2/gpt2_tiny_pytorch.safetensors (init.*, tokens, targets)",
                 "wrapping": "fully_shard on each block, then the root",
                 "optimizer": "AdamW lr=1e-3 betas=(0.9,0.999) eps=1e-8 weight_decay=0.1 on linear weights",
                 "steps": "5"}
-        save_file(out, a.reference, metadata=meta)
+        save_reference(a.reference, after, losses, meta)
         queue.put(losses)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", choices=sorted(CONFIGS) + ["mlp"], default="gpt2-tiny")
-    ap.add_argument("--batch", type=int, default=4, help="samples per rank")
-    ap.add_argument("--seq", type=int, default=256)
-    ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--json")
-    ap.add_argument("--reference", metavar="OUT", help="write the five-step FSDP2 reference (see above)")
-    a = ap.parse_args()
-    result = run_ranks(reference_worker if a.reference else timing_worker, a, a.ranks)
-    if a.reference:
-        print(f"{a.reference}: losses {', '.join(f'{v:.6f}' for v in result)}; torch {torch.__version__}")
-        return
-    med = result
-    summary = {"framework": f"pytorch {torch.__version__}", "mode": "fsdp2" if a.ranks > 1 else "single",
-               "model": a.model, "batch_per_rank": a.batch, "seq": a.seq if a.model != "mlp" else None,
-               "ranks": a.ranks, "threads": a.threads, "step_time_median_s": med,
-               "samples_per_s": a.ranks * a.batch / med}
-    print(json.dumps(summary))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(summary, f)
+    parallel_main(__doc__, CONFIGS, timing_worker, reference_worker, "fsdp2", default_batch=4,
+                  shared_batch=False)
 
 
 if __name__ == "__main__":

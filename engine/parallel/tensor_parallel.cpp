@@ -145,20 +145,17 @@ std::vector<CollectiveRecord> TpComm::take() {
 
 // --- the layers --------------------------------------------------------------------------------
 
-ColumnParallelLinear::ColumnParallelLinear(TpComm& comm, int64_t in, int64_t out, int blocks, std::string unit)
-    : comm_(comm), in_(in), out_(out), blocks_(blocks), unit_(std::move(unit)) {
-  DPB_CHECK(out % (static_cast<int64_t>(blocks) * comm.size()) == 0)
-      << unit_ << ": " << out << " outputs do not split over " << comm.size() << " ranks";
-  const int64_t part = out / comm.size();
-  weight_ = &register_parameter("weight", Tensor::empty({part, in}));
-  bias_ = &register_parameter("bias", Tensor::empty({part}));
+SplitLinear::SplitLinear(TpComm& comm, int64_t in, int64_t out, std::string unit, Shape weight, int64_t bias)
+    : comm_(comm), in_(in), out_(out), unit_(std::move(unit)) {
+  weight_ = &register_parameter("weight", Tensor::empty(weight));
+  bias_ = &register_parameter("bias", Tensor::empty({bias}));
 }
 
-Tensor ColumnParallelLinear::forward(const Tensor& x) {
-  DPB_CHECK(x.ndim() >= 2 && x.size(x.ndim() - 1) == in_)
-      << unit_ << " expects (N, ..., " << in_ << "), got " << x.shape();
+Tensor SplitLinear::product(const Tensor& x, bool with_bias) {
+  const int64_t in = weight_->data().size(1);
+  DPB_CHECK(x.ndim() >= 2 && x.size(x.ndim() - 1) == in) << unit_ << " expects (N, ..., " << in << "), got " << x.shape();
   const Tensor w = ops::compute_weight(weight_->data());
-  Tensor y = linear_rows_forward(x, w, bias_->data());
+  Tensor y = linear_rows_forward(x, w, with_bias ? bias_->data() : Tensor());
   if (training_) {
     x_ = x;
     w_ = w;
@@ -166,7 +163,7 @@ Tensor ColumnParallelLinear::forward(const Tensor& x) {
   return y;
 }
 
-Tensor ColumnParallelLinear::backward(const Tensor& dy) {
+Tensor SplitLinear::gradients(const Tensor& dy) {
   DPB_CHECK(x_.defined()) << unit_ << ".backward without a training-mode forward";
   const bool acc = weight_->begin_grad();
   DPB_CHECK(bias_->begin_grad() == acc) << unit_ << ": weight and bias gradients out of step";
@@ -174,6 +171,17 @@ Tensor ColumnParallelLinear::backward(const Tensor& dy) {
   bias_->mark_grad_ready();
   weight_->mark_grad_ready();
   x_ = w_ = Tensor();
+  return dx;
+}
+
+ColumnParallelLinear::ColumnParallelLinear(TpComm& comm, int64_t in, int64_t out, int blocks, std::string unit)
+    : SplitLinear(comm, in, out, std::move(unit), {out / comm.size(), in}, out / comm.size()), blocks_(blocks) {
+  DPB_CHECK(out % (static_cast<int64_t>(blocks) * comm.size()) == 0)
+      << unit_ << ": " << out << " outputs do not split over " << comm.size() << " ranks";
+}
+
+Tensor ColumnParallelLinear::backward(const Tensor& dy) {
+  Tensor dx = gradients(dy);
   // Each rank's rows contribute to the whole input's gradient.
   if (dx.defined()) comm_.all_reduce(dx, unit_);
   return dx;
@@ -192,36 +200,15 @@ std::vector<std::pair<Parameter*, TpSplit>> ColumnParallelLinear::splits() {
 }
 
 RowParallelLinear::RowParallelLinear(TpComm& comm, int64_t in, int64_t out, std::string unit)
-    : comm_(comm), in_(in), out_(out), unit_(std::move(unit)) {
+    : SplitLinear(comm, in, out, std::move(unit), {out, in / comm.size()}, out) {
   DPB_CHECK(in % comm.size() == 0) << unit_ << ": " << in << " inputs do not split over " << comm.size() << " ranks";
-  weight_ = &register_parameter("weight", Tensor::empty({out, in / comm.size()}));
-  bias_ = &register_parameter("bias", Tensor::empty({out}));
 }
 
 Tensor RowParallelLinear::forward(const Tensor& x) {
-  DPB_CHECK(x.ndim() >= 2 && x.size(x.ndim() - 1) == in_ / comm_.size())
-      << unit_ << " expects (N, ..., " << in_ / comm_.size() << "), got " << x.shape();
-  const Tensor w = ops::compute_weight(weight_->data());
   // Rank 0's partial product carries the bias, so the sum has it once.
-  Tensor y = linear_rows_forward(x, w, comm_.rank() == 0 ? bias_->data() : Tensor());
+  Tensor y = product(x, comm_.rank() == 0);
   comm_.all_reduce(y, unit_);
-  if (training_) {
-    x_ = x;
-    w_ = w;
-  }
   return y;
-}
-
-Tensor RowParallelLinear::backward(const Tensor& dy) {
-  DPB_CHECK(x_.defined()) << unit_ << ".backward without a training-mode forward";
-  const bool acc = weight_->begin_grad();
-  DPB_CHECK(bias_->begin_grad() == acc) << unit_ << ": weight and bias gradients out of step";
-  // dy is the whole output's gradient on every rank: the bias gradient is the same on all.
-  Tensor dx = linear_rows_backward(x_, w_, dy, needs_input_grad_, weight_->grad(), bias_->grad(), acc);
-  bias_->mark_grad_ready();
-  weight_->mark_grad_ready();
-  x_ = w_ = Tensor();
-  return dx;
 }
 
 int64_t RowParallelLinear::forward_flops(const Shape& input, Shape* output) const {

@@ -71,12 +71,30 @@ class TpLayer {
   virtual std::vector<std::pair<Parameter*, TpSplit>> splits() = 0;
 };
 
+// This rank's part of a Linear(in, out) with bias: weight (out_rows, in_cols), bias
+// (bias_len), as the subclass cuts them. What both cuts share: the product on this rank's
+// part (with the bias or without), saving what the backward needs, and the backward's
+// parameter gradients and input gradient.
+class SplitLinear : public Module, public TpLayer {
+ protected:
+  SplitLinear(TpComm& comm, int64_t in, int64_t out, std::string unit, Shape weight, int64_t bias);
+  Tensor product(const Tensor& x, bool with_bias);
+  Tensor gradients(const Tensor& dy);
+
+  TpComm& comm_;
+  int64_t in_, out_;  // the whole layer's
+  std::string unit_;
+  Parameter* weight_;
+  Parameter* bias_;
+  Tensor x_, w_;
+};
+
 // y = x W_r^T + b_r: this rank's rows of a Linear(in, out) (out / W of them, from each
 // of `blocks` blocks). The input gradient, a partial sum, is all-reduced.
-class ColumnParallelLinear : public Module, public TpLayer {
+class ColumnParallelLinear : public SplitLinear {
  public:
   ColumnParallelLinear(TpComm& comm, int64_t in, int64_t out, int blocks, std::string unit);
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x) override { return product(x, true); }
   Tensor backward(const Tensor& grad_out) override;
   std::string type_name() const override { return "ColumnParallelLinear"; }
   int64_t forward_flops(const Shape& input, Shape* output) const override;
@@ -84,35 +102,22 @@ class ColumnParallelLinear : public Module, public TpLayer {
   std::vector<std::pair<Parameter*, TpSplit>> splits() override;
 
  private:
-  TpComm& comm_;
-  int64_t in_, out_;  // out_: the whole layer's
   int blocks_;
-  std::string unit_;
-  Parameter* weight_;  // (out / W, in)
-  Parameter* bias_;    // (out / W)
-  Tensor x_, w_;
 };
 
 // y = sum over ranks of x_r W_r^T, + b: this rank's columns of a Linear(in, out), its
 // input the matching part of the features; the partial products are all-reduced and the
 // (replicated) bias added once.
-class RowParallelLinear : public Module, public TpLayer {
+class RowParallelLinear : public SplitLinear {
  public:
   RowParallelLinear(TpComm& comm, int64_t in, int64_t out, std::string unit);
   Tensor forward(const Tensor& x) override;
-  Tensor backward(const Tensor& grad_out) override;
+  // dy is the whole output's gradient on every rank: the bias gradient is the same on all.
+  Tensor backward(const Tensor& grad_out) override { return gradients(grad_out); }
   std::string type_name() const override { return "RowParallelLinear"; }
   int64_t forward_flops(const Shape& input, Shape* output) const override;
   std::unique_ptr<Module> clone_structure() const override;
   std::vector<std::pair<Parameter*, TpSplit>> splits() override;
-
- private:
-  TpComm& comm_;
-  int64_t in_, out_;  // in_: the whole layer's
-  std::string unit_;
-  Parameter* weight_;  // (out, in / W)
-  Parameter* bias_;    // (out), replicated
-  Tensor x_, w_;
 };
 
 // This rank's rows of a token embedding (vocab, dim); the lookup's partial rows (zero

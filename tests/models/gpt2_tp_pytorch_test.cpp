@@ -20,7 +20,6 @@ namespace dpb {
 namespace {
 
 using test::load_gpt2_fixture;
-using test::norm_of_difference;
 
 TEST(Gpt2TpMatchesPyTorchTensorParallel, LossesAndParametersOverFiveAdamWSteps) {
   const auto start = load_gpt2_fixture("gpt2_tiny_pytorch.safetensors");
@@ -31,19 +30,10 @@ TEST(Gpt2TpMatchesPyTorchTensorParallel, LossesAndParametersOverFiveAdamWSteps) 
   std::map<std::string, Tensor> after;
   test::run_ranks_ok(world, [&](int rank, comm::ProcessGroup& pg) {
     const Device dev = Device::cpu(rank);
-    Generator g(0);
-    ModelOptions mo;
-    mo.seq = tokens.size(1);
-    auto model = build_model("gpt2-tiny", g, mo);
-    for (auto& [name, p] : model->named_parameters()) p->data().copy_from(start.at("init." + name));
-    model->to(dev);
+    auto model = test::gpt2_tiny_from(start, dev);
     const std::vector<bool> decay = model->weight_decay_mask();
     TensorParallel tp(*model, pg);
-    OptimizerOptions oo;
-    oo.kind = OptimizerKind::adamw;
-    oo.lr = 1e-3f;
-    oo.weight_decay = 0.1f;
-    auto opt = make_optimizer(oo, model->parameters());
+    auto opt = make_optimizer(test::reference_adamw(), model->parameters());
     opt->set_decay_mask(decay);
     const Tensor x = tokens.to(dev), y = targets.to(dev);
     for (int step = 0; step < 5; ++step) {
@@ -64,14 +54,7 @@ TEST(Gpt2TpMatchesPyTorchTensorParallel, LossesAndParametersOverFiveAdamWSteps) 
       EXPECT_NEAR(losses[static_cast<size_t>(r)][static_cast<size_t>(step)], theirs, 1e-5 * theirs)
           << "rank " << r << ", step " << step;
   }
-  for (const auto& [name, t] : after) {
-    double norm = 0, unused = 0;
-    const double diff = norm_of_difference(t, want.at("after." + name), &norm);
-    const double movement = norm_of_difference(want.at("after." + name), start.at("init." + name), &unused);
-    EXPECT_LT(diff, 1e-5 * norm + 1e-3 * movement)
-        << name << " after 5 AdamW steps: |ours - PyTorch's| " << diff << ", |PyTorch's| " << norm
-        << ", how far PyTorch moved it " << movement;
-  }
+  test::expect_parameters_match(after, want, start, "PyTorch's");
 }
 
 }  // namespace

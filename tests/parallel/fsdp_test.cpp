@@ -17,10 +17,13 @@
 #include "engine/data/tokens.h"
 #include "engine/train/safetensors.h"
 #include "engine/train/trainer.h"
+#include "tests/support/checkpoints.h"
 #include "tests/support/ranks.h"
 
 namespace dpb {
 namespace {
+
+using test::checkpoint_difference;
 
 std::unique_ptr<Model> model_on(const std::string& name, Device d) {
   Generator g(7);
@@ -157,30 +160,6 @@ void train(const Run& r) {
   } else {
     test::run_ranks_ok(r.world, [&](int rank, comm::ProcessGroup& pg) { body(rank, &pg); });
   }
-}
-
-// Largest difference between two checkpoints' tensors, each as ||a - b|| / ||a|| (L2).
-double checkpoint_difference(const std::string& a, const std::string& b) {
-  const auto fa = safetensors::load(a), fb = safetensors::load(b);
-  EXPECT_EQ(fa.tensors.size(), fb.tensors.size());
-  std::map<std::string, Tensor> other(fb.tensors.begin(), fb.tensors.end());
-  double worst = 0;
-  for (const auto& [name, t] : fa.tensors) {
-    auto it = other.find(name);
-    if (it == other.end()) {
-      ADD_FAILURE() << name << " missing from " << b;
-      continue;
-    }
-    EXPECT_EQ(t.shape(), it->second.shape()) << name;
-    const auto x = t.to_vector(), y = it->second.to_vector();
-    double norm2 = 1e-30, diff2 = 0;
-    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-      norm2 += static_cast<double>(x[i]) * x[i];
-      diff2 += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
-    }
-    worst = std::max(worst, std::sqrt(diff2 / norm2));
-  }
-  return worst;
 }
 
 // Sharded ranks write one full checkpoint (the usual names, full shapes, the momentum

@@ -75,17 +75,32 @@ TEST(DpbenchRanks, KilledRankIsNamedAndTheSurvivorsExitWithinTheTimeout) {
 
 // A rank that stops calling collectives (--hang-rank) is named by the others when they
 // time out, and the launcher ends the job within the timeout and a few seconds.
-TEST(DpbenchRanks, HungRankIsNamedWithinTheTimeout) {
-  const Proc r = sh(bin() + " --mode=ddp --gpus=2 --model=mlp --batch=64 --steps=100000 --warmup=1 --threads=1 "
-                           "--workers=0 --progress=none --timeout=3 --hang-rank=1:4");
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("[rank 1] warning: fault injection (--hang-rank)"), std::string::npos) << r.err;
+// Rank 1 of 2 stops reaching its collectives at step 4 (--hang-rank) in `mode`: rank 0's
+// error names it within the 3 s timeout (plus 5 s, start-up and four steps). Returns that
+// error line.
+std::string expect_hung_rank_named(const std::string& mode, const Proc& r) {
+  EXPECT_NE(r.code, 0) << mode;
   const auto at = r.err.find("[rank 0] dpbench: error:");
-  ASSERT_NE(at, std::string::npos) << r.err;
+  if (at == std::string::npos) {
+    ADD_FAILURE() << mode << ": no error from rank 0\n" << r.err;
+    return "";
+  }
   const std::string line = r.err.substr(at, r.err.find('\n', at) - at);
-  EXPECT_NE(line.find("rank(s) 1 did not arrive"), std::string::npos) << line;
+  EXPECT_NE(line.find("rank(s) 1 did not arrive"), std::string::npos) << mode << ": " << line;
+  EXPECT_LT(r.seconds, 3.0 + 5.0 + 4.0) << mode << ": timeout + 5 s, plus start-up and four steps";
+  return line;
+}
+
+Proc run_hung(const std::string& mode) {
+  return sh(bin() + " --mode=" + mode + " --gpus=2 --model=mlp --batch=64 --steps=100000 --warmup=1 --threads=1 "
+                    "--workers=0 --progress=none --timeout=3 --hang-rank=1:4");
+}
+
+TEST(DpbenchRanks, HungRankIsNamedWithinTheTimeout) {
+  const Proc r = run_hung("ddp");
+  EXPECT_NE(r.err.find("[rank 1] warning: fault injection (--hang-rank)"), std::string::npos) << r.err;
+  const std::string line = expect_hung_rank_named("ddp", r);
   EXPECT_NE(line.find("rank 1: alive"), std::string::npos) << line;
-  EXPECT_LT(r.seconds, 3.0 + 5.0 + 4.0) << "timeout + 5 s, plus start-up and four steps";
 }
 
 // A SIGSTOPped rank is named as soon as it stops and again when the others fail waiting
@@ -300,14 +315,7 @@ TEST(DpbenchFsdp, ReportHasEachRanksMemoryAndCollectives) {
   EXPECT_EQ(v.code, 0) << v.err;
   EXPECT_NE(v.out.find("PASS"), std::string::npos) << v.out;
   // A rank that stops before its forward's all-gathers: the other names it within the timeout.
-  const Proc hung = sh(bin() + " --mode=fsdp --gpus=2 --model=mlp --batch=64 --steps=100000 --warmup=1 --threads=1 "
-                               "--workers=0 --progress=none --timeout=3 --hang-rank=1:4");
-  EXPECT_NE(hung.code, 0);
-  const auto at = hung.err.find("[rank 0] dpbench: error:");
-  ASSERT_NE(at, std::string::npos) << hung.err;
-  const std::string line = hung.err.substr(at, hung.err.find('\n', at) - at);
-  EXPECT_NE(line.find("rank(s) 1 did not arrive"), std::string::npos) << line;
-  EXPECT_LT(hung.seconds, 3.0 + 5.0 + 4.0) << "timeout + 5 s, plus start-up and four steps";
+  expect_hung_rank_named("fsdp", run_hung("fsdp"));
   const Proc wrong = sh(bin() + " --mode=ddp --gpus=2 --model=mlp --steps=1 --fsdp-prefetch=2");
   EXPECT_NE(wrong.code, 0);
   EXPECT_NE(wrong.err.find("--fsdp-reshard and --fsdp-prefetch are for --mode=fsdp"), std::string::npos) << wrong.err;
@@ -359,14 +367,7 @@ TEST(DpbenchTp, ReportVerifyTwoDimensionsAndAHungRank) {
   std::remove(json2.c_str());
 
   // A rank that stops before its forward's all-reduces: the other names it within the timeout.
-  const Proc hung = sh(bin() + " --mode=tp --gpus=2 --model=mlp --batch=64 --steps=100000 --warmup=1 --threads=1 "
-                               "--workers=0 --progress=none --timeout=3 --hang-rank=1:4");
-  EXPECT_NE(hung.code, 0);
-  const auto at = hung.err.find("[rank 0] dpbench: error:");
-  ASSERT_NE(at, std::string::npos) << hung.err;
-  const std::string line = hung.err.substr(at, hung.err.find('\n', at) - at);
-  EXPECT_NE(line.find("rank(s) 1 did not arrive"), std::string::npos) << line;
-  EXPECT_LT(hung.seconds, 3.0 + 5.0 + 4.0) << "timeout + 5 s, plus start-up and four steps";
+  expect_hung_rank_named("tp", run_hung("tp"));
   // Counts that do not cut the model, and --tp where it does not belong: one error, no rank started.
   for (const auto& [flags, says] :
        {std::pair<std::string, std::string>{"--mode=tp --gpus=3 --model=gpt2-tiny --data=synthetic",

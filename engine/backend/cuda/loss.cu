@@ -9,17 +9,12 @@ namespace dpb::cuda::k {
 
 namespace {
 
-// Per row: row_loss[row] and row_flag[row] = 1 correct, 0 wrong, 2 label out of range.
+// A warp's row of C logits: its max, the first column holding it, and the sum of
+// exp(z - max), in every lane.
 template <typename T>
-__global__ void xent_kernel(const T* logits, const int32_t* labels, T* dlogits, int64_t N, int64_t C,
-                            float* row_loss, int32_t* row_flag) {
-  const int lane = threadIdx.x & 31;
-  const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
-  if (row >= N) return;
-  const T* z = logits + row * C;
-  const int32_t y = labels[row];
-  float mx = -INFINITY;
-  int64_t arg = 0;
+__device__ void warp_row_stats(const T* z, int64_t C, int lane, float& mx, int64_t& arg, float& sum) {
+  mx = -INFINITY;
+  arg = 0;
   for (int64_t j = lane; j < C; j += 32) {
     const float v = load(z, j);
     if (v > mx) {
@@ -35,9 +30,23 @@ __global__ void xent_kernel(const T* logits, const int32_t* labels, T* dlogits, 
       arg = oa;
     }
   }
-  float sum = 0.0f;
+  sum = 0.0f;
   for (int64_t j = lane; j < C; j += 32) sum += __expf(load(z, j) - mx);
   for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+}
+
+// Per row: row_loss[row] and row_flag[row] = 1 correct, 0 wrong, 2 label out of range.
+template <typename T>
+__global__ void xent_kernel(const T* logits, const int32_t* labels, T* dlogits, int64_t N, int64_t C,
+                            float* row_loss, int32_t* row_flag) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
+  if (row >= N) return;
+  const T* z = logits + row * C;
+  const int32_t y = labels[row];
+  float mx = 0.0f, sum = 0.0f;
+  int64_t arg = 0;
+  warp_row_stats(z, C, lane, mx, arg, sum);
   const float log_sum = __logf(sum);
   const bool valid = y >= 0 && y < C;
   if (lane == 0) {
@@ -82,26 +91,9 @@ __global__ void xent_part_stats_kernel(const T* logits, const int32_t* labels, i
   const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
   if (row >= N) return;
   const T* z = logits + row * C;
-  float mx = -INFINITY;
+  float mx = 0.0f, sum = 0.0f;
   int64_t arg = 0;
-  for (int64_t j = lane; j < C; j += 32) {
-    const float v = load(z, j);
-    if (v > mx) {
-      mx = v;
-      arg = j;
-    }
-  }
-  for (int o = 16; o > 0; o >>= 1) {
-    const float om = __shfl_xor_sync(0xffffffffu, mx, o);
-    const int64_t oa = __shfl_xor_sync(0xffffffffu, arg, o);
-    if (om > mx || (om == mx && oa < arg)) {
-      mx = om;
-      arg = oa;
-    }
-  }
-  float sum = 0.0f;
-  for (int64_t j = lane; j < C; j += 32) sum += __expf(load(z, j) - mx);
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  warp_row_stats(z, C, lane, mx, arg, sum);
   if (lane == 0) {
     const int64_t y = labels[row] - first;
     float* st = stats + row * 4;
