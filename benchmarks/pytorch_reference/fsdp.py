@@ -45,6 +45,18 @@ def shard(model, gpt):
     fully_shard(model)
 
 
+def fixture_model():
+    """gpt2-tiny with tests/data/gpt2/gpt2_tiny_pytorch.safetensors' initial weights, and
+    its batch (tokens, targets)."""
+    from safetensors.torch import load_file
+    f = load_file(FIXTURE)
+    model = GPT(dict(CONFIGS["gpt2-tiny"]))
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.copy_(f["init." + n])
+    return model, f["tokens"].long(), f["targets"].long()
+
+
 def adamw(model):
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and ".wte." not in n and ".wpe." not in n]
     rest = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and ".wte." not in n and ".wpe." not in n)]
@@ -86,16 +98,9 @@ def timing_worker(rank, a, port, queue):
 
 
 def reference_worker(rank, a, port, queue):
-    from safetensors.torch import load_file
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=a.ranks)
-    f = load_file(FIXTURE)
-    c = dict(CONFIGS["gpt2-tiny"])
-    model = GPT(c)
-    with torch.no_grad():
-        for n, p in model.named_parameters():
-            p.copy_(f["init." + n])
-    tokens, targets = f["tokens"].long(), f["targets"].long()
+    model, tokens, targets = fixture_model()
     rows = tokens.shape[0] // a.ranks
     mine = slice(rank * rows, (rank + 1) * rows)
     shard(model, True)

@@ -41,13 +41,11 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ddp import parallel_main, save_reference, timed_median  # noqa: E402
-from fsdp import adamw  # noqa: E402
+from fsdp import adamw, fixture_model  # noqa: E402
 from gpt2_reference import GPT  # noqa: E402
 from gpt2_train_step import CONFIGS  # noqa: E402
 from train_step import MODELS  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FIXTURE = os.path.join(ROOT, "tests/data/gpt2/gpt2_tiny_pytorch.safetensors")
 
 
 def qkv_by_rank(t, ranks, inverse=False):
@@ -146,16 +144,10 @@ def timing_worker(rank, a, port, queue):
 
 
 def reference_worker(rank, a, port, queue):
-    from safetensors.torch import load_file
     a.port = port
     a.threads = 1
     mesh = setup(rank, a)
-    f = load_file(FIXTURE)
-    model = GPT(dict(CONFIGS["gpt2-tiny"]))
-    with torch.no_grad():
-        for n, p in model.named_parameters():
-            p.copy_(f["init." + n])
-    tokens, targets = f["tokens"].long(), f["targets"].long()
+    model, tokens, targets = fixture_model()
     cut_gpt(model, mesh, a.ranks)
     opt = adamw(model)
     losses = []

@@ -18,6 +18,7 @@
 #include "engine/train/safetensors.h"
 #include "engine/train/trainer.h"
 #include "tests/support/checkpoints.h"
+#include "tests/support/models.h"
 #include "tests/support/ranks.h"
 
 namespace dpb {
@@ -25,18 +26,8 @@ namespace {
 
 using test::checkpoint_difference;
 
-std::unique_ptr<Model> model_on(const std::string& name, Device d) {
-  Generator g(7);
-  auto m = build_model(name, g);
-  m->to(d);
-  return m;
-}
-
-std::unique_ptr<Dataset> data_for(const Model& m, int64_t n) {
-  const auto& spec = m.spec();
-  if (spec.input_dtype == DType::i32) return std::make_unique<SyntheticTokens>(spec.input[0], spec.outputs, n, 3);
-  return std::make_unique<SyntheticDataset>(spec.input, spec.loss, spec.outputs, n, 3);
-}
+using test::data_for;
+using test::model_on;
 
 int64_t optimizer_bytes(const Optimizer& o) {
   int64_t b = 0;
