@@ -7,6 +7,7 @@
 #include "engine/core/error.h"
 #include "engine/core/text.h"
 #include "engine/core/log.h"
+#include "engine/parallel/tensor_parallel.h"
 #include "reports/model.h"
 #include "reports/report.h"
 
@@ -75,6 +76,16 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
                                        ? sim::analytic_profile(o.data.model, o.train.batch, so.single_step_s,
                                                                link.hardware, mo)
                                        : sim::profile_from_report(so.profile_path);
+  if (o.mode == ParallelMode::tp) {
+    // The counts --mode=tp itself would refuse (heads, vocabulary or a layer's outputs they
+    // do not divide, or layers it does not cut) are refused here too.
+    Generator g(0);
+    auto model = build_model(profile.model, g, mo);
+    for (int n : so.ranks) {
+      const std::string why = TensorParallel::cannot_split(*model, n);
+      DPB_CHECK(why.empty()) << "--simulate: " << why;
+    }
+  }
   sim::SimOptions opt;
   opt.mode = o.mode;
   opt.bucket_bytes = o.ddp.bucket_mb * (1 << 20);

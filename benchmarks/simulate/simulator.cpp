@@ -386,6 +386,9 @@ SimPoint simulate_tp(const StepProfile& p, const LinkModel& link, int ranks, con
       bwd_reduces[linears[k]] = k > 0 ? 1 : 0;  // the model's first layer needs no input gradient
       row_layers.push_back(linears[k + 1]);
     }
+    DPB_CHECK(!row_layers.empty() || ranks == 1)
+        << "--simulate --mode=tp: profile of '" << p.model
+        << "' has no layers tensor parallelism cuts (transformer blocks, or pairs of linear layers)";
   }
   // A layer's input gradient is the size of its input: the previous layer's output.
   auto input_bytes = [&](size_t l) { return l > 0 ? static_cast<double>(p.layers[l - 1].output_bytes) : 0.0; };

@@ -117,6 +117,13 @@ void TpComm::record(CollectiveRecord c, comm::Work& work) {
 
 void TpComm::all_reduce(Tensor& t, const std::string& unit) {
   if (size() == 1) return;
+  if (t.dtype() != DType::f32 && group_.backend() == "gloo") {
+    // Gloo sums f32 only: bf16 activations are summed in f32 and rounded back once.
+    Tensor f = t.to_dtype(DType::f32);
+    all_reduce(f, unit);
+    t.copy_from(f.to_dtype(t.dtype()));
+    return;
+  }
   CollectiveRecord c{"all-reduce", unit, bytes_of(t), now_ns()};
   auto work = group_.allreduce(t, comm::ReduceOp::sum);
   record(std::move(c), *work);
