@@ -20,6 +20,11 @@ Cases (--device cuda unless noted "also on the CPU"):
   ddp            DistributedDataParallel, one process per rank, under
                  torchrun --nproc-per-node=N (each rank writes its own trace). --backend gloo
                  runs on the CPU or lets several ranks share one GPU.
+  fsdp           FSDP2's fully_shard on each linear layer and the root, under torchrun as
+                 ddp (each rank its DistributedSampler shard)
+  tp             tensor parallelism (torch.distributed.tensor.parallel): the MLP's linears
+                 cut column/row-parallel in pairs, under torchrun as ddp, every rank on the
+                 same batches
 
 The traces are what tensorboard_trace_handler writes (one .pt.trace.json per process),
 over --steps profiled steps after a warm-up.
@@ -83,7 +88,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--case", required=True,
                    choices=["healthy", "slow-loader", "launch-bound", "item-sync", "pageable", "resnet50",
-                            "dp", "dp-device0", "dp-bypass", "naive-mp", "ddp"])
+                            "dp", "dp-device0", "dp-bypass", "naive-mp", "ddp", "fsdp", "tp"])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
     p.add_argument("--backend", default=None, choices=["nccl", "gloo"],
                    help="ddp: the process group's backend (default nccl on cuda, gloo on cpu)")
@@ -96,11 +101,12 @@ def main():
     a = p.parse_args()
 
     if a.device == "cpu" and a.case in GPU_ONLY:
-        p.error(f"--case={a.case} needs a GPU (--device cuda); on the CPU: healthy, slow-loader, ddp")
+        p.error(f"--case={a.case} needs a GPU (--device cuda); on the CPU: healthy, slow-loader, ddp, fsdp, tp")
     if a.threads:
         torch.set_num_threads(a.threads)
     rank, world = 0, 1
-    if a.case == "ddp":
+    distributed = a.case in ("ddp", "fsdp", "tp")
+    if distributed:
         import torch.distributed as dist
         backend = a.backend or ("nccl" if a.device == "cuda" else "gloo")
         dist.init_process_group(backend)
@@ -134,12 +140,24 @@ def main():
         run = nn.DataParallel(model, device_ids=[0])
     if a.case == "ddp":
         run = nn.parallel.DistributedDataParallel(model, device_ids=[dev.index] if a.device == "cuda" else None)
+    if a.case == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+        for m in model.modules():
+            if isinstance(m, nn.Linear):
+                fully_shard(m)
+        fully_shard(model)
+    if a.case == "tp":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+        mesh = init_device_mesh(dev.type, (world,))
+        # first.0 (784 -> width) column-parallel, first.2 (width -> width) row-parallel; the rest whole
+        parallelize_module(model, mesh, {"first.0": ColwiseParallel(), "first.2": RowwiseParallel()})
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
     slow = a.case == "slow-loader"
     pinned = a.device == "cuda" and a.case != "pageable"
     data = Data(batch * (a.steps + a.warmup + 1) * world, shape, a.delay_ms if slow else 0, classes)
-    sampler = torch.utils.data.distributed.DistributedSampler(data) if a.case == "ddp" else None
+    sampler = torch.utils.data.distributed.DistributedSampler(data) if a.case in ("ddp", "fsdp") else None
     loader = torch.utils.data.DataLoader(data, batch_size=batch, sampler=sampler, num_workers=0 if slow else 2,
                                          pin_memory=pinned, drop_last=True)
     activities = [torch.profiler.ProfilerActivity.CPU]
@@ -167,7 +185,7 @@ def main():
             if a.case == "item-sync":
                 _ = loss.item()
             prof.step()
-    if a.case == "ddp":
+    if distributed:
         torch.distributed.destroy_process_group()
     print(f"traces in {a.out}/ (dpdoctor --torch-trace {a.out})")
 

@@ -14,11 +14,13 @@ CORPUS="$ROOT/tests/data/traces"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 
-# name, then the profile_trace.py arguments (ddp cases run under torchrun with 2 ranks)
+# name, then the profile_trace.py arguments (ddp, fsdp and tp cases run under torchrun with 2 ranks)
 CPU_CASES=(
   "cpu-healthy|--case healthy --device cpu --threads 1"
   "cpu-slow-loader|--case slow-loader --device cpu --threads 1 --delay-ms 1"
   "cpu-ddp-gloo|--case ddp --device cpu --threads 1 --batch 64"
+  "cpu-fsdp2-gloo|--case fsdp --device cpu --threads 1 --batch 64"
+  "cpu-tp-gloo|--case tp --device cpu --threads 1 --batch 64"
 )
 GPU_CASES=(
   "gpu-healthy|--case healthy --device cuda"
@@ -28,6 +30,8 @@ GPU_CASES=(
   "gpu-pageable|--case pageable"
   "gpu-resnet50-bf16|--case resnet50 --steps 2"
   "gpu-ddp-gloo-shared|--case ddp --device cuda --backend gloo --batch 128"
+  "gpu-fsdp2-gloo-shared|--case fsdp --device cuda --backend gloo --batch 128"
+  "gpu-tp-gloo-shared|--case tp --device cuda --backend gloo --batch 128"
   "gpu-dp-device0|--case dp-device0"
   "gpu-dp-all|--case dp"
 )
@@ -38,7 +42,7 @@ if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then cases
 for c in "${cases[@]}"; do
   name="${c%%|*}"; args="${c#*|}"
   out="$TMP/$name"
-  if [[ "$args" == *"--case ddp"* ]]; then
+  if [[ "$args" == *"--case ddp"* || "$args" == *"--case fsdp"* || "$args" == *"--case tp"* ]]; then
     "$PY" -m torch.distributed.run --nproc-per-node=2 --master-port=29561 "$PROFILE" $args --out "$out" >/dev/null
   else
     "$PY" "$PROFILE" $args --out "$out" >/dev/null

@@ -236,10 +236,15 @@ class Builder {
       t.data_waits.emplace_back(begin, end);
     } else if (e.name == "DataParallel.forward") {
       ++t.dp_forwards;
+    } else if (e.name == "DistributedDataParallel.forward") {
+      ++t.ddp_forwards;
+    } else if (starts_with(e.name, "FSDP::") || e.name == "FullyShardedDataParallel.forward") {
+      ++t.fsdp_ops;
     } else if (starts_with(e.name, "Optimizer.step#") || starts_with(e.name, "Optimizer.zero_grad#")) {
       if (starts_with(e.name, "Optimizer.step#")) t.optimizer_steps.emplace_back(begin, end);
       t.ops.push_back({begin, end, t.names.intern(e.name), e.tid, trace::HostOpKind::optimizer});
     } else if (cat == "cpu_op" || cat == "operator") {
+      if (starts_with(e.name, "_c10d_functional::")) ++t.functional_collectives;
       t.ops.push_back({begin, end, t.names.intern(e.name), e.tid, trace::HostOpKind::op});
     }
   }

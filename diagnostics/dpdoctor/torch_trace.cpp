@@ -46,10 +46,23 @@ std::vector<trace::Span64> spans(const trace::RankTimeline& t, int device, trace
   return trace::merged(std::move(s), w.first, w.second);
 }
 
-// Several ranks: DDP.
+// Several ranks: DDP, unless the host ops say FSDP (its FSDP:: ranges) or tensor
+// parallelism (functional collectives, DTensor's, and no DistributedDataParallel).
+ParallelMode ranks_mode(const std::vector<trace::RankTimeline>& ranks) {
+  int64_t ddp = 0, fsdp = 0, functional = 0;
+  for (const auto& t : ranks) {
+    ddp += t.ddp_forwards;
+    fsdp += t.fsdp_ops;
+    functional += t.functional_collectives;
+  }
+  if (fsdp > 0) return ParallelMode::fsdp;
+  if (ddp == 0 && functional > 0) return ParallelMode::tp;
+  return ParallelMode::ddp;
+}
+
 Evidence ranks_evidence(const std::vector<trace::RankTimeline>& ranks, const std::vector<trace::RankAnalysis>& analyses) {
   Evidence e;
-  e.mode = ParallelMode::ddp;
+  e.mode = ranks_mode(ranks);
   e.world = static_cast<int>(ranks.size());
   e.visible = INT32_MAX;
   for (const auto& t : ranks) {

@@ -98,6 +98,10 @@ struct RankTimeline {
   std::vector<Span64> data_waits;  // the loop waiting for its input (DataLoader __next__)
   std::vector<Span64> optimizer_steps;  // the optimizer's step (Optimizer.step#...): iteration ends
   int64_t dp_forwards = 0;         // DataParallel.forward calls
+  // Which parallel wrapper the host ops show: DistributedDataParallel.forward calls, FSDP
+  // ops (FSDP2's FSDP::..., FSDP1's FullyShardedDataParallel.forward) and functional
+  // collectives (_c10d_functional::..., what DTensor's tensor parallelism issues).
+  int64_t ddp_forwards = 0, fsdp_ops = 0, functional_collectives = 0;
   // The devices that ran anything, in order.
   std::vector<int> devices() const;
   // From the first to the last time anything kept begins or ends ({0, 0} when empty).

@@ -106,6 +106,23 @@ TEST(TraceCorpus, CpuDdpOverGlooIsTwoRanksInOrderAndHealthy) {
   EXPECT_GT(d.summary.step_time_s, 0);
 }
 
+// FSDP2 and tensor parallelism over Gloo, as PyTorch's profiler records them: the ranks
+// of one job, told apart from DDP by their host ops (FSDP's FSDP:: ranges; DTensor's
+// functional collectives and no DistributedDataParallel), and healthy.
+TEST(TraceCorpus, CpuFsdp2AndTensorParallelAreToldFromDdp) {
+  for (const auto& [folder, mode] : {std::pair{"cpu-fsdp2-gloo", ParallelMode::fsdp}, {"cpu-tp-gloo", ParallelMode::tp}}) {
+    const auto jobs = diagnose_all(corpus(folder));
+    ASSERT_EQ(jobs.size(), 1u) << folder;
+    const Diagnosis& d = jobs[0];
+    EXPECT_EQ(d.summary.mode, mode) << folder;
+    EXPECT_EQ(d.summary.world_size, 2) << folder;
+    ASSERT_TRUE(d.job.has_value()) << folder;
+    EXPECT_TRUE(d.job->ranks) << folder;
+    EXPECT_TRUE(ids(d).empty()) << folder << ": " << d.to_json().dump(2);
+    EXPECT_GT(d.summary.step_time_s, 0) << folder;
+  }
+}
+
 // ---------------------------------------------------------------- public GPU jobs
 
 // Every real file is read: epoch and relative times, with and without
