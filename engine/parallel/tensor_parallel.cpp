@@ -336,8 +336,13 @@ TensorParallel::TensorParallel(Model& model, comm::ProcessGroup& group) : model_
     part->to(device);
     part->train(model_.is_training());
     std::unique_ptr<Module> whole = model_.replace_layer(i, std::move(part));
-    whole->to(Device::cpu());
-    replaced_.push_back({i, std::move(whole)});
+    std::vector<Shape> shapes;
+    for (Parameter* p : whole->parameters()) {
+      shapes.push_back(p->data().shape());
+      p->data() = Tensor();
+      p->grad() = Tensor();
+    }
+    replaced_.push_back({i, std::move(whole), std::move(shapes)});
   }
   model_.tie_head();
   for (auto* p : model_.parameters()) {
@@ -442,6 +447,7 @@ void TensorParallel::gather_full_parameters() {
     for (size_t i = 0; i < part.size(); ++i) {
       Parameter* p = part[i].second;
       Tensor& dst = whole[i].second->data();
+      dst = Tensor::empty(r.shapes[i]);
       auto s = splits_.find(p);
       if (s == splits_.end()) dst.copy_from(p->data().to(Device::cpu()));
       else dst.copy_from(whole_of(comm_.all_gather(p->data(), part[i].first), dst.shape(), s->second, comm_.size()));

@@ -201,7 +201,10 @@ class TensorParallel {
  private:
   struct Replaced {
     size_t layer;
-    std::unique_ptr<Module> full;  // on the host while the cut layer trains
+    // The whole layer, its parameters released while the cut one trains (no rank keeps a
+    // whole copy); their shapes, to allocate them again when the parts are gathered.
+    std::unique_ptr<Module> full;
+    std::vector<Shape> shapes;
   };
   std::unique_ptr<Module> cut_layer(Module& full, const std::string& name);
   void copy_parts(Module& full, Module& cut);
