@@ -160,7 +160,10 @@ TEST(DpbenchSimulate, RefusesWhatItCannotPredict) {
   };
   for (const Case& c : {Case{"--simulate --mode=ddp --gpus=2", "--single-step-s"},
                         Case{"--simulate --mode=ddp --gpus=2 --profile=x.json --single-step-s=0.1", "give one"},
-                        Case{"--simulate --mode=single --gpus=2 --single-step-s=0.1", "--mode=ddp, dp, mp or fsdp"},
+                        Case{"--simulate --mode=single --gpus=2 --single-step-s=0.1", "--mode=ddp, dp, mp, fsdp or tp"},
+                        Case{"--simulate --mode=tp --gpus=2 --model=lenet --single-step-s=0.1", "its layer 'conv1' is a Conv2d"},
+                        Case{"--simulate --mode=tp --gpus=2,3 --model=gpt2-tiny --single-step-s=0.1",
+                             "over 3 ranks: its 4 heads do not divide evenly"},
                         Case{"--simulate --mode=ddp --gpus=4..2 --single-step-s=0.1", "must go up"},
                         Case{"--simulate --mode=ddp --gpus=2 --single-step-s=0.1 --hardware=dgx2", "valid: cpu-gloo-local"},
                         Case{"--simulate --mode=ddp --gpus=2 --profile=/nonexistent.json", "nonexistent"},
