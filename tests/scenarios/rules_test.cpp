@@ -447,8 +447,8 @@ TEST(DoctorRules, TpAcrossSlowLinkWhereTensorParallelAllReducesWait) {
   EXPECT_EQ(find(d, "missing-distributed-sampler"), nullptr);  // tensor-parallel ranks share the batch by design
   ASSERT_EQ(f->explains.size(), 2u);
 
-  const auto shm = saved_report("tp-gpt2-tiny-shm.json");
-  const Finding* g = find(diagnose(shm), "tp-across-slow-link");
+  const auto shm = diagnose(saved_report("tp-gpt2-tiny-shm.json"));
+  const Finding* g = find(shm, "tp-across-slow-link");
   EXPECT_TRUE(g == nullptr || g->severity == Severity::info);
   // The same waits over a link of NVLink's class: not slow.
   auto fast = r;

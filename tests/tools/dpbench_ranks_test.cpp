@@ -349,8 +349,11 @@ TEST(DpbenchTp, ReportVerifyTwoDimensionsAndAHungRank) {
   EXPECT_EQ(t["collectives"][1]["kind"], "all-gather");
   std::remove(json.c_str());
 
+  // (2D on gpt2-tiny is checked against one device in tests/train/strategy_test.cpp; over
+  // 3 steps its layer norms' weights move so little that float rounding alone can be a
+  // thousandth of their movement.)
   for (const std::string flags : {"--mode=tp --gpus=4 --model=mlp --batch=16", "--mode=ddp --tp=2 --gpus=4 "
-                                  "--model=gpt2-tiny --data=synthetic --seq=32 --batch=2"}) {
+                                  "--model=mlp --batch=8"}) {
     const Proc v = sh(bin() + " " + flags + " --verify --verify-steps=3 --threads=1");
     EXPECT_EQ(v.code, 0) << flags << "\n" << v.err;
     EXPECT_NE(v.out.find("PASS"), std::string::npos) << flags << "\n" << v.out;
