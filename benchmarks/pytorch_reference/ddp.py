@@ -26,14 +26,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_step import MODELS  # noqa: E402  (same layers and shapes as dpbench's registry)
 
 
-def save_reference(path, after, losses, meta):
-    """A five-step reference file: after.<name> (the whole parameters), loss.<k>, and what
-    wrote it in the metadata."""
+def save_reference(path, after, losses, ranks, **how):
+    """A five-step reference file from the GPT-2 fixture's weights and batch, with AdamW:
+    after.<name> (the whole parameters), loss.<k>, and what wrote it (`how`: the
+    parallelism) in the metadata."""
     from safetensors.torch import save_file
     out = {"after." + n: t for n, t in after.items()}
     for k, v in enumerate(losses):
         out[f"loss.{k}"] = torch.tensor([v], dtype=torch.float32)
-    save_file(out, path, metadata={"format": "pt", "torch": torch.__version__, **meta})
+    meta = {"format": "pt", "torch": torch.__version__, "model": "gpt2-tiny", "ranks": str(ranks),
+            "start": "tests/data/gpt2/gpt2_tiny_pytorch.safetensors (init.*, tokens, targets)", **how,
+            "optimizer": "AdamW lr=1e-3 betas=(0.9,0.999) eps=1e-8 weight_decay=0.1 on linear weights",
+            "steps": "5"}
+    save_file(out, path, metadata=meta)
 
 
 def parallel_main(doc, configs, timing_worker, reference_worker, mode, default_batch, shared_batch):

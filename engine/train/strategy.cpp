@@ -23,9 +23,13 @@ void in_forward(const TrainOptions& o, const BatchContext& ctx) {
   if (o.hooks.in_forward) o.hooks.in_forward(ctx.step);
 }
 
-LossResult loss_of(const Model& model, const Tensor& out, const Tensor& target, float scale) {
+// The batch's loss and its gradient scaled by `scale`; with tensor parallelism, the
+// vocabulary-parallel loss over this rank's part of the logits.
+LossResult loss_of(const Model& model, const Tensor& out, const Tensor& target, float scale,
+                   TensorParallel* tp = nullptr) {
   trace::NvtxRange range("loss");
-  LossResult loss = compute_loss(model.spec().loss, out, target, true, /*deferred=*/true);
+  LossResult loss = tp ? tp->loss(out, target, true, /*deferred=*/true)
+                       : compute_loss(model.spec().loss, out, target, true, /*deferred=*/true);
   if (scale != 1.0f) ops::scale(loss.grad, scale);
   return loss;
 }
@@ -324,12 +328,7 @@ class DdpStrategy : public ParallelStrategy {
       out = ddp_->forward(batch.x);
     }
     const int64_t f1 = now_ns();
-    LossResult loss;
-    {
-      trace::NvtxRange range("loss");
-      loss = tp_->loss(out, batch.target, true, /*deferred=*/true);
-      if (ctx.loss_scale != 1.0f) ops::scale(loss.grad, ctx.loss_scale);
-    }
+    LossResult loss = loss_of(model_, out, batch.target, ctx.loss_scale, tp_.get());
     trace::NvtxRange range("backward");
     ddp_->set_sync(ctx.last);
     ddp_->backward(loss.grad);
@@ -426,12 +425,7 @@ class TpStrategy : public ParallelStrategy {
       out = model_.forward(batch.x);
     }
     const int64_t f1 = now_ns();
-    LossResult loss;
-    {
-      trace::NvtxRange range("loss");
-      loss = tp_->loss(out, batch.target, true, /*deferred=*/true);
-      if (ctx.loss_scale != 1.0f) ops::scale(loss.grad, ctx.loss_scale);
-    }
+    LossResult loss = loss_of(model_, out, batch.target, ctx.loss_scale, tp_.get());
     const int64_t b0 = now_ns();
     {
       trace::NvtxRange range("backward");
