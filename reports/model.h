@@ -254,6 +254,12 @@ struct TimelineExcerpt {
   Num span_s;
   int64_t step = 0;
   std::vector<TimelineInterval> intervals;
+  // A device timeline's own account (absent for host): why its source is not the one
+  // asked for (CUPTI could not subscribe), records it lost over the run, and how far a
+  // converted device time may be from the host clock's.
+  std::string note;
+  std::optional<int64_t> dropped_records;
+  Num clock_residual_s;
 };
 
 struct Accuracy {

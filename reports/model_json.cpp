@@ -345,13 +345,13 @@ PipelineStats pipeline_from(const JsonView& j) {
 json timeline_json(const TimelineExcerpt& t) {
   json rows = json::array();
   for (const auto& i : t.intervals)
-    rows.push_back({{"device", i.device},
-                    {"lane", i.lane},
-                    {"name", i.name},
-                    {"cat", i.cat},
-                    {"begin_s", num(i.begin_s)},
-                    {"end_s", num(i.end_s)}});
-  return {{"source", trace::timeline_source_name(t.source)}, {"span_s", num(t.span_s)}, {"step", t.step}, {"intervals", rows}};
+    rows.push_back({{"device", i.device}, {"lane", i.lane}, {"name", i.name}, {"cat", i.cat},
+                    {"begin_s", num(i.begin_s)}, {"end_s", num(i.end_s)}});
+  json out = {{"source", trace::timeline_source_name(t.source)}, {"span_s", num(t.span_s)}, {"step", t.step}, {"intervals", rows}};
+  if (!t.note.empty()) out["note"] = t.note;
+  if (t.dropped_records) out["dropped_records"] = *t.dropped_records;
+  if (t.clock_residual_s) out["clock_residual_s"] = num(t.clock_residual_s);
+  return out;
 }
 
 TimelineExcerpt timeline_from(const JsonView& j) {
@@ -360,15 +360,13 @@ TimelineExcerpt timeline_from(const JsonView& j) {
   t.span_s = j.maybe_number("span_s", 0, kBig);
   t.step = j.maybe_integer("step", 0, kCount).value_or(0);
   for (const auto& i : j.maybe_items("intervals", 1 << 22)) {
-    TimelineInterval iv;
-    iv.device = static_cast<int>(i.integer("device", 0, kMaxWorld));
-    iv.lane = i.str("lane", kName);
-    iv.name = i.str("name", kName);
-    iv.cat = i.str("cat", 32);
-    iv.begin_s = i.maybe_number("begin_s", 0, kBig);
-    iv.end_s = i.maybe_number("end_s", 0, kBig);
-    t.intervals.push_back(std::move(iv));
+    // Kernel names (C++ templates) run to thousands of characters.
+    t.intervals.push_back({static_cast<int>(i.integer("device", 0, kMaxWorld)), i.str("lane", kName), i.str("name"),
+                           i.str("cat", 32), i.maybe_number("begin_s", 0, kBig), i.maybe_number("end_s", 0, kBig)});
   }
+  t.note = j.maybe_str("note").value_or("");
+  t.dropped_records = j.maybe_integer("dropped_records", 0, kCount);
+  t.clock_residual_s = j.maybe_number("clock_residual_s", 0, kBig);
   return t;
 }
 

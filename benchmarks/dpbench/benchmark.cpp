@@ -6,6 +6,7 @@
 #include <ostream>
 #include <string_view>
 
+#include "benchmarks/dpbench/device_timing.h"
 #include "benchmarks/dpbench/gather.h"
 #include "benchmarks/dpbench/layer_profile.h"
 #include "benchmarks/dpbench/metrics.h"
@@ -255,11 +256,20 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   // Profilers attached with a capture range (nsys --capture-range=cudaProfilerApi,
   // ncu --profile-from-start off) see the measured steps only.
   const bool gpu = o.device.kind == DeviceKind::cuda;
-  if (gpu && o.train.warmup == 0) trace::capture_begin();
+  // The device clock (--device-timing) over the measured steps: started when the warm-up
+  // ends, between steps.
+  DeviceTimingRun device_timing;
+  if (gpu && o.train.warmup == 0) {
+    trace::capture_begin();
+    device_timing = start_device_timing(o.device.timing, trainer.devices());
+  }
   TrainResult result = trainer.run([&](const StepRecord& r) {
     if (r.warmup && r.step + 1 == o.train.warmup) {
       if (o.out.op_profile) ops::reset_op_profile();
-      if (gpu) trace::capture_begin();
+      if (gpu) {
+        trace::capture_begin();
+        device_timing = start_device_timing(o.device.timing, trainer.devices());
+      }
     }
   });
   if (gpu) trace::capture_end();
@@ -269,7 +279,11 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   auto measured = result.measured();
   if (measured.empty()) measured = result.steps;  // a run shorter than its warm-up
   const Window window = measured_window(measured);
-  const trace::TimelineSource source = trace::TimelineSource::host;
+  // A run shorter than its warm-up has no measured steps: the collector never started,
+  // and its figures stay the host's.
+  const std::optional<DeviceFigures> device_figs = finish_device_timing(device_timing, measured);
+  const trace::TimelineSource source = device_figs ? device_figs->source : trace::TimelineSource::host;
+  const std::vector<trace::Interval> device_rows = device_figs ? device_intervals(*device_figs) : std::vector<trace::Interval>{};
   std::vector<double> times;
   double data_s = 0, step_s = 0;
   for (const auto& r : measured) {
@@ -287,6 +301,7 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   std::optional<reports::TimelineExcerpt> excerpt;
   if (rank) {
     RankMetrics mine = rank_metrics(measured, result.steps, rank->device.index);
+    if (device_figs) apply_device_figures(*device_figs, rank->device.index, window, mine);
     if (world > 1 && trainer.ddp() && !trainer.strategy().tp()) {
       // A/B: the same passes without the all-reduce (every rank runs them). FSDP cannot
       // train without its collectives: it has no such A/B.
@@ -298,15 +313,15 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
       fsdp = fsdp_stats(*f, trainer.optimizer(), *rank->group, rank->device, measured);
     if (auto* t = trainer.strategy().tp()) tp = tp_stats(*t, trainer.optimizer(), *rank->group, rank->device, measured);
     ranks.records = gather_rank_records(*rank->group, measured, rank->device);
-    if (!o.out.trace_path.empty()) write_trace(o, result, ids, rank);
-    excerpt = timeline_excerpt(measured.back(), source, rank);
+    if (!o.out.trace_path.empty()) write_trace(o, result, ids, rank, device_rows);
+    excerpt = timeline_excerpt(measured.back(), source, rank, device_rows);
     if (!lead) return std::nullopt;
     for (const auto& m : ranks.metrics) {
       st.median = std::max(st.median, m.step_median_s);
       st.p90 = std::max(st.p90, m.step_p90_s);
     }
   } else {
-    excerpt = timeline_excerpt(measured.back(), source, nullptr);
+    excerpt = timeline_excerpt(measured.back(), source, nullptr, device_rows);
   }
 
   // mp: every stage handles the whole batch (its own layers of it).
@@ -357,7 +372,12 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   } else {
     for (const auto& r : result.steps)
       for (size_t d = 0; d < r.device_samples.size() && d < samples.size(); ++d) samples[d] += r.device_samples[d];
-    for (int d = 0; d < world; ++d) busy[static_cast<size_t>(d)] = busy_fraction(bench_device(o, d).index, window);
+    for (int d = 0; d < world; ++d) {
+      const int index = bench_device(o, d).index;
+      busy[static_cast<size_t>(d)] =
+          device_figs ? 1.0 - device_breakdown(*device_figs, index, window).idle_share.value_or(1.0)
+                      : busy_fraction(index, window);
+    }
   }
   for (int d = 0; d < world; ++d)
     run.devices.push_back({ids[static_cast<size_t>(d)], samples[static_cast<size_t>(d)], busy[static_cast<size_t>(d)],
@@ -379,6 +399,11 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
     run.dp = dp_stats(*dp, o.dp.bypass, o.dp.replicate_input, bench_device(o, 0).index, window, measured.size());
   for (const auto& r : result.steps) run.loss_per_step.push_back(r.loss);
   for (double t : times) run.step_times_s.push_back(t);
+  if (excerpt && device_figs) {
+    excerpt->note = device_figs->note;
+    excerpt->dropped_records = static_cast<int64_t>(device_figs->dropped);
+    excerpt->clock_residual_s = static_cast<double>(device_figs->clock_residual_ns) * 1e-9;
+  }
   run.timeline = std::move(excerpt);
   // Where each device's (each rank's) measured window went.
   run.breakdown.emplace();
@@ -396,7 +421,8 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
       b.rank = d;
       b.host = ranks.records[static_cast<size_t>(d)].placement.host;
     } else {
-      b = host_breakdown(bench_device(o, d).index, window);
+      b = device_figs ? device_breakdown(*device_figs, bench_device(o, d).index, window)
+                      : host_breakdown(bench_device(o, d).index, window);
     }
     b.device = ids[static_cast<size_t>(d)];
     run.breakdown->push_back(b);
@@ -434,7 +460,7 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
     out << "\ndpdoctor:\n";
     doctor::print_diagnosis(d, out);
   }
-  if (!o.out.trace_path.empty() && !rank) write_trace(o, result, ids, nullptr);
+  if (!o.out.trace_path.empty() && !rank) write_trace(o, result, ids, nullptr, device_rows);
   if (!o.out.json_path.empty()) {
     reports::write_report(o.out.json_path, report.to_json());
     log::info("report written to {}", o.out.json_path);

@@ -194,10 +194,10 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
                  "weights, as torch.autocast); tf32 and bf16 need --devices=cuda")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   app.add_option("--device-timing", f.device_timing,
-                 "Where GPU times come from. This version times GPU runs by host spans (launch times; source "
-                 "\"host\"): auto and off do that; cupti (CUPTI activity records) and events (CUDA timing events) are "
-                 "refused until the device timeline is wired into runs. Logical CPU devices always use the host "
-                 "clock, which is their device time")
+                 "Where GPU times come from (runs[].timeline.source): cupti (CUPTI activity records: every kernel, "
+                 "copy and launch on the GPU's clock), events (CUDA timing events around each span, where CUPTI cannot "
+                 "subscribe), auto (cupti, else events, saying why), off (host spans: launch times, not run times). "
+                 "Logical CPU devices always use the host clock, which is their device time")
       ->check(CLI::IsMember({"auto", "cupti", "events", "off"}));
   app.add_option("--batch", o.train.batch,
                  "Batch size, as DataLoader(batch_size=...) in the PyTorch equivalent: per rank in ddp (global = ranks "

@@ -61,13 +61,6 @@ void validate(const BenchOptions& o) {
   DPB_CHECK(d.timing == DeviceTiming::automatic || d.timing == DeviceTiming::off || cuda)
       << "--device-timing=" << (d.timing == DeviceTiming::cupti ? "cupti" : "events")
       << " times GPU work; on logical CPU devices the host clock is the device's (use auto or off)";
-  // The device timeline's collectors are not wired into runs yet: every GPU figure comes
-  // from host spans (reports say source: host). Asking for a device clock by name is
-  // refused rather than silently ignored.
-  DPB_CHECK(d.timing == DeviceTiming::automatic || d.timing == DeviceTiming::off)
-      << "--device-timing=" << (d.timing == DeviceTiming::cupti ? "cupti" : "events")
-      << " is not available in this version: GPU runs are timed by host spans (runs[].timeline.source is \"host\"); "
-         "use --device-timing=auto or off";
   // Checked before the GPUs are: a mistake in the flags is named on any machine.
   DPB_CHECK(!o.fsdp.set || o.mode == ParallelMode::fsdp)
       << "--fsdp-reshard and --fsdp-prefetch are for --mode=fsdp";

@@ -12,7 +12,8 @@
 
 namespace dpb::bench {
 
-reports::TimelineExcerpt timeline_excerpt(const StepRecord& step, trace::TimelineSource source, const RankContext* rank) {
+reports::TimelineExcerpt timeline_excerpt(const StepRecord& step, trace::TimelineSource source, const RankContext* rank,
+                                          const std::vector<trace::Interval>& device) {
   const int64_t lo = step.begin_ns - step.data_ns, hi = step.end_ns;
   reports::TimelineExcerpt out;
   out.source = source;
@@ -20,7 +21,9 @@ reports::TimelineExcerpt timeline_excerpt(const StepRecord& step, trace::Timelin
   out.step = step.step;
   // This process's intervals in the window; under DDP labelled with the rank.
   std::vector<reports::TimelineInterval> rows;
-  for (const auto& i : trace::timeline().intervals()) {
+  std::vector<trace::Interval> intervals = trace::timeline().intervals();
+  intervals.insert(intervals.end(), device.begin(), device.end());
+  for (const auto& i : intervals) {
     if (i.end_ns < lo || i.begin_ns > hi) continue;
     rows.push_back({rank ? rank->group->rank() : i.device, i.lane, i.name, trace::category_name(i.cat),
                     static_cast<double>(std::max(i.begin_ns, lo) - lo) * 1e-9,
@@ -41,14 +44,16 @@ reports::TimelineExcerpt timeline_excerpt(const StepRecord& step, trace::Timelin
 }
 
 void write_trace(const BenchOptions& o, const TrainResult& result, const std::vector<std::string>& device_ids,
-                 const RankContext* rank) {
+                 const RankContext* rank, const std::vector<trace::Interval>& device) {
+  std::vector<trace::Interval> intervals = trace::timeline().intervals();
+  intervals.insert(intervals.end(), device.begin(), device.end());
   std::vector<trace::TraceStep> steps;
   for (const auto& r : result.steps) steps.push_back({r.step, r.warmup, r.begin_ns, r.end_ns});
   std::vector<trace::TraceProcess> processes;
   if (rank) {
     nlohmann::json js = nlohmann::json::array();
     for (const auto& s : steps) js.push_back({s.step, s.warmup, s.begin_ns, s.end_ns});
-    const nlohmann::json mine = {{"intervals", trace::intervals_json(trace::timeline().intervals())}, {"steps", js}};
+    const nlohmann::json mine = {{"intervals", trace::intervals_json(intervals)}, {"steps", js}};
     const auto all = gather_strings(*rank->group, mine.dump(), rank->device);
     if (rank->group->rank() != 0) return;
     for (size_t r = 0; r < all.size(); ++r) {
@@ -62,7 +67,6 @@ void write_trace(const BenchOptions& o, const TrainResult& result, const std::ve
       processes.push_back(std::move(p));
     }
   } else {
-    const auto intervals = trace::timeline().intervals();
     for (int d = 0; d < o.device.count; ++d) {
       trace::TraceProcess p;
       p.pid = d;

@@ -1,6 +1,7 @@
 #include "engine/trace/chrome_trace.h"
 
 #include <map>
+#include <set>
 
 namespace dpb::trace {
 
@@ -48,17 +49,35 @@ nlohmann::json chrome_trace(const std::vector<TraceProcess>& processes, int64_t 
                           {"dur", us(s.end_ns, s.begin_ns)},
                           {"args", {{"step", s.step}, {"warmup", s.warmup}}}});
     }
+    // Flows: from each launch (argument "launch") to the device work it queued (the same
+    // value as "correlation"), where both are in this process.
+    std::set<int64_t> launches, launched;
+    for (const auto& i : p.intervals)
+      for (const auto& [k, v] : i.args) {
+        if (k == "launch") launches.insert(v);
+        if (k == "correlation") launched.insert(v);
+      }
     for (const auto& i : p.intervals) {
       nlohmann::json args = nlohmann::json::object();
       for (const auto& [k, v] : i.args) args[k] = v;
+      const int tid = lane_id(i.lane);
       events.push_back({{"name", i.name},
                         {"cat", category_name(i.cat)},
                         {"ph", "X"},
                         {"pid", p.pid},
-                        {"tid", lane_id(i.lane)},
+                        {"tid", tid},
                         {"ts", us(i.begin_ns, origin_ns)},
                         {"dur", us(i.end_ns, i.begin_ns)},
                         {"args", args}});
+      for (const auto& [k, v] : i.args) {
+        const bool out = k == "launch" && launched.count(v), in = k == "correlation" && launches.count(v);
+        if (!out && !in) continue;
+        nlohmann::json flow = {{"name", "launch"},         {"cat", "launch"},   {"ph", out ? "s" : "f"},
+                               {"id", (static_cast<int64_t>(p.pid) << 40) + v}, {"pid", p.pid},
+                               {"tid", tid},               {"ts", us(i.begin_ns, origin_ns)}};
+        if (in) flow["bp"] = "e";
+        events.push_back(std::move(flow));
+      }
     }
   }
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", metadata}};

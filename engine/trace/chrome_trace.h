@@ -4,6 +4,8 @@
 // ("main", "replica", "comm", "stage 1", ...), complete events ("ph": "X") with the
 // category (compute, comm, copy, data, optim) and their arguments (bytes, bucket,
 // micro-batch), plus each optimizer step as an event of category "step" on its own lane.
+// An interval with an argument "launch" starts a flow to the intervals of the same
+// process whose argument "correlation" has its value (a CUDA launch call to its kernel).
 #include <nlohmann/json.hpp>
 
 #include <string>

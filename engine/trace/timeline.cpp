@@ -1,6 +1,7 @@
 #include "engine/trace/timeline.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace dpb::trace {
 
@@ -54,16 +55,25 @@ Timeline& timeline() {
   return *t;
 }
 
+namespace {
+std::atomic<SpanTimer*> g_span_timer{nullptr};
+}  // namespace
+
+void set_span_timer(SpanTimer* t) { g_span_timer.store(t, std::memory_order_release); }
+
 Span::Span(std::string name, Category cat, int device, std::string lane) {
   i_.name = std::move(name);
   i_.cat = cat;
   i_.device = device;
   i_.lane = std::move(lane);
+  timer_ = g_span_timer.load(std::memory_order_acquire);
+  if (timer_) token_ = timer_->begin(i_);
   i_.begin_ns = now_ns();
 }
 
 Span::~Span() {
   i_.end_ns = now_ns();
+  if (timer_ && token_ >= 0) timer_->end(token_);
   timeline().record(std::move(i_));
 }
 

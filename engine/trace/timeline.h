@@ -56,6 +56,21 @@ class Timeline {
 // The process's timeline.
 Timeline& timeline();
 
+// What also times spans on a device's own clock (--device-timing=events: CUDA timing
+// events recorded on the span's stream where it begins and ends). Called on the thread
+// that runs the span; it must not wait for the device.
+class SpanTimer {
+ public:
+  virtual ~SpanTimer() = default;
+  // A token for end(), or -1 when the span is not timed (data waits, a stream being
+  // captured into a CUDA graph, the timer's bound reached).
+  virtual int64_t begin(const Interval& i) = 0;
+  virtual void end(int64_t token) = 0;
+};
+// Installs `t` for every span begun from now on (nullptr: none). The caller keeps it
+// alive until the spans it timed have ended.
+void set_span_timer(SpanTimer* t);
+
 // Records [construction, destruction) on the timeline.
 class Span {
  public:
@@ -67,6 +82,8 @@ class Span {
 
  private:
   Interval i_;
+  SpanTimer* timer_ = nullptr;
+  int64_t token_ = -1;
 };
 
 }  // namespace dpb::trace

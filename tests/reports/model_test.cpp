@@ -57,7 +57,10 @@ RunReport ddp_report() {
   b.compute_share = 0.8;
   run.breakdown = std::vector<trace::Breakdown>{b};
   run.loss_per_step = {2.3, std::nullopt, 2.1};
-  run.timeline = TimelineExcerpt{trace::TimelineSource::host, 0.02, 4, {{0, "main", "forward", "compute", 0.0, 0.01}}};
+  run.timeline = TimelineExcerpt{trace::TimelineSource::cuda_events, 0.02, 4,
+                                 {{0, "main", "forward", "compute", 0.0, 0.01}},
+                                 "CUPTI could not subscribe: another profiler holds it; CUDA timing events instead",
+                                 3, 2e-6};
   r.runs.push_back(run);
   Finding f;
   f.id = "input-bound";
@@ -77,7 +80,10 @@ TEST(ReportModel, EveryFieldSurvivesItsOwnJson) {
   EXPECT_EQ(back.runs[0].ranks->at(0).hardware, std::vector<std::string>{"core 0"});
   EXPECT_FALSE(back.runs[0].devices[1].busy_fraction.has_value());  // null stays unmeasured
   EXPECT_FALSE(back.runs[0].loss_per_step[1].has_value());
-  EXPECT_EQ(back.runs[0].timeline->source, trace::TimelineSource::host);
+  EXPECT_EQ(back.runs[0].timeline->source, trace::TimelineSource::cuda_events);
+  EXPECT_EQ(back.runs[0].timeline->note, r.runs[0].timeline->note);
+  EXPECT_EQ(back.runs[0].timeline->dropped_records, 3);
+  EXPECT_DOUBLE_EQ(back.runs[0].timeline->clock_residual_s.value_or(0), 2e-6);
 }
 
 // The error `mutate` causes, or "" when the report reads.

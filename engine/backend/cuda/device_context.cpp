@@ -66,6 +66,13 @@ DeviceContext::~DeviceContext() {
   }
 }
 
+std::vector<cudaStream_t> DeviceContext::op_streams() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<cudaStream_t> out;
+  for (const auto& [s, r] : streams_) out.push_back(s);
+  return out;
+}
+
 StreamResources& DeviceContext::resources(cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& slot = streams_[stream];

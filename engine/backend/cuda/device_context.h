@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/backend/precision.h"
 
@@ -54,6 +55,8 @@ class DeviceContext {
   // Scratch memory of at least `bytes` for `stream`; valid until the next call on the
   // same stream. Fails naming the limit when `bytes` is over it.
   void* workspace(cudaStream_t stream, size_t bytes);
+  // Every stream that has run ops (has handles), the compute stream among them.
+  std::vector<cudaStream_t> op_streams();
   size_t workspace_limit() const { return workspace_limit_; }
   void set_workspace_limit(size_t bytes) { workspace_limit_ = bytes; }
 
