@@ -11,14 +11,17 @@
 #   scripts/gpu-check.sh build-and-test   # on the GPU machine, from the repository root with
 #                                         # dist/gpu-check.tgz beside it: the whole test suite,
 #                                         # CUDA tests included (<= 10 minutes)
-#   scripts/gpu-check.sh measure          # on the GPU machine: every mode, the timing sources,
-#                                         # the GPU trace corpus with dpdoctor and HTA, the speed
-#                                         # against PyTorch eager and torch.compile (<= 10 minutes)
+#   scripts/gpu-check.sh measure          # on the GPU machine: every mode, the timing sources
+#                                         # (each source named, the collectors' cost; CUPTI's
+#                                         # figures against ncu's and torch.profiler's), the GPU
+#                                         # trace corpus with dpdoctor and HTA, the speed against
+#                                         # PyTorch eager and torch.compile (<= 10 minutes)
 #
 # Results go to $OUT (else out/gpu-check/), at most 8 files:
 #   summary.md           what passed and what did not, step by step (both commands add to it)
 #   tests.log            the CUDA build's test suite (ctest --output-on-failure)
-#   modes.log            dpbench in every mode, --device-timing=auto|cupti|events|off
+#   modes.log            dpbench in every mode, --device-timing=auto|cupti|events|off, and
+#                        the ncu and torch.profiler comparisons' errors
 #   modes.tar.gz         the reports of those runs
 #   corpus.tar.gz        the GPU trace corpus cases recorded here (tests/data/traces/gpu-*)
 #   doctor.log           dpdoctor and HTA on those traces
@@ -60,6 +63,9 @@ pack() {
   (cd "$ROOT" && find "$(realpath --relative-to="$ROOT" "$build")"/{benchmarks,diagnostics,reports,tests} \
       -maxdepth 3 -type f -perm -u+x ! -name '*.so*' ! -name '*.sh' -print |
       while read -r f; do file -b "$f" | grep -q '^ELF' && echo "$f"; done) >>"$STAGE/files"
+  # The CUPTI probe a PyTorch process loads (cupti_vs_kineto.py).
+  (cd "$ROOT" && find "$(realpath --relative-to="$ROOT" "$build")"/benchmarks -maxdepth 1 -name 'libdpb_cupti_probe.so' \
+      -print) >>"$STAGE/files"
   # The libraries: package.sh's (what the binaries need beyond the C/C++ runtime and CUDA).
   "$ROOT/scripts/package.sh" "$build" "$STAGE/pkg" >&2 || exit 2
   rmdir "$STAGE/lib" && mv "$STAGE/pkg/lib" "$STAGE/lib" && rm -rf "$STAGE/pkg"
@@ -182,9 +188,9 @@ PY
   if [ -s "$kernel" ] && command -v ncu >/dev/null; then
     local name cupti_us
     name="$(sed -n 1p "$kernel")" cupti_us="$(sed -n 2p "$kernel")"
-    for base in mangled demangled function; do
+    for base in mangled demangled; do
       # shellcheck disable=SC2086
-      timeout 200 ncu --clock-control none --cache-control none --kernel-name-base $base \
+      timeout 100 ncu --clock-control none --cache-control none --kernel-name-base $base \
         -k "regex:^$(printf '%s' "$name" | sed 's/[][\.*^$+?(){}|/]/\\&/g')" --launch-skip 20 --launch-count 5 \
         --metrics gpu__time_duration.sum --csv "$DPBENCH" --mode=single --model=resnet18 --batch=128 \
         --devices=cuda --progress=none --steps=10 --warmup=2 --device-timing=off >"$OUT/ncu.csv" 2>>"$OUT/modes.log"
@@ -206,6 +212,14 @@ PY
   else
     say "- [FAIL] CUPTI kernel time against ncu: $( [ -s "$kernel" ] && echo 'no ncu on PATH' || echo 'no kernel in the cupti run report')"
     rm -f "$kernel"
+  fi
+  # CUPTI's busy share, kernel count and kernel time against torch.profiler's on a
+  # PyTorch ResNet-18 step (our collector loaded into that process). Targets: 2 %, equal.
+  if [ -f "$BUILD/benchmarks/libdpb_cupti_probe.so" ]; then
+    timeout 120 python3 "$ROOT/benchmarks/trace_analysis/cupti_vs_kineto.py" \
+      --probe "$BUILD/benchmarks/libdpb_cupti_probe.so" 2>>"$OUT/modes.log" | tee -a "$summary"
+  else
+    say "- [FAIL] CUPTI against torch.profiler: no libdpb_cupti_probe.so in the package"
   fi
   tar -C "$OUT" -czf "$OUT/modes.tar.gz" modes && rm -rf "$reports"
 
