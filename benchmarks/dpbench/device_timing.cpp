@@ -74,12 +74,7 @@ trace::Breakdown device_breakdown(const DeviceFigures& f, int device, const Wind
 
 void apply_device_figures(const DeviceFigures& f, int device, const Window& w, RankMetrics& m) {
   const trace::Breakdown b = device_breakdown(f, device, w);
-  m.window_s = b.window_s;
-  m.idle_share = b.idle_share.value_or(-1);
-  m.compute_share = b.compute_share.value_or(-1);
-  m.comm_share = b.comm_share.value_or(-1);
-  m.memory_share = b.memory_share.value_or(-1);
-  m.overlap = b.overlap.value_or(-1);
+  m.set_breakdown(b);
   m.busy_fraction = b.idle_share ? 1.0 - *b.idle_share : 0.0;
   const auto* d = f.analysis.device(device);
   if (!d) {

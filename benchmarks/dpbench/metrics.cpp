@@ -132,16 +132,17 @@ RankMetrics rank_metrics(const std::vector<StepRecord>& measured, const std::vec
   m.exposed_share = step_s > 0 ? m.exposed_comm_s * nsteps / step_s : 0;
   for (const auto& r : all) m.samples += static_cast<double>(r.samples);
   m.steps = static_cast<double>(measured.size());
-  if (w.hi > w.lo) {
-    const trace::Breakdown b = host_breakdown(device, w);
-    m.window_s = b.window_s;
-    m.idle_share = b.idle_share.value_or(-1);
-    m.compute_share = b.compute_share.value_or(-1);
-    m.comm_share = b.comm_share.value_or(-1);
-    m.memory_share = b.memory_share.value_or(-1);
-    m.overlap = b.overlap.value_or(-1);
-  }
+  if (w.hi > w.lo) m.set_breakdown(host_breakdown(device, w));
   return m;
+}
+
+void RankMetrics::set_breakdown(const trace::Breakdown& b) {
+  window_s = b.window_s;
+  idle_share = b.idle_share.value_or(-1);
+  compute_share = b.compute_share.value_or(-1);
+  comm_share = b.comm_share.value_or(-1);
+  memory_share = b.memory_share.value_or(-1);
+  overlap = b.overlap.value_or(-1);
 }
 
 std::vector<double> wait_for_peers(const std::vector<RankRecord>& ranks) {

@@ -50,6 +50,7 @@ struct RankMetrics {
   double compute_s = 0;  // forward, loss and backward per step (timeline union; median over steps)
   // The breakdown of its device over the window (-1: not measured).
   double window_s = 0, idle_share = -1, compute_share = -1, comm_share = -1, memory_share = -1, overlap = -1;
+  void set_breakdown(const trace::Breakdown& b);  // the fields above (-1 where b has none)
 };
 // Forward, loss and backward on `device` in each measured step (the timeline's union).
 std::vector<double> compute_per_step(const std::vector<StepRecord>& measured, int device);

@@ -548,6 +548,34 @@ void synchronize(const Device& device) {
 #endif
 }
 
+DeviceMarks::~DeviceMarks() {
+#if DPB_WITH_CUDA
+  for (void* e : events_) cuda::destroy_event(e);
+#endif
+}
+
+size_t DeviceMarks::mark() {
+  if (!device_.is_cuda()) {
+    host_ns_.push_back(now_ns());
+    return host_ns_.size() - 1;
+  }
+#if DPB_WITH_CUDA
+  events_.push_back(cuda::record_event(device_.index));
+  return events_.size() - 1;
+#else
+  DPB_FAIL() << "timing " << device_ << ": this build has no CUDA backend";
+#endif
+}
+
+double DeviceMarks::seconds(size_t a, size_t b) const {
+  if (!device_.is_cuda()) return static_cast<double>(host_ns_.at(b) - host_ns_.at(a)) * 1e-9;
+#if DPB_WITH_CUDA
+  return static_cast<double>(cuda::event_elapsed_ms(events_.at(a), events_.at(b))) * 1e-3;
+#else
+  DPB_FAIL() << "timing " << device_ << ": this build has no CUDA backend";
+#endif
+}
+
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, const SgdHyper& h, bool first) {
   DPB_CHECK(grad.numel() == param.numel()) << "sgd_step: grad " << grad.shape() << " for param " << param.shape();
   same_device("sgd_step", param.device(), {&grad, &buf});

@@ -176,6 +176,26 @@ float mse_loss(const Tensor& pred, const Tensor& target, Tensor& dpred);
 // whose ops complete before they return).
 void synchronize(const Device& device);
 
+// Points in a device's work on its own clock, for timing what ran between them without
+// waiting in between: on a GPU a CUDA timing event recorded on this thread's current
+// stream (read once the later point has passed), on a logical CPU device the host clock
+// (its ops complete before they return: the host's clock is its own).
+class DeviceMarks {
+ public:
+  explicit DeviceMarks(Device device) : device_(device) {}
+  ~DeviceMarks();
+  DeviceMarks(const DeviceMarks&) = delete;
+  DeviceMarks& operator=(const DeviceMarks&) = delete;
+  size_t mark();
+  // Seconds from mark `a` to mark `b` (waits for `b` to pass on a GPU).
+  double seconds(size_t a, size_t b) const;
+
+ private:
+  Device device_;
+  std::vector<int64_t> host_ns_;
+  std::vector<void*> events_;
+};
+
 // --- optimizer steps (in place on the parameter's device) ------------------------------------
 struct SgdHyper {
   float lr = 0.01f;

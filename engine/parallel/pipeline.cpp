@@ -41,7 +41,7 @@ std::string list_units(const std::vector<PipelineUnit>& units) {
   return s.str();
 }
 
-int64_t median_of(std::vector<int64_t> v) {
+double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
@@ -92,33 +92,34 @@ UnitTimes measure_unit_times(Model& model, const Tensor& sample, int repeats) {
   // Measuring trains nothing: BatchNorm's running statistics are put back afterwards.
   std::vector<Tensor> saved;
   for (auto& [name, b] : model.named_buffers()) saved.push_back(b->clone());
-  std::vector<std::vector<int64_t>> fwd(units.size()), bwd(units.size()), total(units.size());
+  std::vector<std::vector<double>> fwd(units.size()), bwd(units.size()), total(units.size());
   for (int r = 0; r <= repeats; ++r) {  // r == 0 warms up
+    // Each unit between two marks on the device's own clock, read after the pass: no
+    // wait between units (on a GPU they queue back to back, as in a training step).
+    ops::DeviceMarks marks(d);
+    std::vector<std::pair<size_t, size_t>> f_at(units.size()), b_at(units.size(), {0, 0});
+    std::vector<bool> has_backward(units.size(), false);
     Tensor h = sample;
     for (size_t u = 0; u < units.size(); ++u) {
-      const int64_t t0 = now_ns();
+      f_at[u].first = marks.mark();
       h = units[u].module->forward(h);
-      ops::synchronize(d);
-      if (r > 0) fwd[u].push_back(now_ns() - t0);
+      f_at[u].second = marks.mark();
     }
     // The gradient of a mean over the outputs.
     Tensor g = Tensor::full(h.shape(), 1.0f / static_cast<float>(h.numel()), h.device());
     if (h.layout() != Layout::plain) g = g.to_layout(h.layout());
     for (size_t u = units.size(); u-- > 0;) {
-      if (!g.defined()) {  // parameter-free units at the front: no input gradient to compute
-        if (r > 0) {
-          bwd[u].push_back(0);
-          total[u].push_back(fwd[u].back());
-        }
-        continue;
-      }
-      const int64_t t0 = now_ns();
+      if (!g.defined()) continue;  // parameter-free units at the front: no input gradient to compute
+      b_at[u].first = marks.mark();
       g = units[u].module->backward(g);
-      ops::synchronize(d);
-      if (r > 0) {
-        bwd[u].push_back(now_ns() - t0);
-        total[u].push_back(fwd[u].back() + bwd[u].back());
-      }
+      b_at[u].second = marks.mark();
+      has_backward[u] = true;
+    }
+    if (r == 0) continue;
+    for (size_t u = 0; u < units.size(); ++u) {
+      fwd[u].push_back(marks.seconds(f_at[u].first, f_at[u].second));
+      bwd[u].push_back(has_backward[u] ? marks.seconds(b_at[u].first, b_at[u].second) : 0.0);
+      total[u].push_back(fwd[u].back() + bwd[u].back());
     }
   }
   model.zero_grad();
@@ -126,9 +127,9 @@ UnitTimes measure_unit_times(Model& model, const Tensor& sample, int repeats) {
   for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second->copy_from(saved[i]);
   UnitTimes out;
   for (size_t u = 0; u < units.size(); ++u) {
-    out.forward_s.push_back(static_cast<double>(median_of(fwd[u])) * 1e-9);
-    out.backward_s.push_back(static_cast<double>(median_of(bwd[u])) * 1e-9);
-    out.total_s.push_back(static_cast<double>(median_of(total[u])) * 1e-9);
+    out.forward_s.push_back(median_of(fwd[u]));
+    out.backward_s.push_back(median_of(bwd[u]));
+    out.total_s.push_back(median_of(total[u]));
   }
   return out;
 }

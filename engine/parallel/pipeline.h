@@ -53,8 +53,9 @@ std::vector<int> balanced_split(const std::vector<double>& cost, int parts);
 // device), after one warm-up pass.
 std::vector<double> measure_unit_costs(Model& model, const Tensor& sample, int repeats = 3);
 // The same passes, forward and backward apart (median seconds of each), for a layer
-// profile. Each unit is timed to the device's completion (a synchronize after it): a
-// profiling pass of its own, not a measured training step.
+// profile: a profiling pass of its own, not a measured training step. Each unit is timed
+// on the device's own clock (ops::DeviceMarks: CUDA timing events around it on a GPU,
+// the host clock on a logical CPU device), with no wait between units.
 struct UnitTimes {
   std::vector<double> forward_s, backward_s, total_s;
 };

@@ -161,7 +161,9 @@ TEST_P(Strategies, EveryModeTrainsLikeOneDevice) {
             << name << " tp step " << s;
     }
   }
-  if (name == "lenet") EXPECT_NE(TensorParallel::cannot_split(*probe, 2).find("Conv2d"), std::string::npos);
+  if (name == "lenet") {
+    EXPECT_NE(TensorParallel::cannot_split(*probe, 2).find("Conv2d"), std::string::npos);
+  }
   // 2D: 2 data-parallel groups of 2 tensor-parallel ranks; each data rank half the batch.
   if (TensorParallel::cannot_split(*probe, 2).empty()) {
     std::vector<TrainedModel> mesh(4);

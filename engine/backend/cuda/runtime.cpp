@@ -40,6 +40,29 @@ void synchronize(int index) {
   DPB_CUDA_CHECK(cudaStreamSynchronize(current_stream(index))) << "waiting for cuda:" << index;
 }
 
+void* record_event(int index) {
+  set_device(index);
+  cudaEvent_t e = nullptr;
+  DPB_CUDA_CHECK(cudaEventCreate(&e)) << "a timing event on cuda:" << index;
+  if (const cudaError_t r = cudaEventRecord(e, current_stream(index)); r != cudaSuccess) {
+    cudaEventDestroy(e);
+    DPB_CUDA_CHECK(r) << "recording a timing event on cuda:" << index;
+  }
+  return e;
+}
+
+float event_elapsed_ms(void* begin, void* end) {
+  DPB_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(end))) << "waiting for a timing event";
+  float ms = 0;
+  DPB_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(begin), static_cast<cudaEvent_t>(end)))
+      << "reading two timing events";
+  return ms;
+}
+
+void destroy_event(void* event) noexcept {
+  if (event) cudaEventDestroy(static_cast<cudaEvent_t>(event));
+}
+
 void copy(const Device& dst_dev, void* dst, const Device& src_dev, const void* src, size_t bytes) {
   if (dst_dev.is_cuda() && src_dev.is_cuda() && dst_dev.index != src_dev.index) {
     // Between GPUs: after the source's queued work, then complete before returning

@@ -25,6 +25,11 @@ void host_free_pinned(void* ptr) noexcept;
 void copy(const Device& dst_dev, void* dst, const Device& src_dev, const void* src, size_t bytes);
 // Waits for the work queued on the current stream of `index`.
 void synchronize(int index);
+// A timing event recorded on the current stream of `index` (nothing waits); the
+// milliseconds between two, once the later has completed (waits for it); destroyed.
+void* record_event(int index);
+float event_elapsed_ms(void* begin, void* end);
+void destroy_event(void* event) noexcept;
 
 void fill(int index, void* x, bool bf16, float value, int64_t n);
 void cast(int index, const void* src, bool src_bf16, void* dst, bool dst_bf16, int64_t n);
