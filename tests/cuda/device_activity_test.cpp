@@ -1,8 +1,9 @@
 // The device timeline's collectors on a GPU (engine/backend/device_activity.h): CUPTI's
 // records of real kernels, copies and launches become the timeline's work on the right
 // logical device and lane, linked to their launch calls, on the host's clock; CUDA timing
-// events time a span's work on the device. Skipped without a GPU (and the CUPTI test
-// when another profiler holds CUPTI, saying so).
+// events time a span's work (and ops::DeviceMarks what ran between two marks) on the
+// device. Skipped without a GPU (and the CUPTI test when another profiler holds CUPTI,
+// saying so).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -99,6 +100,20 @@ TEST(CudaDeviceActivity, TimingEventsTimeEachSpanOnItsStream) {
   EXPECT_GE(w.end_ns, host_begin - a->clock_residual_ns());
   EXPECT_LE(w.end_ns, t1 + a->clock_residual_ns());
   EXPECT_TRUE(t.calls.empty()) << "events time spans, not launches";
+}
+
+TEST(CudaDeviceActivity, DeviceMarksTimeWorkOnTheGpuClock) {
+  DPB_REQUIRE_GPU();
+  ops::synchronize(kGpu);
+  const int64_t t0 = now_ns();
+  ops::DeviceMarks marks(kGpu);
+  const size_t a = marks.mark();
+  some_work();
+  const size_t b = marks.mark();
+  const double s = marks.seconds(a, b);  // waits for b
+  const double host = static_cast<double>(now_ns() - t0) * 1e-9;
+  EXPECT_GT(s, 0.0);
+  EXPECT_LE(s, host) << "the device ran the work within the host's wall time around it";
 }
 
 }  // namespace
