@@ -77,6 +77,16 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> send(const Tensor& t, int dst, int tag = 0) = 0;
   virtual std::shared_ptr<Work> recv(Tensor& t, int src, int tag = 0) = 0;
 
+  // A zeroed f32 buffer of `numel` elements on logical CPU device `device` that this
+  // group all-reduces in place, without copies (where its ranks share a host's memory),
+  // or an undefined tensor where it cannot. Collective: every rank asks for the same sizes
+  // in the same order.
+  virtual Tensor shared_buffer(int64_t numel, Device device) {
+    (void)numel;
+    (void)device;
+    return {};
+  }
+
  protected:
   int rank_, size_;
   GroupOptions options_;

@@ -28,11 +28,19 @@ Reducer::Reducer(std::vector<std::pair<std::string, Parameter*>> params, comm::P
     bytes += d.numel() * 4;
   }
   bucket_of_.resize(params_.size());
+  // On the CPU, where the ranks share a host, every bucket lies in memory the group
+  // reduces in place (no copies into and out of a staging area); elsewhere each is a
+  // tensor of its own.
+  int64_t total = 0;
+  for (const auto& [name, p] : params_) total += p->data().numel();
+  const Tensor shared = device.is_cpu() && group_.size() > 1 ? group_.shared_buffer(total, device) : Tensor();
+  int64_t at = 0;
   for (auto& g : groups) {
     Bucket b;
     int64_t elems = 0;
     for (size_t k : g) elems += params_[k].second->data().numel();
-    b.flat = Tensor::zeros({elems}, device);
+    b.flat = shared.defined() ? shared.slice(at, at + elems) : Tensor::zeros({elems}, device);
+    at += elems;
     int64_t off = 0;
     for (size_t k : g) {
       Parameter& p = *params_[k].second;

@@ -6,7 +6,9 @@
 // bucket_bytes (the others); a bucket closes when it reaches its size, so it may exceed
 // it by one parameter. Each bucket is one flat f32 tensor on the parameters' device, and
 // each parameter's gradient is a view into it (PyTorch's gradient_as_bucket_view): the
-// backward writes straight into the bucket and the all-reduce needs no copies.
+// backward writes straight into the bucket and the all-reduce needs no copies. Where the
+// ranks share a host's memory the buckets lie in the group's shared buffer
+// (ProcessGroup::shared_buffer), which it reduces in place in every rank's copy.
 //
 // As backward marks gradients ready (Parameter hooks), a bucket whose last gradient
 // arrives is all-reduced (average) at once, but only in bucket order (a next-bucket

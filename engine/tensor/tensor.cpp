@@ -29,6 +29,15 @@ const char* layout_name(Layout l) {
   return "?";
 }
 
+Tensor Tensor::from_external(const Shape& shape, Device device, float* data, std::shared_ptr<void> owner) {
+  DPB_CHECK(data && owner && device.is_cpu()) << "Tensor::from_external needs host memory, its owner and a CPU device";
+  Tensor t;
+  t.shape_ = shape;
+  t.storage_ =
+      std::make_shared<Storage>(device, data, static_cast<size_t>(shape.numel()) * sizeof(float), std::move(owner));
+  return t;
+}
+
 Tensor Tensor::empty(const Shape& shape, Device device, DType dtype, Layout layout) {
   for (auto d : shape.dims()) DPB_CHECK(d >= 0) << "negative dimension in shape " << shape;
   if (layout == Layout::nhwc) {

@@ -35,7 +35,13 @@ class Storage {
   // Host storage in page-locked memory where a GPU is usable.
   struct Pinned {};
   Storage(Pinned, size_t bytes) : device_(Device::cpu(0)), bytes_(bytes), data_(pinned_alloc(bytes, &pinned_)) {}
+  // Host memory someone else allocated (a segment shared between processes) for logical
+  // CPU device `device`, kept alive by `owner` for as long as the storage is; never freed
+  // here.
+  Storage(Device device, void* data, size_t bytes, std::shared_ptr<void> owner)
+      : device_(device), bytes_(bytes), data_(data), owner_(std::move(owner)) {}
   ~Storage() {
+    if (owner_) return;
     if (pinned_) pinned_free(data_, bytes_, true);
     else device_free(device_, data_, bytes_);
   }
@@ -52,6 +58,7 @@ class Storage {
   size_t bytes_;
   bool pinned_ = false;
   void* data_;
+  std::shared_ptr<void> owner_;
 };
 
 enum class Layout { plain, nChw8c, nChw16c, nhwc };
@@ -76,6 +83,9 @@ class Tensor {
   // Host values copied into a new tensor on `device`.
   static Tensor from_vector(const Shape& shape, const std::vector<float>& values, Device device = Device::cpu());
   static Tensor from_labels(const std::vector<int32_t>& labels, Device device = Device::cpu());
+  // A plain f32 tensor of logical CPU device `device` over host memory `data` (numel
+  // floats) that `owner` keeps alive.
+  static Tensor from_external(const Shape& shape, Device device, float* data, std::shared_ptr<void> owner);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

@@ -1,7 +1,8 @@
 // The shared-memory all-reduce of Gloo ranks on one host, ranks as threads of this
 // process (the segment is the same one processes would map): exact sums and averages over
-// buffers of several chunks, the same results as Gloo's TCP all-reduce, a rank that never
-// arrives named within the timeout, ranks on several hosts left to TCP, and no segment
+// buffers of several chunks, the same results as Gloo's TCP all-reduce, regions reduced in
+// place in every rank's copy (DDP's buckets), a rank that never arrives named within the
+// timeout, ranks on several hosts left to TCP, and no segment
 // name left behind.
 #include "engine/comm/gloo/shm_allreduce.h"
 
@@ -100,7 +101,79 @@ TEST_P(ShmRanks, GathersEveryRanksBufferOverSeveralChunks) {
   }
 }
 
+// In place: every rank's copy of a shared region holds the sum (or average) of a piece
+// afterwards, bit for bit what the copying all-reduce gives, the rest of the region
+// untouched; back to back with the copying path (one phase count for both).
+TEST_P(ShmRanks, ReducesARegionInPlaceInEveryRanksCopy) {
+  const int world = GetParam();
+  auto store = std::make_shared<MemoryStore>();
+  const size_t n = 3 * 2048 + 77, off = 100, len = n - 150;
+  std::vector<std::string> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        std::string why;
+        auto shm = ShmAllreduce::create(*store, r, world, Millis(10000), &why);
+        if (!shm) throw Error("no shared memory: " + why);
+        PrefixStore region_store("region/", store);
+        auto region = shm->create_region(region_store, n, &why);
+        if (!region) throw Error("no region: " + why);
+        for (const bool average : {false, true}) {
+          // Values that round differently in each order: the same bits everywhere only
+          // if every rank sums in rank order, as the copying path does.
+          std::vector<float> mine(n);
+          for (size_t i = 0; i < n; ++i) mine[i] = 0.1f * static_cast<float>(r + 1) + 1e-3f * static_cast<float>(i);
+          std::copy(mine.begin(), mine.end(), region->part(r));
+          auto copied = std::vector<float>(mine.begin() + off, mine.begin() + off + len);
+          shm->allreduce(copied.data(), len, average);
+          shm->allreduce_in_place(*region, off, len, average);
+          const float* got = region->part(r);
+          for (size_t i = 0; i < n; ++i) {
+            if (i < off || i >= off + len) {
+              ASSERT_EQ(got[i], mine[i]) << "outside the piece, i " << i;
+            } else {
+              ASSERT_EQ(got[i], copied[i - off]) << "average " << average << " i " << i;
+            }
+          }
+          shm->allreduce(copied.data(), 1, false);  // the phases still agree
+        }
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmRanks, ::testing::Values(2, 3, 4));
+
+// A group's shared buffer: DDP's buckets lie in it and are reduced where they are; the
+// results equal Gloo's over TCP.
+TEST(ShmAllreduce, SharedBuffersAreReducedInPlaceAsGlooWould) {
+  for (const bool shm : {false, true}) {
+    GroupOptions o;
+    o.shared_memory = shm;
+    test::expect_no_errors(test::run_ranks(
+        3,
+        [shm](int r, ProcessGroup& pg) {
+          Tensor all = pg.shared_buffer(90000, Device::cpu(r));
+          ASSERT_EQ(all.defined(), shm) << "a shared buffer only where the group has shared memory";
+          if (!all.defined()) all = Tensor::zeros({90000}, Device::cpu(r));
+          EXPECT_EQ(all.device(), Device::cpu(r));
+          EXPECT_EQ(all.to_vector()[123], 0.0f) << "zeroed";
+          Tensor piece = all.slice(20000, 90000);
+          std::vector<float> v(70000);
+          for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((r + 1) * (i % 11));
+          piece.copy_from(Tensor::from_vector({70000}, v));
+          pg.allreduce(piece, ReduceOp::avg)->wait();
+          const auto out = piece.to_vector();
+          for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], 2.0f * static_cast<float>(i % 11));
+          EXPECT_EQ(all.to_vector()[19999], 0.0f) << "the rest of the buffer untouched";
+        },
+        o));
+  }
+}
 
 TEST(ShmAllreduce, GivesGloosResults) {
   for (const bool shm : {false, true}) {

@@ -1,5 +1,7 @@
 #include "engine/comm/gloo/process_group_gloo.h"
 
+#include <algorithm>
+
 #include "engine/comm/gloo/shm_allreduce.h"
 #include "engine/core/log.h"
 
@@ -381,9 +383,23 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& t, ReduceOp op) {
   const int size = size_;
   const Millis timeout = options_.timeout;
   ShmAllreduce* shm = op == ReduceOp::sum || op == ReduceOp::avg ? shm_.get() : nullptr;
-  c->run = [staged, op, size, timeout, shm](gloo::Context& ctx, uint32_t tag) {
+  // A shared buffer's tensor: reduced where it lies, in every rank's copy.
+  std::shared_ptr<ShmAllreduce::Region> region;
+  size_t offset = 0;
+  std::unique_lock<std::mutex> lookup(mu_);
+  if (shm && t.device().is_cpu())
+    for (const auto& b : shared_)
+      if (auto r = b.region.lock(); r && t.data() >= b.begin && t.data() + t.numel() <= b.begin + b.floats) {
+        region = std::move(r);
+        offset = static_cast<size_t>(t.data() - b.begin);
+        break;
+      }
+  lookup.unlock();
+  c->run = [staged, op, size, timeout, shm, region, offset](gloo::Context& ctx, uint32_t tag) {
     const auto n = static_cast<size_t>(staged->host.numel());
-    if (n > 0 && shm) {
+    if (n > 0 && region) {
+      shm->allreduce_in_place(*region, offset, n, op == ReduceOp::avg);
+    } else if (n > 0 && shm) {
       shm->allreduce(staged->data(), n, op == ReduceOp::avg);
     } else if (n > 0) {
       gloo::AllreduceOptions o(std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}));
@@ -402,6 +418,26 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& t, ReduceOp op) {
     staged->copy_back();
   };
   return enqueue(c);
+}
+
+Tensor ProcessGroupGloo::shared_buffer(int64_t numel, Device device) {
+  DPB_CHECK(numel >= 0 && device.is_cpu()) << "shared_buffer: " << numel << " elements on " << device
+                                           << " (host memory, for a CPU device)";
+  if (!shm_ || numel == 0) return {};
+  PrefixStore store("shm-buffer/" + std::to_string(regions_++) + "/", store_);
+  std::string why;
+  auto region = shm_->create_region(store, static_cast<size_t>(numel), &why);
+  if (!region) {
+    if (rank_ == 0) log::warn("gloo: gradients copied through shared memory, not reduced in place: {}", why);
+    return {};
+  }
+  float* mine = region->part(rank_);
+  std::fill_n(mine, numel, 0.0f);
+  std::lock_guard<std::mutex> lock(mu_);
+  shared_.erase(std::remove_if(shared_.begin(), shared_.end(), [](const SharedBuffer& b) { return b.region.expired(); }),
+                shared_.end());
+  shared_.push_back({region, mine, static_cast<size_t>(numel)});
+  return Tensor::from_external({numel}, device, mine, region);
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& t, int root) {

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "engine/comm/gloo/shm_allreduce.h"
 #include "engine/comm/health.h"
 #include "engine/comm/process_group.h"
 
@@ -20,8 +21,6 @@ class Context;
 }
 
 namespace dpb::comm {
-
-class ShmAllreduce;
 
 class ProcessGroupGloo : public ProcessGroup {
  public:
@@ -37,6 +36,8 @@ class ProcessGroupGloo : public ProcessGroup {
   std::shared_ptr<Work> barrier() override;
   std::shared_ptr<Work> send(const Tensor& t, int dst, int tag) override;
   std::shared_ptr<Work> recv(Tensor& t, int src, int tag) override;
+  // Ranks on one host: a region of shared memory, all-reduced in place (sums and averages).
+  Tensor shared_buffer(int64_t numel, Device device) override;
 
   struct Call;  // one queued collective (process_group_gloo.cpp)
 
@@ -49,6 +50,14 @@ class ProcessGroupGloo : public ProcessGroup {
   std::shared_ptr<gloo::Context> context_;
   std::unique_ptr<GroupHealth> health_;
   std::unique_ptr<ShmAllreduce> shm_;  // ranks on one host: all-reduce through shared memory
+  // The shared buffers handed out (alive while a tensor holds them), to find a tensor's.
+  struct SharedBuffer {
+    std::weak_ptr<ShmAllreduce::Region> region;
+    const float* begin = nullptr;
+    size_t floats = 0;
+  };
+  std::vector<SharedBuffer> shared_;
+  int regions_ = 0;
   int64_t next_seq_ = 0;       // collectives queued (caller side)
   std::string broken_;         // the first failure; later calls fail with it
   std::mutex mu_;

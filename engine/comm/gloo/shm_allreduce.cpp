@@ -54,23 +54,9 @@ std::string random_name() {
   return buf;
 }
 
-}  // namespace
-
-std::unique_ptr<ShmAllreduce> ShmAllreduce::create(Store& store, int rank, int size, Millis timeout, std::string* why) {
-  if (size < 2 || size > kMaxRanks) {
-    *why = size < 2 ? "one rank" : "more than " + std::to_string(kMaxRanks) + " ranks";
-    return nullptr;
-  }
-  // Every rank learns every rank's host (and process) and decides alike.
-  store.set("pid/" + std::to_string(rank), std::to_string(::getpid()));
-  store.set("host/" + std::to_string(rank), host_identity());
-  const std::string mine = host_identity();
-  for (int r = 0; r < size; ++r)
-    if (store.get("host/" + std::to_string(r), timeout) != mine) {
-      *why = "the ranks are on several hosts";
-      return nullptr;
-    }
-  const size_t bytes = header_bytes() + (static_cast<size_t>(size) + 1) * kSlotFloats * sizeof(float);
+// A segment of `bytes` that every rank of the group maps (rank 0 makes it and unlinks
+// its name once every rank has tried to map it). Null on every rank when one failed.
+void* map_segment(Store& store, int rank, int size, size_t bytes, Millis timeout, std::string* why) {
   std::string name;
   int fd = -1;
   if (rank == 0) {
@@ -109,6 +95,28 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::create(Store& store, int rank, int s
     *why = "a rank could not map the shared segment";
     return nullptr;
   }
+  return base;
+}
+
+}  // namespace
+
+std::unique_ptr<ShmAllreduce> ShmAllreduce::create(Store& store, int rank, int size, Millis timeout, std::string* why) {
+  if (size < 2 || size > kMaxRanks) {
+    *why = size < 2 ? "one rank" : "more than " + std::to_string(kMaxRanks) + " ranks";
+    return nullptr;
+  }
+  // Every rank learns every rank's host (and process) and decides alike.
+  store.set("pid/" + std::to_string(rank), std::to_string(::getpid()));
+  store.set("host/" + std::to_string(rank), host_identity());
+  const std::string mine = host_identity();
+  for (int r = 0; r < size; ++r)
+    if (store.get("host/" + std::to_string(r), timeout) != mine) {
+      *why = "the ranks are on several hosts";
+      return nullptr;
+    }
+  const size_t bytes = header_bytes() + (static_cast<size_t>(size) + 1) * kSlotFloats * sizeof(float);
+  void* base = map_segment(store, rank, size, bytes, timeout, why);
+  if (!base) return nullptr;
   std::vector<int64_t> pids;
   for (int r = 0; r < size; ++r) pids.push_back(std::stoll(store.get("pid/" + std::to_string(r), timeout)));
   return std::unique_ptr<ShmAllreduce>(new ShmAllreduce(rank, size, timeout, base, bytes, std::move(pids)));
@@ -179,6 +187,40 @@ void ShmAllreduce::allreduce(float* data, size_t n, bool average) {
     phase();
     std::memcpy(data + off, out, len * sizeof(float));
   }
+}
+
+ShmAllreduce::Region::~Region() { ::munmap(base_, bytes_); }
+
+std::shared_ptr<ShmAllreduce::Region> ShmAllreduce::create_region(Store& store, size_t n, std::string* why) {
+  // Each rank's copy starts on a cache line of its own.
+  const size_t padded = (std::max<size_t>(n, 1) + 15) / 16 * 16;
+  const size_t bytes = static_cast<size_t>(size_) * padded * sizeof(float);
+  void* base = map_segment(store, rank_, size_, bytes, timeout_, why);
+  return base ? std::make_shared<Region>(base, bytes, padded) : nullptr;
+}
+
+void ShmAllreduce::allreduce_in_place(const Region& region, size_t offset, size_t n, bool average) {
+  DPB_CHECK(offset + n <= region.floats()) << "shared-memory all-reduce: floats [" << offset << ", " << offset + n
+                                           << ") outside a region of " << region.floats();
+  phase();  // every rank's copy holds its values
+  const size_t part = (n + static_cast<size_t>(size_) - 1) / static_cast<size_t>(size_);
+  const size_t lo = std::min(n, part * static_cast<size_t>(rank_)), hi = std::min(n, lo + part);
+  const float scale = average ? 1.0f / static_cast<float>(size_) : 1.0f;
+  constexpr size_t kBlock = 2048;  // summed in a buffer that stays in L1
+  float sum[kBlock];
+  for (size_t b = lo; b < hi; b += kBlock) {
+    const size_t len = std::min(kBlock, hi - b);
+    const float* first = region.part(0) + offset + b;
+    for (size_t i = 0; i < len; ++i) sum[i] = first[i];
+    for (int r = 1; r < size_; ++r) {
+      const float* s = region.part(r) + offset + b;
+      for (size_t i = 0; i < len; ++i) sum[i] += s[i];
+    }
+    if (average)
+      for (size_t i = 0; i < len; ++i) sum[i] *= scale;
+    for (int r = 0; r < size_; ++r) std::memcpy(region.part(r) + offset + b, sum, len * sizeof(float));
+  }
+  phase();  // every part summed into every copy
 }
 
 void ShmAllreduce::allgather(const float* in, size_t n, float* out) {

@@ -20,6 +20,13 @@
 // reduce-scatter puts a piece of every rank's destination chunks into its slot; each
 // rank sums its own piece over the slots.
 //
+// Buffers the ranks reduce in place (DDP's gradient buckets, where the backward writes
+// the gradients): a region of a second segment that holds every rank's copy of the
+// buffer. An all-reduce of a piece of it costs one pass, not three: after a phase, rank
+// r sums the r-th part of the piece over every rank's copy (in rank order) and writes the
+// sum into every copy; after a second phase every copy holds the whole result. Nothing is
+// copied in or out.
+//
 // Every wait polls (yielding the core) and is bounded by the group's timeout; a rank
 // that does not arrive is named, at once when its process has died (the ranks share a
 // host, so each knows the others' pids). The segment's name is unlinked as soon as every
@@ -55,6 +62,27 @@ class ShmAllreduce {
   // `in` holds size x n floats; `out` (n floats) gets chunk `rank` of their sum over the
   // ranks (in rank order, as allreduce sums), or of their average.
   void reduce_scatter(const float* in, size_t n, float* out, bool average);
+
+  // A buffer of n floats per rank that every rank maps: part(r) is rank r's copy.
+  class Region {
+   public:
+    Region(void* base, size_t bytes, size_t n) : base_(base), bytes_(bytes), n_(n) {}
+    ~Region();
+    Region(const Region&) = delete;
+    Region& operator=(const Region&) = delete;
+    float* part(int r) const { return static_cast<float*>(base_) + static_cast<size_t>(r) * n_; }
+    size_t floats() const { return n_; }
+
+   private:
+    void* base_;
+    size_t bytes_, n_;
+  };
+  // Collective: every rank calls it with the same n, in the same order (each call on a
+  // store of its own). Null on every rank when a rank could not map it (`why` says).
+  std::shared_ptr<Region> create_region(Store& store, size_t n, std::string* why);
+  // Floats [offset, offset + n) of `region`, summed (or averaged) over the ranks' copies,
+  // in every copy.
+  void allreduce_in_place(const Region& region, size_t offset, size_t n, bool average);
 
  private:
   struct Header;
