@@ -76,6 +76,17 @@ class ComputeLoad {
 // How long the load runs alone before each size's timed collectives.
 constexpr int kAloneMs = 40;
 
+// All-reduces run on the buffers DDP's buckets live in: where the group reduces memory
+// in place (ranks on one host), its shared buffer, so that the figure is what a DDP step
+// pays (and what --simulate reads); elsewhere the tensor as made.
+void place_as_ddp(comm::ProcessGroup& pg, const CollectiveSpec& spec, Device device, CollectiveBuffers& b) {
+  if (&spec != &allreduce_spec() || !device.is_cpu()) return;
+  Tensor shared = pg.shared_buffer(b.in_count, device);
+  if (!shared.defined()) return;
+  shared.copy_from(b.in);
+  b.in = shared;
+}
+
 }  // namespace
 
 const std::vector<const CollectiveSpec*>& collective_specs() {
@@ -116,6 +127,7 @@ std::vector<reports::CollectiveRow> run_collectives(comm::ProcessGroup& pg, Devi
     const CollectiveSpec& spec = collective_spec(name);
     for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
       CollectiveBuffers b = spec.make(bytes, rank, n, device);
+      place_as_ddp(pg, spec, device, b);
       for (int i = 0; i < o.warmup; ++i) {
         maybe_die();
         spec.issue(pg, b)->wait();
@@ -153,6 +165,7 @@ std::vector<reports::CollectiveRow> run_collectives(comm::ProcessGroup& pg, Devi
       }
       // Verify on fresh inputs.
       b = spec.make(bytes, rank, n, device);
+      place_as_ddp(pg, spec, device, b);
       spec.issue(pg, b)->wait();
       ops::synchronize(device);
       Tensor wrong = Tensor::full({1}, static_cast<float>(spec.count_wrong(b, rank, n)), device);

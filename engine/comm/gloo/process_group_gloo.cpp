@@ -384,17 +384,8 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& t, ReduceOp op) {
   const Millis timeout = options_.timeout;
   ShmAllreduce* shm = op == ReduceOp::sum || op == ReduceOp::avg ? shm_.get() : nullptr;
   // A shared buffer's tensor: reduced where it lies, in every rank's copy.
-  std::shared_ptr<ShmAllreduce::Region> region;
   size_t offset = 0;
-  std::unique_lock<std::mutex> lookup(mu_);
-  if (shm && t.device().is_cpu())
-    for (const auto& b : shared_)
-      if (auto r = b.region.lock(); r && t.data() >= b.begin && t.data() + t.numel() <= b.begin + b.floats) {
-        region = std::move(r);
-        offset = static_cast<size_t>(t.data() - b.begin);
-        break;
-      }
-  lookup.unlock();
+  const auto region = shm && t.device().is_cpu() ? shm->find(t.data(), static_cast<size_t>(t.numel()), &offset) : nullptr;
   c->run = [staged, op, size, timeout, shm, region, offset](gloo::Context& ctx, uint32_t tag) {
     const auto n = static_cast<size_t>(staged->host.numel());
     if (n > 0 && region) {
@@ -433,10 +424,6 @@ Tensor ProcessGroupGloo::shared_buffer(int64_t numel, Device device) {
   }
   float* mine = region->part(rank_);
   std::fill_n(mine, numel, 0.0f);
-  std::lock_guard<std::mutex> lock(mu_);
-  shared_.erase(std::remove_if(shared_.begin(), shared_.end(), [](const SharedBuffer& b) { return b.region.expired(); }),
-                shared_.end());
-  shared_.push_back({region, mine, static_cast<size_t>(numel)});
   return Tensor::from_external({numel}, device, mine, region);
 }
 

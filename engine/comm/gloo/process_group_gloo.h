@@ -50,14 +50,7 @@ class ProcessGroupGloo : public ProcessGroup {
   std::shared_ptr<gloo::Context> context_;
   std::unique_ptr<GroupHealth> health_;
   std::unique_ptr<ShmAllreduce> shm_;  // ranks on one host: all-reduce through shared memory
-  // The shared buffers handed out (alive while a tensor holds them), to find a tensor's.
-  struct SharedBuffer {
-    std::weak_ptr<ShmAllreduce::Region> region;
-    const float* begin = nullptr;
-    size_t floats = 0;
-  };
-  std::vector<SharedBuffer> shared_;
-  int regions_ = 0;
+  int regions_ = 0;  // shared buffers handed out
   int64_t next_seq_ = 0;       // collectives queued (caller side)
   std::string broken_;         // the first failure; later calls fail with it
   std::mutex mu_;

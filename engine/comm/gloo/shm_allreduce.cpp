@@ -196,7 +196,23 @@ std::shared_ptr<ShmAllreduce::Region> ShmAllreduce::create_region(Store& store, 
   const size_t padded = (std::max<size_t>(n, 1) + 15) / 16 * 16;
   const size_t bytes = static_cast<size_t>(size_) * padded * sizeof(float);
   void* base = map_segment(store, rank_, size_, bytes, timeout_, why);
-  return base ? std::make_shared<Region>(base, bytes, padded) : nullptr;
+  if (!base) return nullptr;
+  auto region = std::make_shared<Region>(base, bytes, padded);
+  std::lock_guard<std::mutex> lock(regions_mu_);
+  regions_.erase(std::remove_if(regions_.begin(), regions_.end(), [](const auto& w) { return w.expired(); }),
+                 regions_.end());
+  regions_.push_back(region);
+  return region;
+}
+
+std::shared_ptr<ShmAllreduce::Region> ShmAllreduce::find(const float* p, size_t n, size_t* offset) const {
+  std::lock_guard<std::mutex> lock(regions_mu_);
+  for (const auto& w : regions_)
+    if (auto r = w.lock(); r && p >= r->part(rank_) && p + n <= r->part(rank_) + r->floats()) {
+      *offset = static_cast<size_t>(p - r->part(rank_));
+      return r;
+    }
+  return nullptr;
 }
 
 void ShmAllreduce::allreduce_in_place(const Region& region, size_t offset, size_t n, bool average) {

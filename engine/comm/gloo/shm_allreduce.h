@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -78,8 +79,12 @@ class ShmAllreduce {
     size_t bytes_, n_;
   };
   // Collective: every rank calls it with the same n, in the same order (each call on a
-  // store of its own). Null on every rank when a rank could not map it (`why` says).
+  // store of its own). Null on every rank when a rank could not map it (`why` says). The
+  // region is remembered (while someone holds it) for find().
   std::shared_ptr<Region> create_region(Store& store, size_t n, std::string* why);
+  // The live region whose part for this rank holds [p, p + n), and p's offset in it; null
+  // when none does.
+  std::shared_ptr<Region> find(const float* p, size_t n, size_t* offset) const;
   // Floats [offset, offset + n) of `region`, summed (or averaged) over the ranks' copies,
   // in every copy.
   void allreduce_in_place(const Region& region, size_t offset, size_t n, bool average);
@@ -98,6 +103,8 @@ class ShmAllreduce {
   Header* header_;
   std::vector<int64_t> pids_;  // every rank's process
   uint64_t phase_ = 0;  // phases this rank has finished (the same count on every rank)
+  mutable std::mutex regions_mu_;
+  std::vector<std::weak_ptr<Region>> regions_;
 };
 
 }  // namespace dpb::comm
