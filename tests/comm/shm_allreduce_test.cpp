@@ -18,8 +18,10 @@
 namespace dpb::comm {
 namespace {
 
-// Runs fn(rank, allreduce) on `world` threads over one store; returns each rank's error.
-std::vector<std::string> with_shm(int world, Millis timeout, const std::function<void(int, ShmAllreduce&)>& fn) {
+// Runs fn(rank, allreduce, store) on `world` threads over one store; returns each rank's
+// error.
+using ShmFn = std::function<void(int, ShmAllreduce&, const std::shared_ptr<Store>&)>;
+std::vector<std::string> with_shm_store(int world, Millis timeout, const ShmFn& fn) {
   auto store = std::make_shared<MemoryStore>();
   std::vector<std::string> errors(static_cast<size_t>(world));
   std::vector<std::thread> threads;
@@ -29,13 +31,16 @@ std::vector<std::string> with_shm(int world, Millis timeout, const std::function
         std::string why;
         auto shm = ShmAllreduce::create(*store, r, world, timeout, &why);
         if (!shm) throw Error("no shared memory: " + why);
-        fn(r, *shm);
+        fn(r, *shm, store);
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
       }
     });
   for (auto& t : threads) t.join();
   return errors;
+}
+std::vector<std::string> with_shm(int world, Millis timeout, const std::function<void(int, ShmAllreduce&)>& fn) {
+  return with_shm_store(world, timeout, [&](int r, ShmAllreduce& shm, const std::shared_ptr<Store>&) { fn(r, shm); });
 }
 
 // Rank r's value at i: (r + 1) * (i % 7 + 1), exact in f32 and so are the sums.
@@ -106,43 +111,32 @@ TEST_P(ShmRanks, GathersEveryRanksBufferOverSeveralChunks) {
 // untouched; back to back with the copying path (one phase count for both).
 TEST_P(ShmRanks, ReducesARegionInPlaceInEveryRanksCopy) {
   const int world = GetParam();
-  auto store = std::make_shared<MemoryStore>();
   const size_t n = 3 * 2048 + 77, off = 100, len = n - 150;
-  std::vector<std::string> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        std::string why;
-        auto shm = ShmAllreduce::create(*store, r, world, Millis(10000), &why);
-        if (!shm) throw Error("no shared memory: " + why);
-        PrefixStore region_store("region/", store);
-        auto region = shm->create_region(region_store, n, &why);
-        if (!region) throw Error("no region: " + why);
-        for (const bool average : {false, true}) {
-          // Values that round differently in each order: the same bits everywhere only
-          // if every rank sums in rank order, as the copying path does.
-          std::vector<float> mine(n);
-          for (size_t i = 0; i < n; ++i) mine[i] = 0.1f * static_cast<float>(r + 1) + 1e-3f * static_cast<float>(i);
-          std::copy(mine.begin(), mine.end(), region->part(r));
-          auto copied = std::vector<float>(mine.begin() + off, mine.begin() + off + len);
-          shm->allreduce(copied.data(), len, average);
-          shm->allreduce_in_place(*region, off, len, average);
-          const float* got = region->part(r);
-          for (size_t i = 0; i < n; ++i) {
-            if (i < off || i >= off + len) {
-              ASSERT_EQ(got[i], mine[i]) << "outside the piece, i " << i;
-            } else {
-              ASSERT_EQ(got[i], copied[i - off]) << "average " << average << " i " << i;
-            }
-          }
-          shm->allreduce(copied.data(), 1, false);  // the phases still agree
+  const auto errors = with_shm_store(world, Millis(10000), [&](int r, ShmAllreduce& shm, const auto& store) {
+    std::string why;
+    PrefixStore region_store("region/", store);
+    auto region = shm.create_region(region_store, n, &why);
+    if (!region) throw Error("no region: " + why);
+    for (const bool average : {false, true}) {
+      // Values that round differently in each order: the same bits everywhere only if
+      // every rank sums in rank order, as the copying path does.
+      std::vector<float> mine(n);
+      for (size_t i = 0; i < n; ++i) mine[i] = 0.1f * static_cast<float>(r + 1) + 1e-3f * static_cast<float>(i);
+      std::copy(mine.begin(), mine.end(), region->part(r));
+      auto copied = std::vector<float>(mine.begin() + off, mine.begin() + off + len);
+      shm.allreduce(copied.data(), len, average);
+      shm.allreduce_in_place(*region, off, len, average);
+      const float* got = region->part(r);
+      for (size_t i = 0; i < n; ++i) {
+        if (i < off || i >= off + len) {
+          ASSERT_EQ(got[i], mine[i]) << "outside the piece, i " << i;
+        } else {
+          ASSERT_EQ(got[i], copied[i - off]) << "average " << average << " i " << i;
         }
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
       }
-    });
-  for (auto& t : threads) t.join();
+      shm.allreduce(copied.data(), 1, false);  // the phases still agree
+    }
+  });
   for (const auto& e : errors) EXPECT_EQ(e, "");
 }
 
