@@ -47,7 +47,9 @@ const char* lane_name(Lane l) {
 
 const StreamRole* StreamMap::find(int device, uint32_t stream) const {
   const auto it = roles_.find({device, stream});
-  return it == roles_.end() ? nullptr : &it->second;
+  if (it != roles_.end()) return &it->second;
+  const auto d = defaults_.find(device);
+  return d == defaults_.end() ? nullptr : &d->second;
 }
 
 bool ActivityLog::add(const ActivityRecord& r, std::string_view name) {

@@ -81,11 +81,16 @@ struct StreamRole {
 class StreamMap {
  public:
   void add(int device, uint32_t stream, StreamRole role) { roles_[{device, stream}] = role; }
-  // Unregistered streams: the physical device, lane by what runs on it.
+  // The role of the streams of `device` that add() does not name (a library's own
+  // stream), where one logical device owns that GPU.
+  void add_default(int device, StreamRole role) { defaults_[device] = role; }
+  // Unregistered streams without a default: null (the physical device, lane by what
+  // runs on it).
   const StreamRole* find(int device, uint32_t stream) const;
 
  private:
   std::map<std::pair<int, uint32_t>, StreamRole> roles_;
+  std::map<int, StreamRole> defaults_;
 };
 
 class ActivityLog {

@@ -123,6 +123,27 @@ TEST(ActivityLog, StreamsMapToLogicalDevicesAndLanes) {
   EXPECT_EQ(t.devices(), (std::vector<int>{0, 1}));
 }
 
+TEST(ActivityLog, AnUnnamedStreamBelongsToTheLogicalDeviceThatOwnsItsGpu) {
+  // A DDP rank on cuda:1 (GPU 1): NCCL's kernels on its communication stream, a
+  // library's kernels on a stream of its own; GPU 0 has no default (several owners).
+  ActivityLog log;
+  StreamMap streams;
+  streams.add(1, 21, {1, Lane::communication});
+  streams.add_default(1, {1, Lane::compute});
+  log.add(kernel(1, 21, 0, kMs, 1), "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  log.add(kernel(1, 77, 0, kMs, 2), "cutlass_gemm");
+  log.add(kernel(1, 78, 0, kMs, 3), "ncclDevKernel_AllGather_RING_LL");
+  log.add(kernel(0, 77, 0, kMs, 4), "cutlass_gemm");
+  const RankTimeline t = log.to_timeline(ClockConversion::fit({{0, 0, 0}}), streams, {0, 10 * kMs});
+  ASSERT_EQ(t.work.size(), 4u);
+  EXPECT_EQ(t.work[0].work, Work::communication);
+  EXPECT_EQ(t.work[1].device, 1);
+  EXPECT_EQ(t.work[1].work, Work::compute);
+  EXPECT_EQ(t.work[2].device, 1);
+  EXPECT_EQ(t.work[2].work, Work::communication) << "an NCCL kernel by its name on a stream of its own";
+  EXPECT_EQ(t.work[3].device, 0) << "no default: the physical GPU";
+}
+
 TEST(ActivityLog, GraphKernelsCountOneByOneAndTheWindowClipsOnTheHostClock) {
   // A CUDA graph replay: one launch, five kernels with the graph's id. The GPU clock is
   // 1 s ahead of the host's; the window is on the host's.

@@ -205,7 +205,13 @@ class CuptiActivity final : public DeviceActivity {
       DPB_CHECK(g_cupti_error.empty()) << g_cupti_error;
     }
     clock_ = trace::ClockConversion::fit(pairs_);
-    // Streams by role. CUPTI's device id is the CUDA device ordinal.
+    // Streams by role. CUPTI's device id is the CUDA device ordinal. Work on a stream no
+    // role names (a library's own) belongs to the logical device that owns its GPU, when
+    // only one does.
+    std::map<int, std::vector<int>> logical_of_gpu;
+    for (const auto& d : devices_) logical_of_gpu[cuda_physical_device(d.index)].push_back(d.index);
+    for (const auto& [gpu, logical] : logical_of_gpu)
+      if (logical.size() == 1) streams_.add_default(gpu, {logical.front(), trace::Lane::compute});
     for (const auto& d : devices_) {
       auto& c = cuda::DeviceContext::get(d.index);
       const int gpu = cuda_physical_device(d.index);
@@ -222,17 +228,7 @@ class CuptiActivity final : public DeviceActivity {
 
   trace::RankTimeline timeline(trace::Span64 window) const override {
     DPB_CHECK(stopped_) << "the CUPTI collector's timeline is read after stop()";
-    trace::RankTimeline t = log_.to_timeline(clock_, streams_, window);
-    // Work on a GPU stream no role names (a library's own stream) belongs to the
-    // logical device that owns the GPU, when only one does.
-    std::map<int, std::vector<int>> logical_of_gpu;
-    for (const auto& d : devices_) logical_of_gpu[cuda_physical_device(d.index)].push_back(d.index);
-    for (auto& w : t.work)
-      if (!streams_.find(w.device, static_cast<uint32_t>(w.stream))) {
-        const auto it = logical_of_gpu.find(w.device);
-        if (it != logical_of_gpu.end() && it->second.size() == 1) w.device = it->second.front();
-      }
-    return t;
+    return log_.to_timeline(clock_, streams_, window);
   }
 
   uint64_t dropped() const override { return log_.dropped(); }
