@@ -6,7 +6,6 @@
 
 #include "benchmarks/simulate/profile.h"
 #include "engine/backend/ops.h"
-#include "engine/core/clock.h"
 #include "engine/core/rng.h"
 #include "engine/core/stats.h"
 #include "engine/parallel/pipeline.h"

@@ -45,6 +45,18 @@ def shard(model, gpt):
     fully_shard(model)
 
 
+def timing_model(a):
+    """The timed model (a GPT-2 configuration or the MLP) in training mode and a random batch
+    of a.batch (x a.seq tokens): (model, inputs, targets, whether it is a GPT)."""
+    gpt = a.model != "mlp"
+    if gpt:
+        c = dict(CONFIGS[a.model])
+        return (GPT(c).train(), torch.randint(0, c["vocab_size"], (a.batch, a.seq)),
+                torch.randint(0, c["vocab_size"], (a.batch, a.seq)), True)
+    cls, shape = MODELS["mlp"]
+    return cls().train(), torch.randn(a.batch, *shape), torch.randint(0, 10, (a.batch,)), False
+
+
 def fixture_model():
     """gpt2-tiny with tests/data/gpt2/gpt2_tiny_pytorch.safetensors' initial weights, and
     its batch (tokens, targets)."""
@@ -69,17 +81,7 @@ def timing_worker(rank, a, port, queue):
     torch.manual_seed(0)
     if a.ranks > 1:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=a.ranks)
-    gpt = a.model != "mlp"
-    if gpt:
-        c = dict(CONFIGS[a.model])
-        model = GPT(c).train()
-        x = torch.randint(0, c["vocab_size"], (a.batch, a.seq))
-        y = torch.randint(0, c["vocab_size"], (a.batch, a.seq))
-    else:
-        cls, shape = MODELS["mlp"]
-        model = cls().train()
-        x = torch.randn(a.batch, *shape)
-        y = torch.randint(0, 10, (a.batch,))
+    model, x, y, gpt = timing_model(a)
     if a.ranks > 1:
         shard(model, gpt)
     opt = adamw(model) if gpt else torch.optim.AdamW(model.parameters(), lr=1e-3)

@@ -41,10 +41,8 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ddp import parallel_main, save_reference, timed_median  # noqa: E402
-from fsdp import adamw, fixture_model  # noqa: E402
-from gpt2_reference import GPT  # noqa: E402
+from fsdp import adamw, fixture_model, timing_model  # noqa: E402
 from gpt2_train_step import CONFIGS  # noqa: E402
-from train_step import MODELS  # noqa: E402
 
 
 
@@ -106,17 +104,7 @@ def timing_worker(rank, a, port, queue):
     a.port = port
     mesh = setup(rank, a) if a.ranks > 1 else None
     torch.manual_seed(0)
-    gpt = a.model != "mlp"
-    if gpt:
-        c = dict(CONFIGS[a.model])
-        model = GPT(c).train()
-        x = torch.randint(0, c["vocab_size"], (a.batch, a.seq))
-        y = torch.randint(0, c["vocab_size"], (a.batch, a.seq))
-    else:
-        cls, shape = MODELS["mlp"]
-        model = cls().train()
-        x = torch.randn(a.batch, *shape)
-        y = torch.randint(0, 10, (a.batch,))
+    model, x, y, gpt = timing_model(a)
     if mesh is not None:
         if gpt:
             cut_gpt(model, mesh, a.ranks)

@@ -18,7 +18,6 @@
 #include "engine/backend/device_info.h"
 #include "engine/core/clock.h"
 #include "engine/core/error.h"
-#include "engine/core/log.h"
 #include "engine/trace/activity.h"
 #include "engine/trace/timeline.h"
 
