@@ -51,6 +51,23 @@ DPB_ISA_CLONES void sgd_momentum(float* __restrict p, const float* __restrict g,
   }
 }
 
+// Adam and AdamW (decay = 1 - lr * weight_decay, the decoupled form; wd the coupled one):
+// PyTorch's formulas, one pass over the parameter, its gradient and both moments.
+DPB_ISA_CLONES void adam_loop(float* __restrict p, const float* __restrict g, float* __restrict pm,
+                              float* __restrict pv, int64_t n, float decay, float wd, float beta1, float beta2,
+                              float step_size, float bc2_sqrt, float eps) {
+#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    const float pi = p[i] * decay;
+    const float gi = g[i] + wd * pi;
+    const float mi = beta1 * pm[i] + (1.0f - beta1) * gi;
+    const float vi = beta2 * pv[i] + (1.0f - beta2) * gi * gi;
+    pm[i] = mi;
+    pv[i] = vi;
+    p[i] = pi - step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
+  }
+}
+
 }  // namespace
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, const ops::SgdHyper& h, bool first) {
@@ -64,28 +81,10 @@ void sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, const ops::SgdHype
 }
 
 void adam_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const ops::AdamHyper& h, int64_t step) {
-  const int64_t n = param.numel();
-  float* p = param.data();
-  const float* g = grad.data();
-  float* pm = m.data();
-  float* pv = v.data();
   const float bc1 = 1.0f - static_cast<float>(std::pow(h.beta1, static_cast<double>(step)));
   const float bc2 = 1.0f - static_cast<float>(std::pow(h.beta2, static_cast<double>(step)));
-  const float step_size = h.lr / bc1;
-  const float bc2_sqrt = std::sqrt(bc2);
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
-  for (int64_t i = 0; i < n; ++i) {
-    float gi = g[i];
-    if (h.decoupled) {
-      p[i] *= 1.0f - h.lr * h.weight_decay;
-    } else {
-      gi += h.weight_decay * p[i];
-    }
-    pm[i] = h.beta1 * pm[i] + (1.0f - h.beta1) * gi;
-    pv[i] = h.beta2 * pv[i] + (1.0f - h.beta2) * gi * gi;
-    const float denom = std::sqrt(pv[i]) / bc2_sqrt + h.eps;
-    p[i] -= step_size * pm[i] / denom;
-  }
+  adam_loop(param.data(), grad.data(), m.data(), v.data(), param.numel(), h.decoupled ? 1.0f - h.lr * h.weight_decay : 1.0f,
+            h.decoupled ? 0.0f : h.weight_decay, h.beta1, h.beta2, h.lr / bc1, std::sqrt(bc2), h.eps);
 }
 
 }  // namespace dpb::cpu
