@@ -68,6 +68,7 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
   if (!so.links.empty()) link = sim::fit_link(so.links, link);
   if (so.contention >= 0) {
     link.contention = so.contention;
+    link.contention_per_byte_s = 0;
     link.contention_source = "--contention";
   }
   ModelOptions mo;
@@ -113,11 +114,18 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
                      static_cast<double>(profile.gradient_bytes()) / (1 << 20));
   out << fmt::format("  profile: {} ({}): one-device step {:.2f} ms\n", profile.source, profile.evidence,
                      profile.step_s() * 1e3);
-  out << fmt::format("  link: {} ({}), {} per node; contention {:.3f} ({}; {}); jitter {:.3f}{}\n", link.name,
-                     link.source, link.gpus_per_node, link.contention,
-                     link.contention_scope == sim::LinkModel::ContentionScope::transfers ? "while an all-reduce runs"
-                                                                                       : "while all-reduces are in flight",
-                     link.contention_source, opt.jitter,
+  const std::string contention =
+      link.contention_per_byte_s > 0
+          ? fmt::format("contention {:.1f} ps of compute per byte a collective reduces beside it ({:.3f} over the "
+                        "measured sizes; {})",
+                        link.contention_per_byte_s * 1e12, link.contention, link.contention_source)
+          : fmt::format("contention {:.3f} ({}; {})", link.contention,
+                        link.contention_scope == sim::LinkModel::ContentionScope::transfers
+                            ? "while an all-reduce runs"
+                            : "while all-reduces are in flight",
+                        link.contention_source);
+  out << fmt::format("  link: {} ({}), {} per node; {}; jitter {:.3f}{}\n", link.name, link.source,
+                     link.gpus_per_node, contention, opt.jitter,
                      link.fitted_under_load.empty() ? "" : "; all-reduces beside compute take their time under load");
   if (!so.crowded_profile_path.empty())
     out << fmt::format("  crowding: compute {:+.1f} % at 2 ranks or more (the layers with another rank computing "

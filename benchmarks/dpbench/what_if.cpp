@@ -58,9 +58,11 @@ std::optional<nlohmann::json> bucket_what_if(const reports::RunReport& report, s
   const double measured = *run.step_time_s.median;
   try {
     link.contention = sim::fit_contention(profile, link, world, measured, o);
+    link.contention_per_byte_s = 0;  // the fitted figure applies as it is
   } catch (const Error&) {
     // The measured step lies outside what contention explains: the closest end of its
     // range (none when even no contention is too slow); the check below says how close.
+    link.contention_per_byte_s = 0;
     sim::LinkModel none = link;
     none.contention = 0;
     if (sim::simulate_point(profile, none, world, o).step_s > measured) link.contention = 0;

@@ -70,6 +70,12 @@ double LinkModel::allreduce_under_load_s(double bytes, int ranks) const {
   return contention_scope == ContentionScope::transfers ? idle * (1 + contention) : idle;
 }
 
+double LinkModel::contention_while(double bytes, double loaded_s) const {
+  if (contention_scope == ContentionScope::transfers && contention_per_byte_s > 0 && loaded_s > 0)
+    return contention_per_byte_s * bytes / loaded_s;
+  return contention;
+}
+
 namespace {
 double half_ring(const FittedAllReduce& f, double bytes, int ranks) {
   const double n = ranks;
@@ -112,6 +118,7 @@ nlohmann::json LinkModel::to_json() const {
                    {"inter_node", {{"alpha_s", inter.alpha_s}, {"bus_bandwidth_bytes_per_s", inter.bus_bandwidth}}},
                    {"tree_bandwidth_share", tree_bandwidth_share},
                    {"contention", contention},
+                   {"contention_per_byte_s", contention_per_byte_s},
                    {"contention_scope", contention_scope == ContentionScope::in_flight ? "in-flight" : "transfers"},
                    {"contention_source", contention_source},
                    {"kernel_contention", kernel_contention},
@@ -230,6 +237,7 @@ struct Measured {
   std::vector<std::pair<double, double>> allgather, reduce_scatter;  // the same, of those collectives
   bool under_load = false;  // dpbench --load
   double slowdown_time = 0, time = 0;  // sum of slowdown x timed duration, and of duration
+  double bytes = 0;                     // the bytes those timed all-reduces reduced
 };
 
 // nccl-tests' -J output (version 2): all_reduce_perf's results, out-of-place times in us.
@@ -275,6 +283,7 @@ Measured from_dpbench(const nlohmann::json& j, const std::string& doc) {
         const double duration = *row.time_us * 1e-6 * r.config.iters;
         m.slowdown_time += *row.load_slowdown * duration;
         m.time += duration;
+        m.bytes += static_cast<double>(row.bytes) * r.config.iters;
       }
     }
   }
@@ -306,6 +315,7 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
       DPB_CHECK(!l.fitted_under_load.count(m.ranks)) << doc << ": two reports under load for " << m.ranks << " ranks";
       l.fitted_under_load[m.ranks] = fit_allreduce(m.points, m.ranks);
       l.contention = std::max(0.0, m.slowdown_time / m.time);  // each row's own is noisy, either way
+      l.contention_per_byte_s = m.bytes > 0 ? std::max(0.0, m.slowdown_time / m.bytes) : 0.0;
       l.contention_scope = LinkModel::ContentionScope::transfers;
       l.contention_source = "measured: compute slowed by the all-reduces in " + path;
       loaded_sources += (loaded_sources.empty() ? "" : ", ") + path;

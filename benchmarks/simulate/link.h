@@ -77,6 +77,17 @@ struct LinkModel {
   // compute.
   std::map<int, FittedAllReduce> fitted_under_load;
   std::string contention_source;  // where the contention comes from (preset, --contention, measured)
+  // Transfers scope, measured under load: the compute time an all-reduce takes from its
+  // rank's core per byte it reduces (each row's load slowdown times its duration, summed,
+  // over the bytes). The slowdown grows with the size, not with how long the all-reduce
+  // waits: on a 2-core VM, 1 KiB-1 MiB all-reduces under load slowed compute by 0 +/- 2 %
+  // (noise), 16 MiB by 12 %, 64 MiB by 63 %, while each lasted 4-14 ms. 0: not measured
+  // (`contention` applies as it is).
+  double contention_per_byte_s = 0;
+  // How much slower compute runs while an all-reduce-like collective of `bytes`, which
+  // takes `loaded_s` beside compute, runs: its share of the per-byte cost where measured,
+  // else `contention`.
+  double contention_while(double bytes, double loaded_s) const;
   // From measurements of the other collectives at exactly these rank counts (a
   // --bench=collectives report with allgather or reduce_scatter rows, idle): (n-1) alpha +
   // (n-1)/n S / busbw fitted on them, instead of half the all-reduce's.

@@ -95,9 +95,13 @@ SimPoint simulate_ddp(const StepProfile& p, const LinkModel& link, int ranks, co
   for (size_t b = 0; b < plan.size(); ++b) completes[plan[b].ready_after_layer].push_back(b);
 
   // Compute is slowed while communication shares the device (the link's contention
-  // scope: the step's all-reduces in flight, or only while one runs); on one rank they
-  // move nothing and contend with nothing.
-  const double slow = ranks > 1 ? 1 + link.contention : 1.0;
+  // scope: the step's all-reduces in flight, or only while one runs, as much as that
+  // bucket's size takes where measured per byte); on one rank they move nothing and
+  // contend with nothing.
+  auto slow = [&](size_t b) {
+    if (ranks <= 1) return 1.0;
+    return 1 + link.contention_while(static_cast<double>(plan[b].bytes), comm_time[b] * comm_stretch[b]);
+  };
   double t = forward, overlap = 0;
   std::deque<size_t> queue;  // launched, not finished; the front is running
   double running_left = 0;   // of the front
@@ -123,7 +127,7 @@ SimPoint simulate_ddp(const StepProfile& p, const LinkModel& link, int ranks, co
     while (work > 0) {
       const bool contended = transfers ? !queue.empty() : launched && done < plan.size();
       const double kernel = !transfers && !queue.empty() && ranks > 1 ? link.kernel_contention : 0.0;
-      const double rate = 1 / ((contended ? slow : 1.0) + kernel);
+      const double rate = 1 / ((contended ? slow(queue.empty() ? last_done : queue.front()) : 1.0) + kernel);
       if (queue.empty()) {
         t += work / rate;
         work = 0;
@@ -175,9 +179,11 @@ class Channel {
  public:
   explicit Channel(const LinkModel& link) : link_(link) {}
 
-  // Queues a collective of `idle_s` alone, `loaded_s` beside compute; returns its id.
-  size_t issue(double idle_s, double loaded_s, std::string what) {
-    ops_.push_back({idle_s, idle_s > 0 ? loaded_s / idle_s : 1.0, std::move(what), false});
+  // Queues a collective of `idle_s` alone, `loaded_s` beside compute, over `bytes`;
+  // returns its id.
+  size_t issue(double idle_s, double loaded_s, double bytes, std::string what) {
+    ops_.push_back({idle_s, idle_s > 0 ? loaded_s / idle_s : 1.0, link_.contention_while(bytes, loaded_s),
+                    std::move(what), false});
     comm_s += idle_s;
     const size_t id = ops_.size() - 1;
     if (pending_.empty()) left_ = ops_[id].idle_s;
@@ -193,7 +199,7 @@ class Channel {
         t += work;
         return;
       }
-      const double slow = 1 + link_.contention + (transfers ? 0.0 : link_.kernel_contention);
+      const double slow = 1 + ops_[pending_.front()].contention + (transfers ? 0.0 : link_.kernel_contention);
       const double rate = 1 / slow, comm_rate = 1 / ops_[pending_.front()].stretch;
       const double compute_dt = work / rate, comm_dt = left_ / comm_rate;
       const double dt = std::min(compute_dt, comm_dt);
@@ -223,7 +229,7 @@ class Channel {
 
  private:
   struct Op {
-    double idle_s, stretch;
+    double idle_s, stretch, contention;
     std::string what;
     bool done;
   };
@@ -280,7 +286,7 @@ SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, c
   auto gather = [&](std::vector<std::optional<size_t>>& g, int u, const char* pass) {
     if (u < 0 || u >= units || g[static_cast<size_t>(u)]) return;
     const auto [idle, loaded] = gather_cost(u);
-    g[static_cast<size_t>(u)] = ch.issue(idle, loaded, std::string("the all-gather of ") +
+    g[static_cast<size_t>(u)] = ch.issue(idle, loaded, bytes[static_cast<size_t>(u)], std::string("the all-gather of ") +
                                                            p.layers[layer_of[static_cast<size_t>(u)]].name + " (" +
                                                            pass + ")");
   };
@@ -307,7 +313,7 @@ SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, c
     ch.compute(p.layers[l].backward_s * stretch);
     if (u >= 0) {
       const auto [idle, loaded] = scatter_cost(u);
-      const size_t s = ch.issue(idle, loaded, "the reduce-scatter of " + p.layers[l].name);
+      const size_t s = ch.issue(idle, loaded, bytes[static_cast<size_t>(u)], "the reduce-scatter of " + p.layers[l].name);
       if (previous_scatter) ch.wait(*previous_scatter);
       previous_scatter = s;
     }
@@ -394,7 +400,7 @@ SimPoint simulate_tp(const StepProfile& p, const LinkModel& link, int ranks, con
   auto input_bytes = [&](size_t l) { return l > 0 ? static_cast<double>(p.layers[l - 1].output_bytes) : 0.0; };
   Channel ch(link);
   auto blocking = [&](double t, const std::string& what) {
-    if (ranks > 1 && t > 0) ch.wait(ch.issue(t, t, what));
+    if (ranks > 1 && t > 0) ch.wait(ch.issue(t, t, 0, what));  // waited for at once: nothing beside it
   };
   double compute = 0;
   for (size_t l = 0; l < n; ++l) {
@@ -550,6 +556,7 @@ double fit_contention(const StepProfile& p, LinkModel link, int ranks, double me
   DPB_CHECK(ranks >= 2) << "contention is fitted on a run of at least 2 ranks, got " << ranks;
   DPB_CHECK(measured_step_s > 0) << "a measured step time must be positive, got " << measured_step_s;
   double lo = 0, hi = 10;
+  link.contention_per_byte_s = 0;  // one figure, fitted, for every collective
   link.contention = lo;
   const double at_lo = simulate_point(p, link, ranks, o).step_s;
   link.contention = hi;

@@ -100,6 +100,45 @@ TEST(Link, FitsAllGatherAndReduceScatterOnTheirOwn) {
   EXPECT_NE(l.all_gather_s(1 << 20, 2), halves.all_gather_s(1 << 20, 2));
 }
 
+// A real --bench=collectives --load report (Gloo, 2 ranks on a 2-vCPU VM): the compute an
+// all-reduce takes from its core is fitted per byte (each row's load slowdown times its
+// duration, over the bytes), so a small collective beside compute slows it by almost
+// nothing however long it waits, and the largest by about what its row measured.
+TEST(Link, ContentionUnderLoadIsPerByteReduced) {
+  const std::string dir = std::string(DPB_SOURCE_DIR) + "/tests/data/reports/";
+  const std::string loaded = dir + "collectives-gloo-2ranks-load.json";
+  const LinkModel l = fit_link({dir + "collectives-gloo-2ranks.json", loaded}, load_preset("cpu-gloo-local"));
+  ASSERT_EQ(l.contention_scope, LinkModel::ContentionScope::transfers);
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(loaded));
+  const double iters = j["config"]["iters"];
+  double stolen = 0, bytes = 0, largest = 0, largest_slowdown = 0, largest_s = 0;
+  for (const auto& row : j["results"]) {
+    const double b = row["bytes"], t = row["time_us"].get<double>() * 1e-6, slowdown = row["load_slowdown"];
+    stolen += slowdown * t * iters;
+    bytes += b * iters;
+    if (b > largest) largest = b, largest_slowdown = slowdown, largest_s = t;
+  }
+  EXPECT_NEAR(l.contention_per_byte_s, stolen / bytes, 1e-6 * stolen / bytes);
+  EXPECT_GT(largest_slowdown, 0.3);  // what the report shows at 64 MiB
+  const double at_largest = l.contention_while(largest, largest_s);
+  EXPECT_GT(at_largest, largest_slowdown / 2);
+  EXPECT_LT(at_largest, largest_slowdown * 2);
+  // A 200 KiB all-gather (one of gpt2-tiny's FSDP units) waiting 4 ms beside compute.
+  EXPECT_LT(l.contention_while(200 << 10, 4e-3), 0.01);
+  // --contention (or a preset) gives one figure for every size.
+  LinkModel flat = l;
+  flat.contention_per_byte_s = 0;
+  EXPECT_DOUBLE_EQ(flat.contention_while(200 << 10, 4e-3), l.contention);
+  // FSDP on gpt2-tiny, every unit a few hundred KiB: the per-byte figure takes almost
+  // nothing from compute, the flat one the whole step's share while gathers are in flight.
+  SimOptions o;
+  o.mode = ParallelMode::fsdp;
+  const StepProfile p = profile_of("gpt2-tiny", 4, 0.014);
+  const SimPoint per_byte = simulate_point(p, l, 2, o), uniform = simulate_point(p, flat, 2, o);
+  EXPECT_LT(per_byte.step_s, uniform.step_s);
+  EXPECT_LT(per_byte.step_s, p.compute_s() * 1.01 + p.optimizer_s / 2 + p.other_s + per_byte.exposed_comm_s);
+}
+
 TEST(Link, RingOrTreeByWhicheverIsFaster) {
   LinkModel l = load_preset("dgx1-v100");
   Algorithm a;
