@@ -397,7 +397,10 @@ void TensorParallel::copy_parts(Module& full, Module& cut) {
 }
 
 LossResult TensorParallel::loss(const Tensor& out, const Tensor& target, bool need_grad, bool deferred) {
-  if (!vocab_parallel_) return compute_loss(model_.spec().loss, out, target, need_grad, deferred);
+  // One rank holds the whole vocabulary: the one-pass cross-entropy of single-device
+  // training (the parallel one reads the logits twice, for its statistics and then for
+  // the loss and gradient).
+  if (!vocab_parallel_ || comm_.size() == 1) return compute_loss(model_.spec().loss, out, target, need_grad, deferred);
   DPB_CHECK(out.ndim() == 3 && target.ndim() == 2 && target.size(0) == out.size(0) && target.size(1) == out.size(1))
       << "vocabulary-parallel cross-entropy of " << out.shape() << " needs targets (N, T), got " << target.shape();
   const int64_t rows = out.size(0) * out.size(1), part = out.size(2);
