@@ -1,6 +1,6 @@
 // The engine's kernels one at a time on the CPU backend (oneDNN): convolution forward
-// and both backwards at ResNet-18 (CIFAR) shapes, the linear layers of widemlp and mlp,
-// batch norm and ReLU. items_per_second is FLOP/s for the matrix ops (2 x MACs) and
+// and both backwards at ResNet-18 (CIFAR) shapes, the linear layers of widemlp, mlp and
+// GPT-2 (1024 tokens: an MLP projection each way, and the tied head), batch norm and ReLU. items_per_second is FLOP/s for the matrix ops (2 x MACs) and
 // elements/s for the others, comparable to torch.nn.functional on the same threads.
 //
 //   bench_kernels --benchmark_filter=conv
@@ -96,11 +96,14 @@ BENCHMARK_CAPTURE(conv3x3, backward_data, 1)->Args({2, 16, 8, 1})->Args({16, 64,
 BENCHMARK_CAPTURE(conv3x3, backward_weights, 2)->Args({2, 16, 8, 1})->Args({16, 64, 32, 1})->Args({16, 256, 8, 1})
     ->UseRealTime();
 BENCHMARK_CAPTURE(linear, forward, 0)->Args({2, 64, 32, 1})->Args({64, 784, 512, 1})->Args({32, 5000, 10000, 1})
-    ->Args({32, 5000, 10000, 2})->UseRealTime();
+    ->Args({32, 5000, 10000, 2})->Args({1024, 768, 3072, 1})->Args({1024, 3072, 768, 1})
+    ->Args({1024, 768, 50304, 1})->UseRealTime();
 BENCHMARK_CAPTURE(linear, backward_data, 1)->Args({2, 64, 32, 1})->Args({64, 784, 512, 1})
-    ->Args({32, 5000, 10000, 1})->UseRealTime();
+    ->Args({32, 5000, 10000, 1})->Args({1024, 768, 3072, 1})->Args({1024, 3072, 768, 1})
+    ->Args({1024, 768, 50304, 1})->UseRealTime();
 BENCHMARK_CAPTURE(linear, backward_weights, 2)->Args({2, 64, 32, 1})->Args({64, 784, 512, 1})
-    ->Args({32, 5000, 10000, 1})->UseRealTime();
+    ->Args({32, 5000, 10000, 1})->Args({1024, 768, 3072, 1})->Args({1024, 3072, 768, 1})
+    ->Args({1024, 768, 50304, 1})->UseRealTime();
 BENCHMARK(batchnorm)->Args({2, 16, 8, 1})->Args({16, 64, 32, 1})->Args({16, 64, 32, 2})->UseRealTime();
 BENCHMARK(relu)->Args({2, 16, 8, 1})->Args({16, 64, 32, 1})->Args({16, 64, 32, 2})->UseRealTime();
 

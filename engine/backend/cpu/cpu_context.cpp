@@ -83,6 +83,13 @@ void run(CpuContext& ctx, const dnnl::primitive& p, const std::unordered_map<int
   ctx.stream().wait();
 }
 
+void sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const dnnl_status_t st = dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  DPB_CHECK(st == dnnl_success) << "oneDNN sgemm (" << m << " x " << k << " x " << n << ") failed with status "
+                                << static_cast<int>(st);
+}
+
 void reorder_memory(CpuContext& ctx, const dnnl::memory& from, const dnnl::memory& to) {
   run(ctx, dnnl::reorder(from, to, user_scratchpad()), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
 }

@@ -29,6 +29,12 @@ std::string key(const char* op, Ints... values) {
   return k;
 }
 
+// Row-major c (m, n) = alpha op(a) op(b) + beta c, op transposing where 'T', each
+// operand by its leading dimension: oneDNN's GEMM, threaded as the device's scope sets
+// (one thread inside an OpenMP parallel region).
+void sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
 // Every primitive is created with a user-managed scratchpad: oneDNN's default keeps a
 // scratchpad that belongs to the thread that created the primitive, so a cached
 // primitive run later from another thread (a new rank or replica thread) would use that

@@ -1,18 +1,7 @@
-// Linear layers on oneDNN's GEMM (dnnl_sgemm).
-// Weights are stored (out, in) as in PyTorch; every transpose is a GEMM argument, never
-// a copy.
-#include "engine/backend/cpu/cpu_ops.h"
-#include "engine/backend/cpu/dnnl_util.h"
-#include "engine/backend/cpu/fast_math.h"
-
-#include <algorithm>
-
-namespace dpb::cpu {
-
-namespace {
-
-// Row-major c (m, n) = op(a) op(b) + beta c, op transposing where 'T': oneDNN's GEMM,
-// threaded as the device's scope sets, over the operands in their own layouts (nothing
+// Linear layers on oneDNN's GEMM (dnnl_sgemm). Weights are stored (out, in) as in
+// PyTorch; every transpose is a GEMM argument, never a copy.
+//
+// Every product is the GEMM over the operands in their own layouts (nothing
 // packed or copied by us). Against the matmul primitive it replaced (brgemm kernels, the
 // weight read transposed forward, the second operand reordered into oneDNN's layout for
 // the backward products with many rows), one AVX-512 core, fp32, GFLOP/s:
@@ -22,12 +11,15 @@ namespace {
 //   - weight gradients: the head 191 against 171;
 //   - the rest within a few percent either way.
 // GPT-2 (batch 4 x 256, --op-profile, one run each): its linear layers 4.3 s a step against 4.9 s.
-void sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-           float beta, float* c, int64_t ldc) {
-  const dnnl_status_t st = dnnl_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-  DPB_CHECK(st == dnnl_success) << "oneDNN sgemm (" << m << " x " << k << " x " << n << ") failed with status "
-                                << static_cast<int>(st);
-}
+#include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cpu/dnnl_util.h"
+#include "engine/backend/cpu/fast_math.h"
+
+#include <algorithm>
+
+namespace dpb::cpu {
+
+namespace {
 
 // sum over rows of dy (M, N) into db (N): row by row, so every pass reads memory in order
 // and the inner loop vectorizes (threads split the columns).
@@ -58,19 +50,19 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
     const float* bias = b.data();
     for (int64_t i = 0; i < M; ++i) std::copy_n(bias, N, out + i * N);
   }
-  sgemm('N', 'T', M, N, K, x.data(), K, w.data(), K, b.defined() ? 1.0f : 0.0f, out, N);
+  sgemm('N', 'T', M, N, K, 1.0f, x.data(), K, w.data(), K, b.defined() ? 1.0f : 0.0f, out, N);
 }
 
 void linear_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx) {
   // dx (rows, in) = dy (rows, out) x w (out, in)
   const int64_t M = dy.size(0), K = dy.size(1), N = w.size(1);
-  sgemm('N', 'N', M, N, K, dy.data(), K, w.data(), N, 0.0f, dx.data(), N);
+  sgemm('N', 'N', M, N, K, 1.0f, dy.data(), K, w.data(), N, 0.0f, dx.data(), N);
 }
 
 void linear_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db, bool accumulate) {
   // dw (out, in) (+)= dy^T (out, rows) x x (rows, in)
   const int64_t M = dy.size(1), K = dy.size(0), N = x.size(1);
-  sgemm('T', 'N', M, N, K, dy.data(), M, x.data(), N, accumulate ? 1.0f : 0.0f, dw.data(), N);
+  sgemm('T', 'N', M, N, K, 1.0f, dy.data(), M, x.data(), N, accumulate ? 1.0f : 0.0f, dw.data(), N);
   if (db.defined()) bias_grad(dy, db, accumulate);
 }
 
