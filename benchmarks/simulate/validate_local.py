@@ -7,10 +7,17 @@ E(2) itself. Prints both, side by side, and exits 1 when any prediction is more 
 --tolerance away.
 
   python3 benchmarks/simulate/validate_local.py [--dpbench build/benchmarks/dpbench/dpbench] [--mode fsdp]
+
+Every run leaves its files (profiles, links, measured sweeps) in a work directory it
+names. --replay DIR [DIR ...] measures nothing: it predicts again from those files with
+this tree's simulator and compares with what was measured then, so a change to the
+simulator is checked against every earlier measurement at once.
 """
 import argparse
 import json
 import os
+import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +44,62 @@ def run(cmd):
     return r.stdout
 
 
+def simulate_argv(d, work, mode, model, extra):
+    """The prediction's command line for one case of a work directory."""
+    profile = os.path.join(work, f"profile_{model}.json")
+    crowded = os.path.join(work, f"crowded_{model}.json")
+    link = os.path.join(work, "gloo2.json") + "," + os.path.join(work, "gloo2-load.json")
+    argv = [d, "--simulate", f"--mode={mode}", "--gpus=2", "--profile=" + profile, "--link=" + link,
+            "--hardware=cpu-gloo-local", *extra]
+    if os.path.exists(crowded):
+        argv.append("--crowded-profile=" + crowded)
+    return argv
+
+
+def efficiency(path, world=2):
+    return next(p["scaling_efficiency"] for p in json.load(open(path))["sweep"] if p["world_size"] == world)
+
+
+def replay(d, dirs, tolerance):
+    """Predicts again from earlier runs' files; prints each case and the summary per mode."""
+    rows = []
+    for work in dirs:
+        cases = os.path.join(work, "cases.json")
+        if os.path.exists(cases):
+            listed = json.load(open(cases))
+        else:  # runs from before the manifest: the case is in the file name (model_flagvalue...)
+            listed = []
+            for name in sorted(os.listdir(work)):
+                m = re.fullmatch(r"measured_(.+)\.json", name)
+                if not m:
+                    continue
+                model, *flags = m.group(1).split("_")
+                extra = []
+                for f in flags:
+                    fv = re.fullmatch(r"([a-z-]+?)([0-9.]+)", f)
+                    if not fv:
+                        sys.exit(f"validate_local: cannot read the flags of {os.path.join(work, name)}")
+                    extra.append(f"--{fv.group(1)}={fv.group(2)}")
+                mode = json.load(open(os.path.join(work, name)))["config"]["mode"]
+                listed.append({"mode": mode, "model": model, "extra": extra, "measured": name})
+        for c in listed:
+            out = os.path.join(work, "replayed.json")
+            run([*simulate_argv(d, work, c["mode"], c["model"], c["extra"]), "--json=" + out])
+            e_meas, e_pred = efficiency(os.path.join(work, c["measured"])), efficiency(out)
+            os.remove(out)
+            rows.append((c["mode"], c["model"] + "".join(" " + e for e in c["extra"]), os.path.basename(work), e_meas,
+                         e_pred))
+    print(f"{'mode':5s} {'case':28s} {'run':24s} {'measured':>9s} {'predicted':>10s} {'difference':>11s}")
+    for mode, case, work, e_meas, e_pred in sorted(rows):
+        print(f"{mode:5s} {case:28s} {work:24s} {e_meas:9.3f} {e_pred:10.3f} {e_pred - e_meas:+11.3f}")
+    print()
+    for mode in sorted({r[0] for r in rows}):
+        diffs = [abs(r[4] - r[3]) for r in rows if r[0] == mode]
+        print(f"{mode}: {len(diffs)} cases, mean |difference| {statistics.mean(diffs):.3f}, worst {max(diffs):.3f}, "
+              f"{sum(x <= tolerance for x in diffs)} within {tolerance}")
+    return 0
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -44,9 +107,13 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="measured sweeps per model (median)")
     ap.add_argument("--tolerance", type=float, default=0.05)
     ap.add_argument("--mode", choices=sorted(MODELS), default="ddp")
+    ap.add_argument("--replay", nargs="+", metavar="DIR", help="predict again from earlier runs' work directories")
     a = ap.parse_args()
     d = a.dpbench
+    if a.replay:
+        return replay(d, a.replay, a.tolerance)
     work = tempfile.mkdtemp(prefix="dpb-validate-")
+    cases = []
     common = ["--threads=1", "--warmup=5", "--progress=none"]
     # The link twice: idle, and with every rank's core also computing (--load), as during
     # DDP's backward; the second gives the all-reduce's time beside compute and the
@@ -80,10 +147,11 @@ def main():
             companion.wait()
         run([d, f"--mode={a.mode}", "--gpus=1,2", f"--model={model}", f"--batch={batch}", "--json=" + measured,
              f"--steps={steps}", f"--repeat={a.repeat}", *extra, *data, *common])
-        run([d, "--simulate", f"--mode={a.mode}", "--gpus=2", "--profile=" + profile, "--crowded-profile=" + crowded, "--link=" + link + "," + loaded,
-             "--hardware=cpu-gloo-local", "--json=" + predicted, *extra])
-        e_meas = next(p["scaling_efficiency"] for p in json.load(open(measured))["sweep"] if p["world_size"] == 2)
-        e_pred = next(p["scaling_efficiency"] for p in json.load(open(predicted))["sweep"] if p["world_size"] == 2)
+        run([*simulate_argv(d, work, a.mode, model, extra), "--json=" + predicted])
+        cases.append({"mode": a.mode, "model": model, "extra": extra, "measured": os.path.basename(measured)})
+        with open(os.path.join(work, "cases.json"), "w") as f:
+            json.dump(cases, f, indent=1)
+        e_meas, e_pred = efficiency(measured), efficiency(predicted)
         diff = e_pred - e_meas
         worst = max(worst, abs(diff))
         print(f"{model + ' ' + ' '.join(extra):24s} {batch:5d} {e_meas:14.3f} {e_pred:15.3f} {diff:+11.3f}", flush=True)
