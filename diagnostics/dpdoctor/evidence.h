@@ -45,6 +45,8 @@ struct TimelineEvidence {
   trace::Breakdown breakdown;
   std::optional<double> compute_per_step_s, comm_per_step_s, exposed_comm_per_step_s;
   std::optional<double> host_wait_per_step_s;  // device idle time the host caused, per step
+  // Communication per collective kind (NCCL's kernel names), per step.
+  std::vector<trace::DeviceAnalysis::Collectives> collectives;
   trace::LaunchStats launches;
   trace::SyncStats syncs;
   trace::CopyStats copies;
@@ -103,6 +105,9 @@ struct Evidence {
   int64_t allgathers = 0, allgather_bytes = 0;
   double allgather_s = -1, allgather_waited_s = -1;
   std::vector<double> rank_allgather_waited_s;  // per rank (rank order; empty: not measured)
+  // The all-gathers above read from a profiler trace's NCCL kernels (waited: their time not
+  // under compute); the prefetch, the resharding and the shards' bytes are then unknown.
+  bool allgathers_from_kernels = false;
   // tp: rank 0's all-reduces per step (count, bytes of its inputs, the time they ran and
   // the time the training thread waited for them; -1: not measured).
   bool has_tp = false;

@@ -26,6 +26,7 @@ TimelineEvidence timeline_evidence(const trace::RankAnalysis& a, const trace::De
   t.compute_per_step_s = d.compute_per_step_s;
   t.comm_per_step_s = d.comm_per_step_s;
   t.exposed_comm_per_step_s = d.exposed_comm_per_step_s;
+  t.collectives = d.collectives;
   t.launches_known = true;
   if (d.breakdown.idle_share && d.breakdown.idle_breakdown.host_wait && a.steps > 0)
     t.host_wait_per_step_s =
@@ -95,6 +96,21 @@ Evidence ranks_evidence(const std::vector<trace::RankTimeline>& ranks, const std
       e.overlap = d.breakdown.overlap.value_or(-1);
       if (d.breakdown.overlap && a.step_s && *a.step_s > 0)
         e.exposed_share = d.exposed_comm_per_step_s.value_or(0) / *a.step_s;
+    }
+    // FSDP: each rank's all-gathers from its NCCL kernels (rank 0's, or the first rank's,
+    // are the step's figures, as dpbench reports rank 0's waits).
+    if (e.mode == ParallelMode::fsdp) {
+      for (const auto& c : d.collectives) {
+        if (c.kind != trace::CollectiveKind::all_gather) continue;
+        if (e.rank_allgather_waited_s.size() <= static_cast<size_t>(r)) e.rank_allgather_waited_s.resize(r + 1, 0.0);
+        e.rank_allgather_waited_s[static_cast<size_t>(r)] = c.exposed_per_step_s;
+        if (i == 0) {
+          e.allgathers_from_kernels = true;
+          e.allgathers = a.steps > 0 ? (c.kernels + a.steps - 1) / a.steps : c.kernels;
+          e.allgather_s = c.per_step_s;
+          e.allgather_waited_s = c.exposed_per_step_s;
+        }
+      }
     }
     e.timelines.push_back(std::move(te));
   }

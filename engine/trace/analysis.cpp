@@ -205,6 +205,25 @@ RankAnalysis analyze_rank(const RankTimeline& t, const AnalysisOptions& o) {
     da.compute_steps_s = compute;
     da.comm_per_step_s = median(comm);
     da.exposed_comm_per_step_s = median(exposed);
+    // The same per collective kind.
+    std::map<CollectiveKind, std::pair<int64_t, std::vector<Span64>>> kinds;
+    for (size_t i = 0; i < t.work.size(); ++i) {
+      const DeviceWork& x = t.work[i];
+      if (!eligible[i] || x.device != d || x.work != Work::communication || x.end_ns <= w.first || x.begin_ns >= w.second)
+        continue;
+      auto& k = kinds[x.name < t.names.size() ? collective_kind(t.names.name(x.name)) : CollectiveKind::other];
+      ++k.first;
+      k.second.emplace_back(x.begin_ns, x.end_ns);
+    }
+    for (const auto& [kind, ks] : kinds) {
+      std::vector<double> time, hidden_not;
+      for (const auto& st : steps) {
+        const auto m = merged(ks.second, st.first, st.second);
+        time.push_back(seconds(total_length(m)));
+        hidden_not.push_back(seconds(total_length(difference(m, merged(s.compute, st.first, st.second)))));
+      }
+      da.collectives.push_back({kind, ks.first, median(time).value_or(0), median(hidden_not).value_or(0)});
+    }
 
     // The device's work in order, for the gaps: per device and per stream.
     std::vector<const DeviceWork*> mine;

@@ -50,6 +50,14 @@ struct DeviceAnalysis {
   // Per step (medians over the window's steps): the device's compute, its communication
   // and the part of that not hidden behind compute.
   std::optional<double> compute_per_step_s, comm_per_step_s, exposed_comm_per_step_s;
+  // Per collective kind that ran (NCCL's kernel names), in kind order: its kernels in the
+  // window, and per step (medians) their time and the part of it not under compute.
+  struct Collectives {
+    CollectiveKind kind = CollectiveKind::other;
+    int64_t kernels = 0;
+    double per_step_s = 0, exposed_per_step_s = 0;
+  };
+  std::vector<Collectives> collectives;
   // Per step of the window: compute, and the idle time the host caused (host wait).
   std::vector<double> compute_steps_s, host_wait_steps_s;
   // Every gap charged to what the device waited for (idle_causes.h).

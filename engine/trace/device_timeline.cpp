@@ -20,6 +20,43 @@ Work classify_kernel(std::string_view name) {
   return Work::compute;
 }
 
+CollectiveKind collective_kind(std::string_view name) {
+  const auto at = name.find("Kernel_");
+  if (!starts_with(name, "nccl") || at == std::string_view::npos) return CollectiveKind::other;
+  std::string_view op = name.substr(at + 7);
+  op = op.substr(0, op.find('_'));
+  if (op == "AllReduce") return CollectiveKind::all_reduce;
+  if (op == "AllGather") return CollectiveKind::all_gather;
+  if (op == "ReduceScatter") return CollectiveKind::reduce_scatter;
+  if (op == "Broadcast") return CollectiveKind::broadcast;
+  if (op == "Reduce") return CollectiveKind::reduce;
+  if (op == "SendRecv" || op == "Send" || op == "Recv") return CollectiveKind::send_recv;
+  if (op == "AllToAll") return CollectiveKind::all_to_all;
+  return CollectiveKind::other;
+}
+
+const char* collective_kind_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::all_reduce:
+      return "all-reduce";
+    case CollectiveKind::all_gather:
+      return "all-gather";
+    case CollectiveKind::reduce_scatter:
+      return "reduce-scatter";
+    case CollectiveKind::broadcast:
+      return "broadcast";
+    case CollectiveKind::reduce:
+      return "reduce";
+    case CollectiveKind::send_recv:
+      return "send/recv";
+    case CollectiveKind::all_to_all:
+      return "all-to-all";
+    case CollectiveKind::other:
+      return "other";
+  }
+  return "other";
+}
+
 const char* work_name(Work w) {
   switch (w) {
     case Work::compute:

@@ -28,6 +28,14 @@ enum class Work : uint8_t { compute, communication, memory, other };
 Work classify_kernel(std::string_view name);
 const char* work_name(Work w);
 
+// The collective a communication kernel runs, read from NCCL's kernel name: the word after
+// "Kernel_" (ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_AllGather_RING_LL,
+// ncclKernel_SendRecv, ...); other for anything else.
+enum class CollectiveKind : uint8_t { all_reduce, all_gather, reduce_scatter, broadcast, reduce, send_recv,
+                                      all_to_all, other };
+CollectiveKind collective_kind(std::string_view kernel_name);
+const char* collective_kind_name(CollectiveKind k);  // "all-reduce", "all-gather", ...
+
 enum class CopyKind : uint8_t { none, h2d, d2h, d2d, p2p, memset, other };
 const char* copy_kind_name(CopyKind k);
 

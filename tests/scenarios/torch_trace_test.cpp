@@ -56,6 +56,17 @@ class KinetoTrace {
   void nccl(int device, double begin, double end) {
     kernel(device, begin, end, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
   }
+  void all_gather(int device, double begin, double end) {
+    kernel(device, begin, end, "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
+  }
+  void reduce_scatter(int device, double begin, double end) {
+    kernel(device, begin, end, "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
+  }
+  // A host range, as FSDP2 writes its FSDP::pre_forward (name) around its units.
+  void range(const std::string& name, double begin, double end) {
+    add({{"ph", "X"}, {"cat", "user_annotation"}, {"name", name}, {"pid", pid_}, {"tid", pid_}, {"ts", us(begin)},
+         {"dur", len(end - begin)}});
+  }
   void memcpy(int device, double begin, double end, const std::string& name = "Memcpy HtoD (Pinned -> Device)") {
     const int corr = launch(begin - 0.02, "cudaMemcpyAsync");
     add({{"ph", "X"}, {"cat", "gpu_memcpy"}, {"name", name}, {"pid", device}, {"tid", 8}, {"ts", us(begin)},
@@ -166,6 +177,55 @@ class TorchTrace : public ::testing::Test {
   Diagnosis last_;
   nlohmann::json summary_;  // the diagnosis' summary as dpdoctor --json writes it
 };
+
+// FSDP2 on two GPUs, 5 steps of 10 ms: each step all-gathers two units' parameters and
+// reduce-scatters their gradients. With the second all-gather issued only when its unit
+// starts (nothing computes beside it) exposed-allgather names it as a warning, from the NCCL
+// kernels; prefetched under the first unit's compute, only the first unit's all-gather
+// (which nothing can hide) is left, as advice.
+TEST_F(TorchTrace, FsdpAllGathersFromNcclKernels) {
+  auto fsdp = [&](bool prefetched) {
+    std::vector<std::string> files;
+    for (int r = 0; r < 2; ++r) {
+      KinetoTrace t(r, 2, 2);
+      for (int s = 0; s < 5; ++s) {
+        const double o = 10.0 * s;
+        t.step(s, o, o + 10);
+        t.range("FSDP::pre_forward (layers.0)", o + 0.1, o + 0.5);
+        t.all_gather(r, o + 0.1, o + 0.5);
+        t.kernel(r, o + 0.5, o + 4.5);
+        if (prefetched) {
+          t.all_gather(r, o + 1.0, o + 4.0);  // under the first unit's compute
+          t.kernel(r, o + 4.5, o + 8.5);
+        } else {
+          t.all_gather(r, o + 4.5, o + 7.5);  // alone
+          t.kernel(r, o + 7.5, o + 9.5);
+        }
+        t.reduce_scatter(r, o + 8.0, o + 8.4);
+      }
+      files.push_back(t.write(path(std::string(prefetched ? "p" : "n") + "rank" + std::to_string(r) + ".pt.trace.json")));
+    }
+    return files;
+  };
+  const auto late = ids(fsdp(false));
+  EXPECT_EQ(summary_["mode"], "fsdp");
+  ASSERT_NE(std::find(late.begin(), late.end(), "exposed-allgather"), late.end()) << last_.to_json().dump(2);
+  const auto& f = finding("exposed-allgather");
+  EXPECT_EQ(f.severity, Severity::warning);
+  EXPECT_EQ(f.evidence["allgathers_per_step"], 2);
+  // 0.4 + 3 ms of all-gather a step, of which the 0.4 ms one before any compute and the
+  // 3 ms one alone.
+  EXPECT_NEAR(f.evidence["allgather_s"].get<double>(), 3.4e-3, 1e-9);
+  EXPECT_NEAR(f.evidence["allgather_waited_s"].get<double>(), 3.4e-3, 1e-9);
+  EXPECT_NE(f.fix.find("prefetch"), std::string::npos);
+  // Both ranks' share of their steps is claimed.
+  EXPECT_EQ(f.explains.size(), 2u);
+  const auto hidden = problems(fsdp(true));
+  EXPECT_EQ(summary_["mode"], "fsdp");
+  EXPECT_EQ(std::find(hidden.begin(), hidden.end(), "exposed-allgather"), hidden.end()) << last_.to_json().dump(2);
+  EXPECT_NEAR(finding("exposed-allgather").evidence["allgather_waited_s"].get<double>(), 0.4e-3, 1e-9);
+  EXPECT_EQ(finding("exposed-allgather").severity, Severity::info);
+}
 
 TEST_F(TorchTrace, HealthyDdpOverlapsItsAllReduce) {
   EXPECT_TRUE(ids(ddp(2, {9, 9}, {3, 3}, {8, 8})).empty());

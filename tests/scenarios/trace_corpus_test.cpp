@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -288,6 +289,16 @@ TEST(TraceCorpus, DlrmOnEightGpusWaitsInExposedCommunicationForLateRanks) {
   EXPECT_EQ(d.primary, "exposed-communication") << text(d);
   const auto* exposed = find(d, "exposed-communication");
   EXPECT_LT(exposed->evidence["overlap_ratio"].get<double>(), 0.1);
+  // Its communication by collective, from the NCCL kernels' names: 3 all-reduces
+  // (ncclKernel_AllReduce_RING_LL_Sum_float) and 5 send/recv kernels (the embeddings'
+  // all-to-all, ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t) per rank and step.
+  std::map<std::string, int64_t> kernels;
+  for (const auto& k : exposed->evidence["by_collective"]) {
+    kernels[k["kind"].get<std::string>()] = k["kernels"].get<int64_t>();
+    EXPECT_LE(k["exposed_per_step_s"].get<double>(), k["per_step_s"].get<double>() + 1e-12) << k;
+    EXPECT_GT(k["per_step_s"].get<double>(), 0) << k;
+  }
+  EXPECT_EQ(kernels, (std::map<std::string, int64_t>{{"all-reduce", 3}, {"send/recv", 5}})) << exposed->evidence.dump();
   // Who reaches each collective last: rank 7, then ranks 4 and 5; late because their
   // step starts later, not because of more GPU work.
   const auto* late = find(d, "straggler-rank");

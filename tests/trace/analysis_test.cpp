@@ -51,6 +51,26 @@ TEST(KernelClasses, FollowHta) {
   EXPECT_EQ(classify_runtime_call("cudaMemcpyAsync"), CallKind::copy);
 }
 
+// The collective a communication kernel runs, from NCCL's names old (2.x ncclKernel_*, as
+// in the DLRM traces of the corpus) and new (2.19+ ncclDevKernel_*).
+TEST(KernelClasses, CollectiveKindFromNcclNames) {
+  EXPECT_EQ(collective_kind("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"),
+            CollectiveKind::all_reduce);
+  EXPECT_EQ(collective_kind("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"),
+            CollectiveKind::send_recv);
+  EXPECT_EQ(collective_kind("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+            CollectiveKind::all_gather);
+  EXPECT_EQ(collective_kind("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+            CollectiveKind::reduce_scatter);
+  EXPECT_EQ(collective_kind("ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+            CollectiveKind::broadcast);
+  EXPECT_EQ(collective_kind("ncclDevKernel_Reduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+            CollectiveKind::reduce);
+  EXPECT_EQ(collective_kind("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"), CollectiveKind::other);
+  EXPECT_EQ(collective_kind("void cutlass::Kernel<AllGather_fused>"), CollectiveKind::other);
+  EXPECT_STREQ(collective_kind_name(CollectiveKind::reduce_scatter), "reduce-scatter");
+}
+
 TEST(TemporalBreakdown, SharesAddUpAndOverlapIsCommUnderCompute) {
   Builder b;
   // Window [0, 100): compute [0, 40) and [60, 80); comm [30, 70) on another stream;

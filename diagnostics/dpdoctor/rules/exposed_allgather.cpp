@@ -13,14 +13,55 @@ namespace dpb::doctor::check {
 namespace {
 constexpr double kAdviceShare = 0.02, kWarningShare = 0.10;
 constexpr int64_t kSmallUnitBytes = 256 << 10;  // below this an all-gather is mostly its fixed cost
+// A profiler trace: the NCCL all-gather kernels not under compute, per step; what the
+// trace does not say (prefetch, unit sizes) is named in the fix rather than judged.
+Finding from_kernels(const Evidence& e, double share) {
+  Finding f;
+  f.severity = share >= kWarningShare ? Severity::warning : Severity::info;
+  f.title = fmt::format("{:.0f}% of the step waits for parameters to be all-gathered: the first rank's {} all-gather "
+                        "kernels a step run {} of it with no compute beside them",
+                        100 * share, e.allgathers, duration_text(e.allgather_waited_s));
+  const double compute_per_unit = (e.step_s - e.allgather_waited_s) / static_cast<double>(e.allgathers);
+  f.explanation = fmt::format(
+      "Sharded data parallelism gathers each unit's parameters before it computes; while an all-gather is not done "
+      "the unit cannot start. On the first rank's GPU the all-gather kernels take {} a step, {} of it with no compute "
+      "kernel running ({:.0f}% of its {} step), against {} of the rest of the step per all-gather. {}",
+      duration_text(e.allgather_s), duration_text(e.allgather_waited_s), 100 * share, duration_text(e.step_s),
+      duration_text(compute_per_unit),
+      e.allgather_waited_s > 0.5 * e.allgather_s
+          ? "Most of each all-gather runs alone: it was issued late (no prefetch) or the unit before it computes too "
+            "briefly to hide it."
+          : "Part of each all-gather runs beside compute: prefetch works, but the link or the unit size leaves the rest "
+            "exposed.");
+  f.fix = "prefetch the next unit's all-gather (FSDP2 does by default; FSDP1: forward_prefetch=True and "
+          "backward_prefetch=BACKWARD_PRE), wrap coarser units (several layers or blocks per fully_shard), a larger "
+          "per-rank batch, or reshard_after_forward=False for the units used again soon (no second all-gather, at "
+          "their memory); the trace does not record which of these the job used";
+  f.evidence = {{"allgather_waited_s", figure(e.allgather_waited_s)},
+                {"allgather_s", figure(e.allgather_s)},
+                {"step_s", figure(e.step_s)},
+                {"share", figure(share)},
+                {"allgathers_per_step", e.allgathers},
+                {"evidence", "the first rank's NCCL all-gather kernels on its GPU, per step (medians over the trace's "
+                             "steps): their time, and the part with no compute kernel beside it"}};
+  for (const auto& t : e.timelines) {
+    if (!t.rank) continue;
+    const auto r = static_cast<size_t>(*t.rank);
+    if (r < e.rank_allgather_waited_s.size() && t.step_s && *t.step_s > 0)
+      f.explains.push_back({t.rank, t.breakdown.device, std::min(1.0, e.rank_allgather_waited_s[r] / *t.step_s)});
+  }
+  return f;
+}
+
 }  // namespace
 
 std::optional<Finding> exposed_allgather(const Evidence& e) {
-  if (e.mode != ParallelMode::fsdp || !e.has_fsdp || e.world < 2 || e.step_s <= 0 || e.allgather_waited_s < 0 ||
-      e.allgathers <= 0)
+  if (e.mode != ParallelMode::fsdp || !(e.has_fsdp || e.allgathers_from_kernels) || e.world < 2 || e.step_s <= 0 ||
+      e.allgather_waited_s < 0 || e.allgathers <= 0)
     return std::nullopt;
   const double share = e.allgather_waited_s / e.step_s;
   if (share < kAdviceShare) return std::nullopt;
+  if (!e.has_fsdp) return from_kernels(e, share);
   const int64_t per_gather = e.allgather_bytes / e.allgathers;  // this rank's shard of a unit
   const int64_t gathered = per_gather * e.world;                // the unit each all-gather assembles
   const double compute_per_unit = (e.step_s - e.allgather_waited_s) / static_cast<double>(e.allgathers);

@@ -41,6 +41,26 @@ std::string bucket_cause(const Evidence& e, bool* tiny) {
   return "";
 }
 
+// The device's communication by collective kind (NCCL's kernel names), most exposed first:
+// the evidence rows, and a sentence naming them ("" when the kernels say no kind).
+std::pair<nlohmann::json, std::string> by_kind(const TimelineEvidence& t) {
+  auto kinds = t.collectives;
+  std::sort(kinds.begin(), kinds.end(),
+            [](const auto& a, const auto& b) { return a.exposed_per_step_s > b.exposed_per_step_s; });
+  nlohmann::json rows = nlohmann::json::array();
+  std::string text;
+  for (const auto& k : kinds) {
+    rows.push_back({{"kind", trace::collective_kind_name(k.kind)},
+                    {"kernels", k.kernels},
+                    {"per_step_s", figure(k.per_step_s)},
+                    {"exposed_per_step_s", figure(k.exposed_per_step_s)}});
+    if (k.kind == trace::CollectiveKind::other) continue;
+    text += fmt::format("{}{} {} of {} a step ({} kernels)", text.empty() ? "" : ", ", trace::collective_kind_name(k.kind),
+                        duration_text(k.exposed_per_step_s), duration_text(k.per_step_s), k.kernels);
+  }
+  return {rows, text.empty() ? text : " Exposed by collective: " + text + "."};
+}
+
 std::optional<Finding> on_timelines(const Evidence& e) {
   const auto exposed = [](const TimelineEvidence& t) { return t.breakdown.overlap ? t.breakdown.comm_share.value_or(0) : 0.0; };
   const auto waited = [](const TimelineEvidence& t) { return t.wait_exposed_s && t.window_s() > 0 ? *t.wait_exposed_s / t.window_s() : 0.0; };
@@ -65,13 +85,15 @@ std::optional<Finding> on_timelines(const Evidence& e) {
                 {"measured_on", "device timeline"},
                 {"time_source", trace::timeline_source_name(e.timeline_source)},
                 {"per_rank", breakdown_table(e)}};
+  const auto [kinds, kinds_text] = by_kind(*t);
+  if (!kinds.empty()) f.evidence["by_collective"] = kinds;
   bool tiny = false;
   const std::string cause = bucket_cause(e, &tiny);
   f.explanation = fmt::format(
-      "Only {:.0f}% of the communication ran while the device was still computing; the rest is added to every step{}. "
-      "{}{}",
+      "Only {:.0f}% of the communication ran while the device was still computing; the rest is added to every step{}."
+      "{} {}{}",
       100 * t->breakdown.overlap.value_or(0),
-      e.batch_per_device > 0 ? fmt::format(" with {} sample(s) per rank", e.batch_per_device) : "",
+      e.batch_per_device > 0 ? fmt::format(" with {} sample(s) per rank", e.batch_per_device) : "", kinds_text,
       late ? fmt::format("Of it, {:.0f} points of the window are this rank's collectives waiting for a later rank to "
                          "reach them{}, and {:.0f} points the transfer itself.",
                          100 * wait, others_late ? " (straggler-rank says which rank and why)" : "",
