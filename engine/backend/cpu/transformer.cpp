@@ -257,6 +257,18 @@ int64_t block_edge(int64_t T, int64_t b, int64_t blocks) { return T * b / blocks
 // dy those of (N, T, C), the scores and probabilities (N, H, T, T) row-major. One GEMM per
 // pair and block: on one AVX-512 core, GPT-2's attention (batch 4 x 256, 12 heads of 64)
 // ran its products at about 50 GFLOP/s as oneDNN's strided batched matmul over all heads.
+// Pair nh = n H + head: its sequence, its columns' offset, and its q, k and v (rows of 3C).
+struct HeadView {
+  int64_t n, hd;
+  const float *q, *k, *v;
+};
+
+HeadView head_view(const Heads& h, const float* base, int64_t nh) {
+  const int64_t n = nh / h.H, hd = (nh % h.H) * h.D;
+  const float* q = base + n * h.T * 3 * h.C + hd;
+  return {n, hd, q, q + h.C, q + 2 * h.C};
+}
+
 void attention_forward(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& probs) {
   const Heads h = heads_of(qkv, heads);
   const float* base = qkv.data();
@@ -267,12 +279,10 @@ void attention_forward(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& prob
   const int64_t pairs = h.N * H;
 #pragma omp parallel for schedule(static) if (pairs > 1 && omp_get_max_threads() > 1)
   for (int64_t nh = 0; nh < pairs; ++nh) {
-    const int64_t n = nh / H, hd = (nh % H) * D;
-    const float* q = base + n * T * 3 * C + hd;
-    const float* k = q + C;
-    const float* v = q + 2 * C;
+    const HeadView hv = head_view(h, base, nh);
+    const float *q = hv.q, *k = hv.k, *v = hv.v;
     float* s = p + nh * T * T;
-    float* o = out + n * T * C + hd;
+    float* o = out + hv.n * T * C + hv.hd;
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t r0 = block_edge(T, b, blocks), r1 = block_edge(T, b + 1, blocks);
       // scores[r0:r1, 0:r1] = q[r0:r1] k[0:r1]^T / sqrt(D), then the causal softmax of
@@ -297,14 +307,12 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy
   const int64_t pairs = h.N * H;
 #pragma omp parallel for schedule(static) if (pairs > 1 && omp_get_max_threads() > 1)
   for (int64_t nh = 0; nh < pairs; ++nh) {
-    const int64_t n = nh / H, hd = (nh % H) * D;
-    const float* q = base + n * T * 3 * C + hd;
-    const float* k = q + C;
-    const float* v = q + 2 * C;
+    const HeadView hv = head_view(h, base, nh);
+    const float *q = hv.q, *k = hv.k, *v = hv.v;
     const float* pr = p + nh * T * T;
-    const float* gy = g + n * T * C + hd;
+    const float* gy = g + hv.n * T * C + hv.hd;
     float* ds = dp + nh * T * T;
-    float* dq = d + n * T * 3 * C + hd;
+    float* dq = d + hv.n * T * 3 * C + hv.hd;
     float* dk = dq + C;
     float* dv = dq + 2 * C;
     for (int64_t b = 0; b < blocks; ++b) {
