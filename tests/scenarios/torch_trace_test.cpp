@@ -62,9 +62,10 @@ class KinetoTrace {
   void reduce_scatter(int device, double begin, double end) {
     kernel(device, begin, end, "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
   }
-  // A host range, as FSDP2 writes its FSDP::pre_forward (name) around its units.
-  void range(const std::string& name, double begin, double end) {
-    add({{"ph", "X"}, {"cat", "user_annotation"}, {"name", name}, {"pid", pid_}, {"tid", pid_}, {"ts", us(begin)},
+  // A host range, as FSDP2 writes its FSDP::pre_forward (name) around its units, or a
+  // host op (category cpu_op), as DTensor's _c10d_functional::all_reduce.
+  void range(const std::string& name, double begin, double end, const char* cat = "user_annotation") {
+    add({{"ph", "X"}, {"cat", cat}, {"name", name}, {"pid", pid_}, {"tid", pid_}, {"ts", us(begin)},
          {"dur", len(end - begin)}});
   }
   void memcpy(int device, double begin, double end, const std::string& name = "Memcpy HtoD (Pinned -> Device)") {
@@ -225,6 +226,37 @@ TEST_F(TorchTrace, FsdpAllGathersFromNcclKernels) {
   EXPECT_EQ(std::find(hidden.begin(), hidden.end(), "exposed-allgather"), hidden.end()) << last_.to_json().dump(2);
   EXPECT_NEAR(finding("exposed-allgather").evidence["allgather_waited_s"].get<double>(), 0.4e-3, 1e-9);
   EXPECT_EQ(finding("exposed-allgather").severity, Severity::info);
+}
+
+// Tensor parallelism on two GPUs (DTensor's functional all-reduces, no DDP): its
+// activation all-reduces run between layers with nothing beside them. Exposed
+// communication, said with tensor parallelism's fixes, not DDP's buckets.
+TEST_F(TorchTrace, TensorParallelAllReducesAreExposedByDesign) {
+  std::vector<std::string> files;
+  for (int r = 0; r < 2; ++r) {
+    KinetoTrace t(r, 2, 2);
+    for (int s = 0; s < 5; ++s) {
+      const double o = 10.0 * s;
+      t.step(s, o, o + 10);
+      for (int layer = 0; layer < 2; ++layer) {
+        const double l = o + 0.2 + 4.8 * layer;
+        t.kernel(r, l, l + 3.0);
+        t.range("_c10d_functional::all_reduce", l + 3.0, l + 3.05, "cpu_op");
+        t.nccl(r, l + 3.05, l + 4.5);
+      }
+    }
+    files.push_back(t.write(path("tp" + std::to_string(r) + ".pt.trace.json")));
+  }
+  const auto found = problems(files);
+  EXPECT_EQ(summary_["mode"], "tp");
+  ASSERT_NE(std::find(found.begin(), found.end(), "exposed-communication"), found.end()) << last_.to_json().dump(2);
+  const auto& f = finding("exposed-communication");
+  EXPECT_NE(f.fix.find("tensor-parallel group within one node"), std::string::npos) << f.fix;
+  EXPECT_EQ(f.fix.find("bucket"), std::string::npos) << f.fix;
+  ASSERT_EQ(f.evidence["by_collective"].size(), 1u);
+  EXPECT_EQ(f.evidence["by_collective"][0]["kind"], "all-reduce");
+  EXPECT_NEAR(f.evidence["by_collective"][0]["exposed_per_step_s"].get<double>(), 2.9e-3, 1e-9);
+  EXPECT_NE(f.explanation.find("Exposed by collective: all-reduce"), std::string::npos) << f.explanation;
 }
 
 TEST_F(TorchTrace, HealthyDdpOverlapsItsAllReduce) {

@@ -26,6 +26,21 @@ constexpr const char* kFix =
     "(--accum-steps); overlap the all-reduce with backward (DDP's buckets, not a manual all-reduce after backward); "
     "or a faster interconnect/backend (NCCL on GPUs)";
 
+// The fix for what the mode's collectives are: DDP's gradient all-reduces can hide behind
+// the backward; tensor parallelism's activation all-reduces sit between layers by design;
+// FSDP's all-gathers hide behind the previous unit's compute.
+std::string mode_fix(const Evidence& e, bool tiny) {
+  if (e.mode == ParallelMode::tp)
+    return "tensor parallelism all-reduces activations between layers, so nothing hides them by default: keep the "
+           "tensor-parallel group within one node's fastest link (NVLink; tp-across-slow-link says when it is not), "
+           "overlap them with compute (sequence parallelism, Megatron's --tp-comm-overlap, PyTorch's async tensor "
+           "parallelism), or use a smaller tensor-parallel degree with more data parallelism";
+  if (e.mode == ParallelMode::fsdp)
+    return "prefetch the next unit's all-gather while the current one computes (FSDP2 does by default), wrap coarser "
+           "units, a larger per-rank batch, or a faster interconnect";
+  return std::string(tiny ? "use larger buckets (bucket_cap_mb=25, the default; --bucket-mb=25); " : "") + kFix;
+}
+
 // Why so little overlaps, from the buckets (dpbench): many tiny buckets each pay a
 // collective's latency; one bucket holding every gradient can only start once backward
 // is over.
@@ -55,7 +70,8 @@ std::pair<nlohmann::json, std::string> by_kind(const TimelineEvidence& t) {
                     {"per_step_s", figure(k.per_step_s)},
                     {"exposed_per_step_s", figure(k.exposed_per_step_s)}});
     if (k.kind == trace::CollectiveKind::other) continue;
-    text += fmt::format("{}{} {} of {} a step ({} kernels)", text.empty() ? "" : ", ", trace::collective_kind_name(k.kind),
+    text += fmt::format("{}{} {} of {} a step ({} kernels in the window)", text.empty() ? "" : ", ",
+                        trace::collective_kind_name(k.kind),
                         duration_text(k.exposed_per_step_s), duration_text(k.per_step_s), k.kernels);
   }
   return {rows, text.empty() ? text : " Exposed by collective: " + text + "."};
@@ -100,7 +116,7 @@ std::optional<Finding> on_timelines(const Evidence& e) {
                          100 * std::max(0.0, share - wait))
            : "",
       cause);
-  f.fix = std::string(tiny ? "use larger buckets (bucket_cap_mb=25, the default; --bucket-mb=25); " : "") + kFix;
+  f.fix = mode_fix(e, tiny);
   for (const auto& x : e.timelines) f.explains.push_back(claim(x, exposed(x)));
   return f;
 }
