@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "reports/model.h"
@@ -83,6 +84,44 @@ TEST(DpbenchSimulate, ALayerProfileFeedsThePredictionAndThePageShowsBoth) {
   // A measured report is no prediction.
   EXPECT_EQ(dpreport("html " + measured + " --predicted=" + measured + " -o " + html).code, 2);
   for (const auto& f : {profile, measured, predicted, html}) std::remove(f.c_str());
+}
+
+// --crowded-profile: the same profile recorded with a second rank computing beside it. Its
+// layers slower by a tenth stretch the compute from 2 ranks on; faster, they are noise (a
+// second rank cannot speed this one up), taken as no crowding and said so.
+TEST(DpbenchSimulate, ACrowdedProfileStretchesComputeButNeverShrinksIt) {
+  const std::string profile = temp("alone.json"), slower = temp("slower.json"), faster = temp("faster.json");
+  const Proc p = dpbench("--mode=single --model=mlp --batch=16 --steps=3 --warmup=1 --threads=1 --layer-profile "
+                         "--progress=none --json=" + profile);
+  ASSERT_EQ(p.code, 0) << p.err;
+  auto scaled = [&](const std::string& out, double factor) {
+    nlohmann::json j = checked_report(profile);
+    for (auto& l : j["runs"][0]["layer_profile"]["layers"]) {
+      l["forward_s"] = l["forward_s"].get<double>() * factor;
+      l["backward_s"] = l["backward_s"].get<double>() * factor;
+    }
+    std::ofstream(out) << j.dump();
+  };
+  scaled(slower, 1.10);
+  scaled(faster, 0.95);
+  auto step_at_2 = [&](const std::string& extra, std::string* out) {
+    const std::string json = temp("pred.json");
+    const Proc s = dpbench("--simulate --mode=ddp --gpus=2 --sim-jitter=0 --profile=" + profile + " " + extra +
+                           " --json=" + json);
+    EXPECT_EQ(s.code, 0) << s.err;
+    if (out) *out = s.out;
+    const double step = checked_report(json)["sweep"][0]["step_time_s"].get<double>();
+    std::remove(json.c_str());
+    return step;
+  };
+  std::string said;
+  const double alone = step_at_2("", nullptr);
+  const double crowded = step_at_2("--crowded-profile=" + slower, &said);
+  EXPECT_NE(said.find("crowding: compute +10.0 %"), std::string::npos) << said;
+  EXPECT_GT(crowded, alone);
+  EXPECT_DOUBLE_EQ(step_at_2("--crowded-profile=" + faster, &said), alone);
+  EXPECT_NE(said.find("it measured -5.0 %, faster than alone"), std::string::npos) << said;
+  for (const auto& f : {profile, slower, faster}) std::remove(f.c_str());
 }
 
 // GPT-2 as any model: its layer profile (blocks as layers, the tied head's weight counted
