@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -154,6 +155,21 @@ class TorchTrace : public ::testing::Test {
       if (f.id == id) return f;
     throw std::runtime_error("no finding " + id);
   }
+  // Two ranks on GPUs 0 and 1, 5 steps of 10 ms; `body` adds rank r's work in the step
+  // that starts at o ms. Returns the files (named prefix + rank).
+  std::vector<std::string> two_ranks(const std::string& prefix,
+                                     const std::function<void(KinetoTrace&, int r, double o)>& body) {
+    std::vector<std::string> files;
+    for (int r = 0; r < 2; ++r) {
+      KinetoTrace t(r, 2, 2);
+      for (int s = 0; s < 5; ++s) {
+        t.step(s, 10.0 * s, 10.0 * s + 10);
+        body(t, r, 10.0 * s);
+      }
+      files.push_back(t.write(path(prefix + std::to_string(r) + ".pt.trace.json")));
+    }
+    return files;
+  }
   // Two DDP ranks, 5 steps of 10 ms: each rank computes [0, compute_r) and all-reduces
   // over [comm_begin_r, comm_end_r) of every step, on GPU device_r.
   std::vector<std::string> ddp(int world, std::array<double, 2> compute, std::array<double, 2> comm_begin,
@@ -186,27 +202,19 @@ class TorchTrace : public ::testing::Test {
 // (which nothing can hide) is left, as advice.
 TEST_F(TorchTrace, FsdpAllGathersFromNcclKernels) {
   auto fsdp = [&](bool prefetched) {
-    std::vector<std::string> files;
-    for (int r = 0; r < 2; ++r) {
-      KinetoTrace t(r, 2, 2);
-      for (int s = 0; s < 5; ++s) {
-        const double o = 10.0 * s;
-        t.step(s, o, o + 10);
-        t.range("FSDP::pre_forward (layers.0)", o + 0.1, o + 0.5);
-        t.all_gather(r, o + 0.1, o + 0.5);
-        t.kernel(r, o + 0.5, o + 4.5);
-        if (prefetched) {
-          t.all_gather(r, o + 1.0, o + 4.0);  // under the first unit's compute
-          t.kernel(r, o + 4.5, o + 8.5);
-        } else {
-          t.all_gather(r, o + 4.5, o + 7.5);  // alone
-          t.kernel(r, o + 7.5, o + 9.5);
-        }
-        t.reduce_scatter(r, o + 8.0, o + 8.4);
+    return two_ranks(prefetched ? "prefetched" : "alone", [&](KinetoTrace& t, int r, double o) {
+      t.range("FSDP::pre_forward (layers.0)", o + 0.1, o + 0.5);
+      t.all_gather(r, o + 0.1, o + 0.5);
+      t.kernel(r, o + 0.5, o + 4.5);
+      if (prefetched) {
+        t.all_gather(r, o + 1.0, o + 4.0);  // under the first unit's compute
+        t.kernel(r, o + 4.5, o + 8.5);
+      } else {
+        t.all_gather(r, o + 4.5, o + 7.5);  // alone
+        t.kernel(r, o + 7.5, o + 9.5);
       }
-      files.push_back(t.write(path(std::string(prefetched ? "p" : "n") + "rank" + std::to_string(r) + ".pt.trace.json")));
-    }
-    return files;
+      t.reduce_scatter(r, o + 8.0, o + 8.4);
+    });
   };
   const auto late = ids(fsdp(false));
   EXPECT_EQ(summary_["mode"], "fsdp");
@@ -232,21 +240,14 @@ TEST_F(TorchTrace, FsdpAllGathersFromNcclKernels) {
 // activation all-reduces run between layers with nothing beside them. Exposed
 // communication, said with tensor parallelism's fixes, not DDP's buckets.
 TEST_F(TorchTrace, TensorParallelAllReducesAreExposedByDesign) {
-  std::vector<std::string> files;
-  for (int r = 0; r < 2; ++r) {
-    KinetoTrace t(r, 2, 2);
-    for (int s = 0; s < 5; ++s) {
-      const double o = 10.0 * s;
-      t.step(s, o, o + 10);
-      for (int layer = 0; layer < 2; ++layer) {
-        const double l = o + 0.2 + 4.8 * layer;
-        t.kernel(r, l, l + 3.0);
-        t.range("_c10d_functional::all_reduce", l + 3.0, l + 3.05, "cpu_op");
-        t.nccl(r, l + 3.05, l + 4.5);
-      }
+  const auto files = two_ranks("tp", [](KinetoTrace& t, int r, double o) {
+    for (int layer = 0; layer < 2; ++layer) {
+      const double l = o + 0.2 + 4.8 * layer;
+      t.kernel(r, l, l + 3.0);
+      t.range("_c10d_functional::all_reduce", l + 3.0, l + 3.05, "cpu_op");
+      t.nccl(r, l + 3.05, l + 4.5);
     }
-    files.push_back(t.write(path("tp" + std::to_string(r) + ".pt.trace.json")));
-  }
+  });
   const auto found = problems(files);
   EXPECT_EQ(summary_["mode"], "tp");
   ASSERT_NE(std::find(found.begin(), found.end(), "exposed-communication"), found.end()) << last_.to_json().dump(2);
