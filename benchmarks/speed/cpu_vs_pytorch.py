@@ -31,6 +31,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CASES = [("mlp", 64), ("lenet", 64), ("resnet18", 16)]
 
 
+# --max-isa avx2: the vector ISA both sides' libraries may use, held below what the
+# processor has. oneDNN (dpbench's primitives and GEMM, PyTorch's convolutions), MKL
+# (PyTorch's GEMM) and PyTorch's own kernels (ATEN_CPU_CAPABILITY) obey it; dpbench's own
+# loops (pooling, softmax, GELU, the optimizers) pick their ISA when the program loads
+# and still run AVX-512 code where the processor has it.
+HELD = {"avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+                 "ATEN_CPU_CAPABILITY": "avx2"}}
+ENV = dict(os.environ)
+
+
 def processor(dpbench):
     """{model, flags (the vector ISA extensions the CPU reports), onednn_isa}."""
     model, flags = platform.processor() or platform.machine(), set()
@@ -43,7 +53,7 @@ def processor(dpbench):
                 break
     wanted = ["avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile"]
     # The ISA oneDNN dispatches to, from its verbose header.
-    env = dict(os.environ, DNNL_VERBOSE="1", ONEDNN_VERBOSE="1")
+    env = dict(ENV, DNNL_VERBOSE="1", ONEDNN_VERBOSE="1")
     p = subprocess.run([dpbench, "--mode=single", "--model=mlp", "--batch=8", "--steps=1", "--warmup=0", "--threads=1",
                         "--progress=none"], capture_output=True, text=True, env=env)
     isa = next((m.group(1).strip() for m in re.finditer(r"isa:([^\n]*)", p.stdout + p.stderr)), None)
@@ -54,7 +64,7 @@ def run_dpbench(dpbench, model, batch, steps, warmup):
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         subprocess.run([dpbench, "--mode=single", f"--model={model}", f"--batch={batch}", "--threads=1",
                         f"--steps={steps}", f"--warmup={warmup}", "--progress=none", f"--json={out.name}"],
-                       check=True, capture_output=True)
+                       check=True, capture_output=True, env=ENV)
         run = json.load(open(out.name))["runs"][0]
         return run["throughput_samples_per_s"]
 
@@ -62,7 +72,7 @@ def run_dpbench(dpbench, model, batch, steps, warmup):
 def run_pytorch(model, batch, steps, warmup):
     p = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks/pytorch_reference/train_step.py"), "--model",
                         model, "--batch", str(batch), "--threads", "1", "--steps", str(steps), "--warmup", str(warmup)],
-                       check=True, capture_output=True, text=True)
+                       check=True, capture_output=True, text=True, env=ENV)
     return json.loads(p.stdout)["samples_per_s"]
 
 
@@ -76,7 +86,11 @@ def main():
     ap.add_argument("--history", default=os.path.join(ROOT, "reports/results/cpu-speed-history.json"))
     ap.add_argument("--tolerance", type=float, default=0.10)
     ap.add_argument("--record", action="store_true", help="append this run to the history")
+    ap.add_argument("--max-isa", choices=sorted(HELD), help="hold both sides' libraries to this ISA (a stand-in for "
+                    "a processor without AVX-512; dpbench's own loops are not held)")
     a = ap.parse_args()
+    if a.max_isa:
+        ENV.update(HELD[a.max_isa])
     import torch  # the reference; in the venv that benchmarks/pytorch_reference/venv.sh makes
 
     cpu = processor(a.dpbench)
@@ -96,12 +110,17 @@ def main():
                         "pytorch_runs": ref})
     entry = {"date": datetime.date.today().isoformat(), "git": git, "cpu": cpu, "cores": os.cpu_count(),
              "torch": torch.__version__, "repeat": a.repeat, "steps": a.steps, "results": results}
+    if a.max_isa:
+        entry["held_isa"] = {"isa": a.max_isa, "environment": HELD[a.max_isa],
+                             "not_held": "dpbench's own loops (pooling, softmax, GELU, optimizers)"}
 
     history = json.load(open(a.history)) if os.path.exists(a.history) else []
-    same = [h for h in history if h["cpu"]["model"] == cpu["model"] and h["cpu"]["flags"] == cpu["flags"]]
+    same = [h for h in history if h["cpu"]["model"] == cpu["model"] and h["cpu"]["flags"] == cpu["flags"] and
+            h.get("held_isa", {}).get("isa") == a.max_isa]
     last = same[-1] if same else None
     print(f"CPU: {cpu['model']} ({', '.join(cpu['flags'])}; oneDNN: {cpu['onednn_isa']}), {os.cpu_count()} cores; "
-          f"PyTorch {torch.__version__}; medians of {a.repeat} alternated runs, 1 thread")
+          f"PyTorch {torch.__version__}; medians of {a.repeat} alternated runs, 1 thread"
+          + (f"; libraries held to {a.max_isa} on both sides (dpbench's own loops not)" if a.max_isa else ""))
     print(f"{'model':>9} {'batch':>5} {'dpbench/s':>11} {'pytorch/s':>11} {'ratio':>7}   against the last record here")
     dropped = []
     for r in results:
