@@ -195,11 +195,14 @@ RankAnalysis analyze_rank(const RankTimeline& t, const AnalysisOptions& o) {
       a.main_device = d;
     }
     std::vector<double> compute, comm, exposed;
+    std::vector<std::vector<Span64>> step_compute;  // each step's compute, for the kinds below
     for (const auto& st : steps) {
-      const auto c = merged(s.compute, st.first, st.second), m = merged(s.comm, st.first, st.second);
+      auto c = merged(s.compute, st.first, st.second);
+      const auto m = merged(s.comm, st.first, st.second);
       compute.push_back(seconds(total_length(c)));
       comm.push_back(seconds(total_length(m)));
       exposed.push_back(seconds(total_length(difference(m, c))));
+      step_compute.push_back(std::move(c));
     }
     da.compute_per_step_s = median(compute);
     da.compute_steps_s = compute;
@@ -217,10 +220,10 @@ RankAnalysis analyze_rank(const RankTimeline& t, const AnalysisOptions& o) {
     }
     for (const auto& [kind, ks] : kinds) {
       std::vector<double> time, hidden_not;
-      for (const auto& st : steps) {
-        const auto m = merged(ks.second, st.first, st.second);
+      for (size_t k = 0; k < steps.size(); ++k) {
+        const auto m = merged(ks.second, steps[k].first, steps[k].second);
         time.push_back(seconds(total_length(m)));
-        hidden_not.push_back(seconds(total_length(difference(m, merged(s.compute, st.first, st.second)))));
+        hidden_not.push_back(seconds(total_length(difference(m, step_compute[k]))));
       }
       da.collectives.push_back({kind, ks.first, median(time).value_or(0), median(hidden_not).value_or(0)});
     }
