@@ -64,6 +64,8 @@ def replay(d, dirs, tolerance):
     """Predicts again from earlier runs' files; prints each case and the summary per mode."""
     rows = []
     for work in dirs:
+        if not os.path.isdir(work):
+            sys.exit(f"validate_local: --replay {work}: not a directory (give the work directories earlier runs named)")
         cases = os.path.join(work, "cases.json")
         if os.path.exists(cases):
             listed = json.load(open(cases))
