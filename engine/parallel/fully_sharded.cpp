@@ -249,11 +249,12 @@ void FullyShardedDataParallel::before_backward(Sequential& seq, size_t layer) {
 }
 
 // The unit's backward writes its gradients into one flat buffer (the reduce-scatter's
-// input), each a view into it; what the backward does not write stays zero.
+// input), each a view into it; reduce_scatter zeroes what the backward did not write
+// (and the padding), so the buffer is not cleared beforehand.
 void FullyShardedDataParallel::attach_gradients(size_t u) {
   Unit& unit = units_[u];
   if (unit.grads.defined()) return;
-  unit.grads = Tensor::zeros({unit.chunk * group_.size()}, device_);
+  unit.grads = Tensor::empty({unit.chunk * group_.size()}, device_);
   note_grads(unit.grads.numel() * kF32);
   for (size_t i : unit.members) {
     Member& m = members_[i];
@@ -275,13 +276,15 @@ void FullyShardedDataParallel::reduce_scatter(size_t u) {
   p.unit = u;
   for (size_t i : unit.members) {
     Member& m = members_[i];
-    // A layer that replaced its gradient's storage (not a view of ours) is copied back.
-    if (m.param->grad().defined() && !m.param->grad_is_zero() &&
-        !m.param->grad().shares_storage_with(unit.grads))
-      unit.grads.slice(m.offset, m.offset + m.numel).copy_from(m.param->grad().to_plain().view({m.numel}));
+    Tensor slot = unit.grads.slice(m.offset, m.offset + m.numel);
+    if (m.param->grad_is_zero() || !m.param->grad().defined())
+      slot.zero();  // this backward did not reach it
+    else if (!m.param->grad().shares_storage_with(unit.grads))
+      slot.copy_from(m.param->grad().to_plain().view({m.numel}));  // a layer replaced its gradient's storage
     m.param->grad() = Tensor();
     m.param->zero_grad();
   }
+  if (unit.grads.numel() > unit.total) unit.grads.slice(unit.total, unit.grads.numel()).zero();  // padding
   p.in = std::move(unit.grads);
   unit.grads = Tensor();
   if (group_.size() == 1) {  // one rank: the flat gradient is its shard's
@@ -317,8 +320,14 @@ void FullyShardedDataParallel::finish_scatter(PendingScatter& p) {
     Parameter& s = *m.shard;
     const int64_t at = m.offset + m.part_begin - lo;
     const Tensor part = p.out.slice(at, at + m.part_len);
-    if (s.begin_grad()) ops::axpy(1.0f, part, s.grad());
-    else s.grad().copy_from(part);
+    if (!s.grad_is_zero() && s.grad().defined()) {
+      ops::axpy(1.0f, part, s.grad());  // accumulating (micro-batches)
+    } else {
+      // The reduced buffer becomes the shard's gradient: no copy (it is dropped for the
+      // next step's, or added to while accumulating).
+      s.set_grad(part);
+      s.note_grad_written();
+    }
   }
   note_grads(-(p.in.numel() + (p.out.shares_storage_with(p.in) ? 0 : p.out.numel())) * kF32);
 }
