@@ -1,9 +1,33 @@
 #include "reports/layer_profile.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "engine/core/error.h"
 #include "reports/json_view.h"
 
 namespace dpb::reports {
+
+std::vector<RankLag> rank_lags(std::vector<double> steps) {
+  std::vector<RankLag> out;
+  const size_t n = steps.size();
+  if (n < 4) return out;
+  std::sort(steps.begin(), steps.end());
+  const auto quantile = [&](double q) {  // linear between order statistics
+    const double at = q * static_cast<double>(n - 1);
+    const size_t i = static_cast<size_t>(at);
+    const double f = at - static_cast<double>(i);
+    return i + 1 < n ? steps[i] * (1 - f) + steps[i + 1] * f : steps[n - 1];
+  };
+  const double median = quantile(0.5);
+  if (!(median > 0)) return out;
+  for (int ranks = 2; ranks <= (1 << 20); ranks *= 2) {
+    const double q = std::pow(0.5, 1.0 / ranks);
+    if (1 / (1 - q) > static_cast<double>(n)) break;
+    out.push_back({ranks, std::max(0.0, quantile(q) / median - 1)});
+  }
+  return out;
+}
 
 double LayerProfile::compute_s() const {
   double s = 0;
@@ -30,9 +54,11 @@ nlohmann::json LayerProfile::to_json() const {
                         {"output_bytes", l.output_bytes},
                         {"params", params}});
   }
+  nlohmann::json lags = nlohmann::json::array();
+  for (const auto& l : rank_lag) lags.push_back({{"ranks", l.ranks}, {"relative", l.relative}});
   return {{"model", model},       {"batch_per_device", batch},  {"source", source},
           {"evidence", evidence}, {"optimizer_s", optimizer_s}, {"other_s", other_s},
-          {"step_cv", step_cv},     {"layers", layers_j}};
+          {"step_cv", step_cv},   {"rank_lag", lags},           {"layers", layers_j}};
 }
 
 LayerProfile LayerProfile::from_json(const JsonView& v) {
@@ -44,6 +70,13 @@ LayerProfile LayerProfile::from_json(const JsonView& v) {
   p.optimizer_s = v.number("optimizer_s", 0, 1e6);
   p.other_s = v.number("other_s", 0, 1e6);
   p.step_cv = v.maybe_number("step_cv", 0, 100).value_or(0);
+  for (const auto& l : v.maybe_items("rank_lag", 64)) {
+    RankLag lag{static_cast<int>(l.integer("ranks", 2, int64_t{1} << 20)), l.number("relative", 0, 100)};
+    DPB_CHECK(p.rank_lag.empty() || lag.ranks > p.rank_lag.back().ranks)
+        << l.where() << ": rank_lag's rank counts must increase, got " << lag.ranks << " after "
+        << p.rank_lag.back().ranks;
+    p.rank_lag.push_back(lag);
+  }
   for (const auto& l : v.items("layers", 1 << 20)) {
     ProfiledLayer c;
     c.name = l.str("name", 1024);

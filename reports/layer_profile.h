@@ -29,6 +29,19 @@ struct ProfiledLayer {
   std::vector<ProfiledParam> params;
 };
 
+// How far the slowest of N ranks runs behind the median step, as a profiled run's steps
+// say: with every rank's step drawn independently from those steps, the median of the
+// slowest of N is their 0.5^(1/N) quantile. `relative` is that quantile over the median,
+// less 1 (0.03: the slowest of N is 3 % slower than the typical step).
+struct RankLag {
+  int ranks = 2;
+  double relative = 0;
+};
+// The lags `steps` support: N = 2, 4, 8, … while the quantile lies inside the sample (at
+// least one step expected beyond it: 1 / (1 − 0.5^(1/N)) ≤ the number of steps). Fewer
+// than 4 steps: none.
+std::vector<RankLag> rank_lags(std::vector<double> steps);
+
 struct LayerProfile {
   std::string model;
   int64_t batch = 0;     // per device
@@ -38,6 +51,7 @@ struct LayerProfile {
   double optimizer_s = 0;
   double other_s = 0;
   double step_cv = 0;  // measured: the run's step-time coefficient of variation
+  std::vector<RankLag> rank_lag;  // measured: from the run's steps (rank_lags); empty if unknown
 
   double compute_s() const;  // forward + backward of every layer
   double step_s() const { return compute_s() + optimizer_s + other_s; }

@@ -438,8 +438,8 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
       run.op_profile->push_back({t.op, static_cast<double>(t.calls) / steps, t.seconds / steps});
   }
   if (o.out.layer_profile)
-    run.layer_profile = measure_layer_profile(model, o.train.batch, bench_device(o, 0), setup.train.optim, st.median,
-                                              st.cv, o.train.seed);
+    run.layer_profile = measure_layer_profile(model, o.train.batch, bench_device(o, 0), setup.train.optim, times,
+                                              o.train.seed);
   report.runs.push_back(std::move(run));
 
   SummaryExtras extras;

@@ -340,7 +340,8 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
                   "(ranks sharing cores, caches or memory bandwidth slow each other)");
   sim->add_option("--sim-jitter", o.simulate.jitter,
                   "--simulate: relative standard deviation of each rank's compute per step (every collective waits "
-                  "for the slowest rank; default: a measured profile's step-time variation, else 0)");
+                  "for the slowest rank; default: a measured profile's own steps, the slowest of N drawn from them, "
+                  "else 0)");
   sim->add_option("--contention", o.simulate.contention,
                   "--simulate: how much slower compute runs while the step's all-reduces are in flight (0.1: 10 %; "
                   "default: the preset's fitted value)");

@@ -13,8 +13,9 @@
 namespace dpb::bench {
 
 reports::LayerProfile measure_layer_profile(Model& model, int64_t batch, Device device,
-                                            const OptimizerOptions& optimizer, double step_median_s, double step_cv,
-                                            uint64_t seed) {
+                                            const OptimizerOptions& optimizer,
+                                            const std::vector<double>& step_times_s, uint64_t seed) {
+  const Summary run = summarize(step_times_s);
   reports::LayerProfile p = sim::layer_skeleton(model, batch);
   p.source = "measured";
   Generator g(seed);
@@ -39,12 +40,13 @@ reports::LayerProfile measure_layer_profile(Model& model, int64_t batch, Device 
     if (r > 0) steps.push_back(marks.seconds(a, b));
   }
   p.optimizer_s = summarize(steps).median;
-  p.step_cv = step_cv;
+  p.step_cv = run.cv;
+  p.rank_lag = reports::rank_lags(step_times_s);
   p.evidence = std::string("each layer timed on the device's own clock (") +
                (device.is_cuda() ? "CUDA timing events around it, no wait between layers"
                                  : "host clock: the logical CPU device's own") +
                "), median of 5 passes on a batch of " + std::to_string(batch);
-  fit_layers_to_step(p, step_median_s);
+  fit_layers_to_step(p, run.median);
   return p;
 }
 

@@ -8,11 +8,12 @@
 
 namespace dpb::bench {
 
-// `step_median_s`: the run's measured median step. The model's weights and BatchNorm
-// statistics stay as trained (its gradients are overwritten).
+// `step_times_s`: the run's measured steps (their median sets the total, their spread the
+// ranks' lag). The model's weights and BatchNorm statistics stay as trained (its
+// gradients are overwritten).
 reports::LayerProfile measure_layer_profile(Model& model, int64_t batch, Device device,
-                                            const OptimizerOptions& optimizer, double step_median_s, double step_cv,
-                                            uint64_t seed);
+                                            const OptimizerOptions& optimizer,
+                                            const std::vector<double>& step_times_s, uint64_t seed);
 
 // The run's median step sets the profile's total: layers timed one at a time, 5 passes
 // each, can add up to more than the step they make up over the whole run (a synchronize

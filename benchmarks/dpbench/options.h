@@ -135,7 +135,7 @@ struct SimulateOptions {
   double single_step_s = 0;                // --single-step-s: an analytic profile
   std::string hardware = "cpu-gloo-local"; // --hardware: preset name or file
   std::vector<std::string> links;          // --link: collectives reports to fit
-  double jitter = -1;                      // --sim-jitter (< 0: a measured profile's step cv, else 0)
+  double jitter = -1;                      // --sim-jitter (< 0: a measured profile's rank lag, else 0)
   std::string crowded_profile_path;        // --crowded-profile: the profile recorded with another rank computing
   double contention = -1;                  // --contention (< 0: the preset's)
   bool mode_defaulted = false;             // no --mode given: ddp

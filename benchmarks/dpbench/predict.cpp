@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "benchmarks/simulate/simulator.h"
 #include "engine/core/clock.h"
 #include "engine/core/error.h"
@@ -91,8 +93,14 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
   opt.mode = o.mode;
   opt.bucket_bytes = o.ddp.bucket_mb * (1 << 20);
   opt.first_bucket_bytes = std::min(opt.bucket_bytes, 1.0 * (1 << 20));
-  // Ranks vary step to step as the profiled device did, unless told otherwise.
-  opt.jitter = so.jitter >= 0 ? so.jitter : profile.step_cv;
+  // Ranks vary step to step as the profiled device did (the slowest of N as its steps
+  // say, else their coefficient of variation), unless told otherwise.
+  if (so.jitter >= 0)
+    opt.jitter = so.jitter;
+  else if (!profile.rank_lag.empty())
+    opt.rank_lag = profile.rank_lag;
+  else
+    opt.jitter = profile.step_cv;
   double measured_crowding = 0;
   if (!so.crowded_profile_path.empty()) {
     DPB_CHECK(!so.profile_path.empty()) << "--crowded-profile goes with --profile (the same run recorded alone)";
@@ -129,8 +137,15 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
                             ? "while an all-reduce runs"
                             : "while all-reduces are in flight",
                         link.contention_source);
-  out << fmt::format("  link: {} ({}), {} per node; {}; jitter {:.3f}{}\n", link.name, link.source,
-                     link.gpus_per_node, contention, opt.jitter,
+  const std::string variation =
+      opt.rank_lag.empty()
+          ? fmt::format("jitter {:.3f}", opt.jitter)
+          : fmt::format("slowest rank's step {:+.1f} % at {} ranks (the profiled steps' {:.3f} quantile over their "
+                        "median)",
+                        100 * opt.rank_lag.front().relative, opt.rank_lag.front().ranks,
+                        std::pow(0.5, 1.0 / opt.rank_lag.front().ranks));
+  out << fmt::format("  link: {} ({}), {} per node; {}; {}{}\n", link.name, link.source, link.gpus_per_node,
+                     contention, variation,
                      link.fitted_under_load.empty() ? "" : "; all-reduces beside compute take their time under load");
   if (!so.crowded_profile_path.empty())
     out << fmt::format("  crowding: compute {:+.1f} % at 2 ranks or more (the layers with another rank computing "

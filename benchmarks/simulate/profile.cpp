@@ -85,7 +85,15 @@ StepProfile profile_from_report(const std::string& path) {
       << doc << " has no layer profile (runs[0].layer_profile): record one with dpbench --mode=single "
       << "--layer-profile --json=FILE";
   DPB_CHECK(r.runs.front().world_size == 1) << doc << ": a layer profile comes from a single-device run";
-  return *r.runs.front().layer_profile;
+  StepProfile p = *r.runs.front().layer_profile;
+  // A profile recorded before it carried the ranks' lag: the run's steps give it.
+  if (p.rank_lag.empty()) {
+    std::vector<double> steps;
+    for (const auto& t : r.runs.front().step_times_s)
+      if (t) steps.push_back(*t);
+    p.rank_lag = reports::rank_lags(std::move(steps));
+  }
+  return p;
 }
 
 }  // namespace dpb::sim

@@ -67,7 +67,7 @@ std::string mib(double bytes) {
 SimPoint simulate_ddp(const StepProfile& p, const LinkModel& link, int ranks, const SimOptions& o) {
   SimPoint r;
   r.world_size = ranks;
-  const double stretch = (1 + o.jitter * expected_max_normal(ranks)) * (ranks > 1 ? 1 + o.crowding : 1.0);
+  const double stretch = rank_stretch(p, o, ranks) * (ranks > 1 ? 1 + o.crowding : 1.0);
   double forward = 0;
   for (const auto& l : p.layers) forward += l.forward_s * stretch;
   if (ranks == 1 && !o.reducer_on_one_rank) {
@@ -247,7 +247,7 @@ class Channel {
 SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, const SimOptions& o) {
   SimPoint r;
   r.world_size = ranks;
-  const double stretch = (1 + o.jitter * expected_max_normal(ranks)) * (ranks > 1 ? 1 + o.crowding : 1.0);
+  const double stretch = rank_stretch(p, o, ranks) * (ranks > 1 ? 1 + o.crowding : 1.0);
   if (ranks == 1) {
     r.compute_s = p.compute_s() * stretch;
     r.step_s = r.compute_s + p.optimizer_s + p.other_s;
@@ -351,7 +351,7 @@ SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, c
 SimPoint simulate_tp(const StepProfile& p, const LinkModel& link, int ranks, const SimOptions& o) {
   SimPoint r;
   r.world_size = ranks;
-  const double stretch = (1 + o.jitter * expected_max_normal(ranks)) * (ranks > 1 ? 1 + o.crowding : 1.0);
+  const double stretch = rank_stretch(p, o, ranks) * (ranks > 1 ? 1 + o.crowding : 1.0);
   const size_t n = p.layers.size();
   auto ends = [](const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -572,7 +572,46 @@ double fit_contention(const StepProfile& p, LinkModel link, int ranks, double me
   return (lo + hi) / 2;
 }
 
+double median_max_normal(int n) {
+  if (n <= 1) return 0;
+  const double target = std::pow(0.5, 1.0 / n);
+  double lo = 0, hi = 12;  // Phi(0) = 0.5 <= target
+  for (int i = 0; i < 200; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (0.5 * std::erfc(-mid / std::sqrt(2.0)) < target ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+double rank_stretch(const StepProfile& p, const SimOptions& o, int ranks) {
+  if (ranks <= 1) return 1;
+  if (o.rank_lag.empty()) return 1 + o.jitter * expected_max_normal(ranks);
+  // The lag at `ranks`: measured; between two measured counts (or 1 rank, no lag, and the
+  // first), linear in log N; past the last, grown as a normal distribution's would.
+  double lag = 0;
+  const reports::RankLag& last = o.rank_lag.back();
+  if (ranks >= last.ranks) {
+    lag = last.relative * median_max_normal(ranks) / median_max_normal(last.ranks);
+  } else {
+    reports::RankLag below{1, 0};
+    for (const auto& l : o.rank_lag) {
+      if (l.ranks >= ranks) {
+        const double f = std::log(static_cast<double>(ranks) / below.ranks) /
+                         std::log(static_cast<double>(l.ranks) / below.ranks);
+        lag = below.relative + f * (l.relative - below.relative);
+        break;
+      }
+      below = l;
+    }
+  }
+  // The whole step is longer by the lag; it falls on compute.
+  const double compute = p.compute_s();
+  return compute > 0 ? 1 + lag * p.step_s() / compute : 1;
+}
+
 nlohmann::json Simulation::to_json() const {
+  nlohmann::json lags = nlohmann::json::array();
+  for (const auto& l : options.rank_lag) lags.push_back({{"ranks", l.ranks}, {"relative", l.relative}});
   nlohmann::json pts = nlohmann::json::array();
   for (const auto& r : points)
     pts.push_back({{"world_size", r.world_size},
@@ -589,6 +628,7 @@ nlohmann::json Simulation::to_json() const {
           {"bucket_bytes", options.bucket_bytes},
           {"first_bucket_bytes", options.first_bucket_bytes},
           {"jitter", options.jitter},
+          {"rank_lag", lags},
           {"crowding", options.crowding},
           {"micro_batches", options.micro_batches},
           {"profile", profile.to_json()},

@@ -12,9 +12,11 @@
 //   load (measured with --bench=collectives --load, else stretched as compute is where
 //   the two share a core), alone its idle time;
 //   after the backward the step waits for the last all-reduce (exposed communication),
-//   then the optimizer. With jitter, every rank's compute varies (normal, relative sigma)
-//   and each collective waits for the slowest: compute stretches by sigma times the
-//   expected maximum of N standard normals. Each gradient's backward pays the link's
+//   then the optimizer. Ranks vary step to step and each collective waits for the
+//   slowest: with a measured profile's rank lag (the median of the slowest of N steps
+//   drawn from the profiled run's, over its median), compute stretches so that the step
+//   grows by that lag; with --sim-jitter sigma instead, by sigma times the expected
+//   maximum of N standard normals. Each gradient's backward pays the link's
 //   reducer cost (its hook and bucket copies). N = 1 is the one-device step (no DDP), or,
 //   with reducer_on_one_rank, DDP on one rank.
 // dp: one process: parameters broadcast to the N devices, their batches' forward and
@@ -49,6 +51,10 @@ struct SimOptions {
   double bucket_bytes = 25.0 * (1 << 20);
   double first_bucket_bytes = 1.0 * (1 << 20);
   double jitter = 0;     // relative standard deviation of a rank's compute per step
+  // The slowest rank's lag measured at 2, 4, 8, … ranks (StepProfile::rank_lag); when
+  // set, it replaces jitter. Between counts it is interpolated in log N; past the last,
+  // extended as a normal distribution's median maximum grows.
+  std::vector<reports::RankLag> rank_lag;
   int micro_batches = 4;  // mp
   // ddp at 1 rank: run DDP's reducer (its per-gradient cost; the all-reduces move
   // nothing), as PyTorch's 1-GPU DDP row does, instead of the plain one-device step.
@@ -102,5 +108,11 @@ double fit_contention(const StepProfile& p, LinkModel link, int ranks, double me
 
 // E[max of n standard normals] (0 for n = 1).
 double expected_max_normal(int n);
+// The median of the largest of n standard normals: Phi^-1(0.5^(1/n)); 0 for n = 1.
+double median_max_normal(int n);
+// How much longer the ranks' compute takes at `ranks` because each step waits for the
+// slowest (1: not at all): from o.rank_lag (the step longer by the lag) when set, else
+// from o.jitter.
+double rank_stretch(const StepProfile& p, const SimOptions& o, int ranks);
 
 }  // namespace dpb::sim

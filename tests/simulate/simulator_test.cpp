@@ -329,6 +329,50 @@ TEST(Simulate, JitterWaitsForTheSlowestRank) {
   EXPECT_GT(simulate_point(p, l, 64, o).step_s, simulate_point(p, l, 64, {}).step_s);
 }
 
+// The slowest of N ranks, each drawing its step from the profiled run's steps: the median
+// of the slowest is their 0.5^(1/N) quantile. One stall in a hundred steps does not move
+// it (it moves the standard deviation tenfold); a spread out run does.
+TEST(RankLag, IsTheQuantileTheSlowestOfNRanksReachesMedianly) {
+  std::vector<double> steps(100, 0.010);
+  steps[37] = 0.100;  // one stall
+  const auto stalled = reports::rank_lags(steps);
+  ASSERT_EQ(stalled.size(), 6u);  // 2 to 64: 128 ranks' quantile lies past 100 steps
+  EXPECT_EQ(stalled.front().ranks, 2);
+  EXPECT_EQ(stalled.back().ranks, 64);
+  for (const auto& l : stalled) EXPECT_DOUBLE_EQ(l.relative, 0.0) << l.ranks;
+  std::vector<double> spread;
+  for (int i = 1; i <= 101; ++i) spread.push_back(0.010 * (1 + 0.001 * i));  // 1.001 .. 1.101
+  const auto lags = reports::rank_lags(spread);
+  // Median 1.051; at 2 ranks the 70.71st percentile: element 70.71 of 0..100, 1.07171.
+  EXPECT_NEAR(lags[0].relative, 1.0717107 / 1.051 - 1, 1e-6);
+  for (size_t i = 1; i < lags.size(); ++i) EXPECT_GT(lags[i].relative, lags[i - 1].relative);
+  EXPECT_TRUE(reports::rank_lags({0.01, 0.02, 0.03}).empty());  // too few steps to say
+}
+
+TEST(RankLag, StretchesComputeSoTheStepGrowsByTheLag) {
+  StepProfile p = profile_of("mlp", 64, 0.010);
+  SimOptions o;
+  o.rank_lag = {{2, 0.05}, {4, 0.08}};
+  const double share = p.step_s() / p.compute_s();
+  EXPECT_DOUBLE_EQ(rank_stretch(p, o, 1), 1.0);
+  EXPECT_NEAR(rank_stretch(p, o, 2), 1 + 0.05 * share, 1e-12);
+  EXPECT_NEAR(rank_stretch(p, o, 4), 1 + 0.08 * share, 1e-12);
+  // Between measured counts, linear in log N.
+  EXPECT_NEAR(rank_stretch(p, o, 3), 1 + (0.05 + std::log(1.5) / std::log(2.0) * 0.03) * share, 1e-12);
+  // Past the last, as a normal distribution's median maximum grows.
+  EXPECT_NEAR(median_max_normal(2), 0.5449, 1e-3);  // Phi^-1(0.7071)
+  EXPECT_NEAR(median_max_normal(64), 2.2985, 1e-3);  // Phi^-1(0.98923)
+  EXPECT_NEAR(rank_stretch(p, o, 64), 1 + 0.08 * median_max_normal(64) / median_max_normal(4) * share, 1e-12);
+  // The measured lag replaces jitter; none at all is no wait.
+  o.jitter = 0.5;
+  EXPECT_NEAR(rank_stretch(p, o, 2), 1 + 0.05 * share, 1e-12);
+  const LinkModel l = load_preset("cpu-gloo-local");
+  SimOptions none, lagged;
+  lagged.rank_lag = {{2, 0.05}};
+  EXPECT_GT(simulate_point(p, l, 2, lagged).step_s, simulate_point(p, l, 2, none).step_s);
+  EXPECT_DOUBLE_EQ(simulate_point(p, l, 1, lagged).step_s, simulate_point(p, l, 1, none).step_s);
+}
+
 // Ranks sharing a machine slow each other's compute: at 2 ranks or more the step's compute
 // stretches by the measured crowding; one rank is the profile's step.
 TEST(Simulate, CrowdingStretchesComputeFromTwoRanks) {

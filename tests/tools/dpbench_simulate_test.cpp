@@ -124,6 +124,53 @@ TEST(DpbenchSimulate, ACrowdedProfileStretchesComputeButNeverShrinksIt) {
   for (const auto& f : {profile, slower, faster}) std::remove(f.c_str());
 }
 
+// The profile carries how far the slowest of N ranks' steps run behind (rank_lag), from the
+// run's own steps. A profile recorded without it gets it from its steps: one stall among
+// them moves nothing (the standard deviation it inflates is no longer what is waited for),
+// so the prediction is the one without jitter; a spread of steps lengthens the step.
+TEST(DpbenchSimulate, TheSlowestRanksLagComesFromTheProfiledSteps) {
+  const std::string profile = temp("lag.json"), stalled = temp("stalled.json"), spread = temp("spread.json");
+  const Proc p = dpbench("--mode=single --model=mlp --batch=16 --steps=20 --warmup=1 --threads=1 --layer-profile "
+                         "--progress=none --json=" + profile);
+  ASSERT_EQ(p.code, 0) << p.err;
+  nlohmann::json j = checked_report(profile);
+  const auto& lag = j["runs"][0]["layer_profile"]["rank_lag"];
+  ASSERT_EQ(lag.size(), 3u) << lag;  // 2, 4 and 8 ranks: 16 ranks' quantile lies past 20 steps
+  EXPECT_EQ(lag[0]["ranks"], 2);
+  EXPECT_EQ(lag[2]["ranks"], 8);
+  auto rewritten = [&](const std::string& out, const std::vector<double>& steps) {
+    nlohmann::json k = j;
+    k["runs"][0]["layer_profile"].erase("rank_lag");
+    k["runs"][0]["layer_profile"]["step_cv"] = 0.9;  // what one stall makes of the deviation
+    k["runs"][0]["step_times_s"] = steps;
+    std::ofstream(out) << k.dump();
+  };
+  std::vector<double> steps(20, 0.002);
+  steps[7] = 0.040;
+  rewritten(stalled, steps);
+  for (size_t i = 0; i < steps.size(); ++i) steps[i] = 0.002 * (1 + 0.02 * static_cast<double>(i));
+  rewritten(spread, steps);
+  auto step_at_2 = [&](const std::string& prof, const std::string& extra, std::string* out) {
+    const std::string json = temp("pred.json");
+    const Proc s = dpbench("--simulate --mode=ddp --gpus=2 --profile=" + prof + " " + extra + " --json=" + json);
+    EXPECT_EQ(s.code, 0) << s.err;
+    if (out) *out = s.out;
+    const double step = checked_report(json)["sweep"][0]["step_time_s"].get<double>();
+    std::remove(json.c_str());
+    return step;
+  };
+  std::string said;
+  const double still = step_at_2(profile, "--sim-jitter=0", nullptr);
+  EXPECT_DOUBLE_EQ(step_at_2(stalled, "", &said), still);
+  EXPECT_NE(said.find("slowest rank's step +0.0 % at 2 ranks"), std::string::npos) << said;
+  // The steps' 0.707 quantile is 6.6 % above their median: the step at 2 grows by that share
+  // of the one-device step (the all-reduce after it unchanged).
+  const double one = j["runs"][0]["step_time_s"]["median"].get<double>();
+  EXPECT_NEAR(step_at_2(spread, "", &said) - still, 0.066 * one, 0.02 * one);
+  EXPECT_NE(said.find("0.707 quantile over their median"), std::string::npos) << said;
+  for (const auto& f : {profile, stalled, spread}) std::remove(f.c_str());
+}
+
 // GPT-2 as any model: its layer profile (blocks as layers, the tied head's weight counted
 // once, with the token embedding), and a prediction from it; its report gives tokens/s and
 // the FLOPs per token behind them.
