@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "engine/core/error.h"
@@ -238,7 +239,45 @@ struct Measured {
   bool under_load = false;  // dpbench --load
   double slowdown_time = 0, time = 0;  // sum of slowdown x timed duration, and of duration
   double bytes = 0;                     // the bytes those timed all-reduces reduced
+  // Where it ran (dpbench: host, backend and devices); two reports from the same place are
+  // repeats of one measurement. Empty (nccl-tests): never taken for a repeat.
+  std::string place;
 };
+
+// Repeated measurements of one link: each size's median time over the runs that have it.
+std::vector<std::pair<double, double>> median_per_size(const std::vector<std::vector<std::pair<double, double>>>& runs) {
+  std::map<double, std::vector<double>> by_size;
+  for (const auto& run : runs)
+    for (const auto& [bytes, t] : run) by_size[bytes].push_back(t);
+  std::vector<std::pair<double, double>> out;
+  for (auto& [bytes, ts] : by_size) {
+    std::sort(ts.begin(), ts.end());
+    const size_t n = ts.size();
+    out.emplace_back(bytes, n % 2 ? ts[n / 2] : 0.5 * (ts[n / 2 - 1] + ts[n / 2]));
+  }
+  return out;
+}
+
+// Several reports of one kind (idle, or under load) at one rank count from the same place:
+// one measurement, each size its median; the load's slowdown summed over them.
+Measured merged(const std::vector<Measured>& runs) {
+  Measured m = runs.front();
+  if (runs.size() == 1) return m;
+  std::vector<std::vector<std::pair<double, double>>> ar, ag, rs;
+  m.slowdown_time = m.time = m.bytes = 0;
+  for (const auto& r : runs) {
+    ar.push_back(r.points);
+    ag.push_back(r.allgather);
+    rs.push_back(r.reduce_scatter);
+    m.slowdown_time += r.slowdown_time;
+    m.time += r.time;
+    m.bytes += r.bytes;
+  }
+  m.points = median_per_size(ar);
+  m.allgather = median_per_size(ag);
+  m.reduce_scatter = median_per_size(rs);
+  return m;
+}
 
 // nccl-tests' -J output (version 2): all_reduce_perf's results, out-of-place times in us.
 // Each "devices" entry is one process of nthreads x ngpus ranks.
@@ -272,6 +311,7 @@ Measured from_dpbench(const nlohmann::json& j, const std::string& doc) {
   Measured m;
   m.ranks = r.config.world_size;
   m.under_load = r.config.load == "compute";
+  m.place = r.env.host + " " + r.config.backend + " " + (r.config.devices == DeviceKind::cuda ? "cuda" : "cpu");
   for (const auto& row : r.results) {
     if ((row.op == "allgather" || row.op == "reduce_scatter") && row.time_us && *row.time_us > 0 && row.bytes > 0 &&
         row.wrong == 0)
@@ -302,6 +342,10 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
   l.fitted_allgather.clear();
   l.fitted_reduce_scatter.clear();
   std::string sources, loaded_sources;
+  // Reports of one kind at one rank count: repeats of one measurement when they come from
+  // the same place (the median of each size is fitted), else which to believe is not guessed.
+  std::map<std::pair<bool, int>, std::vector<Measured>> kinds;
+  std::map<std::pair<bool, int>, std::string> loaded_paths;
   for (const auto& path : paths) {
     const std::string doc = "link '" + escape_untrusted(path) + "'";
     const nlohmann::json j = reports::read_json_file(path, "collectives report", size_t{64} << 20);
@@ -311,18 +355,28 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
                                     << " has fewer than 2 correct all-reduce sizes to fit a link on (dpbench "
                                        "--bench=collectives --ops=allreduce, or nccl-tests' all_reduce_perf -J)";
     DPB_CHECK(m.ranks >= 2) << doc << " ran on 1 rank: a link needs at least 2";
+    auto& same = kinds[{m.under_load, m.ranks}];
+    DPB_CHECK(same.empty() || (!m.place.empty() && m.place == same.front().place))
+        << doc << ": two " << (m.under_load ? "reports under load" : "idle reports") << " for " << m.ranks
+        << " ranks from different places (" << (same.front().place.empty() ? "nccl-tests" : same.front().place)
+        << ", " << (m.place.empty() ? "nccl-tests" : m.place)
+        << "): which to believe is not guessed; repeats of one link (dpbench, same host, backend and devices) are "
+           "fitted on each size's median";
+    same.push_back(m);
+    std::string& listed = m.under_load ? loaded_sources : sources;
+    listed += (listed.empty() ? "" : ", ") + path;
+    if (m.under_load) loaded_paths[{true, m.ranks}] += (same.size() > 1 ? ", " : "") + path;
+  }
+  for (const auto& [kind, runs] : kinds) {
+    const Measured m = merged(runs);
     if (m.under_load) {
-      DPB_CHECK(!l.fitted_under_load.count(m.ranks)) << doc << ": two reports under load for " << m.ranks << " ranks";
       l.fitted_under_load[m.ranks] = fit_allreduce(m.points, m.ranks);
       l.contention = std::max(0.0, m.slowdown_time / m.time);  // each row's own is noisy, either way
       l.contention_per_byte_s = m.bytes > 0 ? std::max(0.0, m.slowdown_time / m.bytes) : 0.0;
       l.contention_scope = LinkModel::ContentionScope::transfers;
-      l.contention_source = "measured: compute slowed by the all-reduces in " + path;
-      loaded_sources += (loaded_sources.empty() ? "" : ", ") + path;
+      l.contention_source = "measured: compute slowed by the all-reduces in " + loaded_paths[kind];
     } else {
-      DPB_CHECK(!l.fitted.count(m.ranks)) << doc << ": two idle reports for " << m.ranks << " ranks";
       l.fitted[m.ranks] = fit_allreduce(m.points, m.ranks);
-      sources += (sources.empty() ? "" : ", ") + path;
       // All-gather and reduce-scatter: (n-1) alpha + (n-1)/n S / busbw is the all-reduce's
       // fit with every time doubled.
       for (auto* op : {&m.allgather, &m.reduce_scatter}) {

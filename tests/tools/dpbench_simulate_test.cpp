@@ -223,12 +223,33 @@ TEST(DpbenchSimulate, ALinkMeasuredUnderLoadGivesTheContention) {
   ASSERT_EQ(link["fitted_allreduce_under_load"].size(), 1u);
   ASSERT_EQ(link["fitted_allreduce"].size(), 1u);
   EXPECT_GE(link["contention"].get<double>(), 0.0);
-  // Two idle reports for one rank count: which to believe is not guessed.
+  // Repeats of one link (same host, backend and devices): each size's median is fitted. A
+  // second run twice as slow at every size, with the first twice: the fit is the first's.
+  const std::string slower = temp("slower.json"), elsewhere = temp("elsewhere.json"), repeated = temp("rep.json");
+  {
+    nlohmann::json j = nlohmann::json::parse(test::slurp(idle));
+    for (auto& row : j["results"]) row["time_us"] = row["time_us"].get<double>() * 2;
+    std::ofstream(slower) << j.dump();
+    j = nlohmann::json::parse(test::slurp(idle));
+    j["env"]["host"] = "another-host";
+    std::ofstream(elsewhere) << j.dump();
+  }
+  auto fitted = [&](const std::string& links) {
+    const Proc r = dpbench("--simulate --mode=ddp --gpus=2 --model=lenet --batch=64 --single-step-s=0.005 "
+                           "--hardware=cpu-gloo-local --link=" + links + " --json=" + repeated);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return checked_report(repeated)["simulation"]["link"]["fitted_allreduce"][0];
+  };
+  const auto once = fitted(idle), thrice = fitted(idle + "," + slower + "," + idle);
+  EXPECT_DOUBLE_EQ(thrice["alpha_s"].get<double>(), once["alpha_s"].get<double>());
+  EXPECT_DOUBLE_EQ(thrice["bus_bandwidth_bytes_per_s"].get<double>(), once["bus_bandwidth_bytes_per_s"].get<double>());
+  EXPECT_GT(fitted(idle + "," + slower)["alpha_s"].get<double>(), once["alpha_s"].get<double>());  // the middle of two
+  // Two idle reports from different places: which to believe is not guessed.
   const Proc twice = dpbench("--simulate --mode=ddp --gpus=2 --model=lenet --batch=64 --single-step-s=0.005 "
-                             "--hardware=cpu-gloo-local --link=" + idle + "," + idle);
+                             "--hardware=cpu-gloo-local --link=" + idle + "," + elsewhere);
   EXPECT_EQ(twice.code, 2) << twice.err;
-  EXPECT_NE(twice.err.find("two idle reports for 2 ranks"), std::string::npos) << twice.err;
-  for (const auto& f : {idle, loaded, predicted}) std::remove(f.c_str());
+  EXPECT_NE(twice.err.find("two idle reports for 2 ranks from different places"), std::string::npos) << twice.err;
+  for (const auto& f : {idle, loaded, predicted, slower, elsewhere, repeated}) std::remove(f.c_str());
 }
 
 // Without --mode a prediction is of DistributedDataParallel, and says so.
