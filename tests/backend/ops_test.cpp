@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cpu/dnnl_util.h"
 #include "engine/core/rng.h"
 
 namespace dpb {
@@ -95,6 +97,50 @@ TEST(Ops, Conv2dInChannelsLastMatchesDirectFormulas) {
     expect_close(dw, rdw, 1e-3);
     expect_close(db, rdb, 1e-3);
     expect_close(dx, rdx, 1e-3);
+  }
+}
+
+// 3x3 stride-1 convolutions with outputs of 7x7 or more run Winograd where oneDNN has its
+// kernels (AVX-512: blocked by 16), others direct; every pass against the direct formulas.
+TEST(Ops, Conv2dWinogradWhereTheShapeCallsForItMatchesDirectFormulas) {
+  const Layout blocked = cpu::blocked_layout();
+  const bool avx512 = blocked == Layout::nChw16c;
+  const int64_t N = 2, C = 16, O = 16, K = 3;
+  for (int64_t H : {10, 4}) {
+    Tensor x = rnd({N, C, H, H}, 31), w = rnd({O, C, K, K}, 32), b = rnd({O}, 33);
+    const Tensor xin = x.to_layout(blocked);
+    const std::string impl = cpu::conv2d_forward_impl(xin, w, true, {1, 1});
+    if (H >= 7 && avx512)
+      EXPECT_EQ(impl.rfind("jit_wino", 0), 0u) << impl;
+    else
+      EXPECT_EQ(impl.find("wino"), std::string::npos) << H << "x" << H << ": " << impl;
+    Tensor y = ops::conv2d_forward(xin, w, b, {1, 1});
+    expect_close(y, conv_ref(x, w, b, 1, 1));
+    Tensor dy = rnd(y.shape(), 34).to_layout(y.layout());
+    Tensor dw = Tensor::empty(w.shape()), db = Tensor::empty(b.shape());
+    ops::conv2d_backward_weights(xin, dy, dw, db, {1, 1}, false);
+    Tensor dx = Tensor::empty(x.shape(), Device::cpu(), DType::f32, blocked);
+    ops::conv2d_backward_data(dy, w, dx, {1, 1});
+    const auto g = dy.to_plain().to_vector();
+    std::vector<double> rdw(static_cast<size_t>(O * C * K * K), 0.0), rdx(static_cast<size_t>(N * C * H * H), 0.0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t o = 0; o < O; ++o)
+        for (int64_t i = 0; i < H; ++i)
+          for (int64_t j = 0; j < H; ++j) {
+            const double gy = g[static_cast<size_t>(((n * O + o) * H + i) * H + j)];
+            for (int64_t c = 0; c < C; ++c)
+              for (int64_t p = 0; p < K; ++p)
+                for (int64_t q = 0; q < K; ++q) {
+                  const int64_t hi = i - 1 + p, wi = j - 1 + q;
+                  if (hi < 0 || hi >= H || wi < 0 || wi >= H) continue;
+                  const auto xi = static_cast<size_t>(((n * C + c) * H + hi) * H + wi);
+                  const auto wk = static_cast<size_t>(((o * C + c) * K + p) * K + q);
+                  rdw[wk] += gy * x.data()[xi];
+                  rdx[xi] += gy * w.data()[wk];
+                }
+          }
+    expect_close(dw, rdw);
+    expect_close(dx.to_plain(), rdx);
   }
 }
 

@@ -6,6 +6,19 @@
 namespace dpb::cpu {
 
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const ops::Conv2dParams& p);
+// Which algorithms CPU convolutions may run: Winograd where the shape calls for it
+// (conv2d.cpp) and direct elsewhere (auto), or direct only. From DPB_CPU_CONV=auto|direct
+// (default auto; another value is an error naming these), unless set. Winograd rounds
+// differently from direct convolution and from itself at another batch size (ResNet-18's
+// parameters after two SGD steps differ from direct's by up to 1e-4 of their scale);
+// direct is for comparing two runs element for element.
+enum class ConvAlgorithms { automatic, direct_only };
+void set_conv_algorithms(ConvAlgorithms a);
+ConvAlgorithms conv_algorithms();
+
+// The oneDNN implementation the forward convolution of x by w runs ("jit_wino_4x3:avx512_core",
+// "jit:avx512_core", ...): which algorithm and kernels the rule picked.
+std::string conv2d_forward_impl(const Tensor& x, const Tensor& w, bool bias, const ops::Conv2dParams& p);
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const ops::Conv2dParams& p);
 void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db, const ops::Conv2dParams& p,
                              bool accumulate);
