@@ -130,9 +130,12 @@ def main():
         change = ""
         if before:
             d = r["dpbench_samples_per_s"] / before["dpbench_samples_per_s"] - 1
-            change = f"{100 * d:+.1f}% ({last['date']}, {last['git']})"
+            ref = r["pytorch_samples_per_s"] / before["pytorch_samples_per_s"] - 1
+            change = f"{100 * d:+.1f}% ({last['date']}, {last['git']}; PyTorch {100 * ref:+.1f}%)"
             if d < -a.tolerance:
-                change += "  <- DROP"
+                # Flagged either way; where the reference fell as far in the same run, the
+                # machine ran slower (a shared VM's speed drifts), which the line says.
+                change += "  <- DROP" + (" (PyTorch fell as far: the machine)" if ref <= d else "")
                 dropped.append(r["model"])
         print(f"{r['model']:>9} {r['batch']:>5} {r['dpbench_samples_per_s']:>11.1f} {r['pytorch_samples_per_s']:>11.1f} "
               f"{r['ratio']:>6.2f}x   {change or 'no earlier record on this processor'}")
