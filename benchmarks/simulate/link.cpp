@@ -245,11 +245,12 @@ struct Measured {
 };
 
 // Repeated measurements of one link: each size's median time over the runs that have it.
-std::vector<std::pair<double, double>> median_per_size(const std::vector<std::vector<std::pair<double, double>>>& runs) {
+using Points = std::vector<std::pair<double, double>>;  // bytes, seconds
+Points median_per_size(const std::vector<Points>& runs) {
   std::map<double, std::vector<double>> by_size;
   for (const auto& run : runs)
     for (const auto& [bytes, t] : run) by_size[bytes].push_back(t);
-  std::vector<std::pair<double, double>> out;
+  Points out;
   for (auto& [bytes, ts] : by_size) {
     std::sort(ts.begin(), ts.end());
     const size_t n = ts.size();
@@ -263,7 +264,7 @@ std::vector<std::pair<double, double>> median_per_size(const std::vector<std::ve
 Measured merged(const std::vector<Measured>& runs) {
   Measured m = runs.front();
   if (runs.size() == 1) return m;
-  std::vector<std::vector<std::pair<double, double>>> ar, ag, rs;
+  std::vector<Points> ar, ag, rs;
   m.slowdown_time = m.time = m.bytes = 0;
   for (const auto& r : runs) {
     ar.push_back(r.points);

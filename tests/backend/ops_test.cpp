@@ -58,6 +58,37 @@ TEST(Ops, Conv2dForwardMatchesDirectConvolution) {
   }
 }
 
+// The gradients of a stride-1, padding-1 convolution of x (N, C, H, H) by w (O, C, K, K)
+// for dy (N, O, H, H, plain order), by the direct formulas.
+struct ConvGrads {
+  std::vector<double> dw, dx, db;
+};
+ConvGrads conv_grads_ref(const Tensor& x, const Tensor& w, const std::vector<float>& dy) {
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), O = w.size(0), K = w.size(2);
+  ConvGrads r;
+  r.dw.assign(static_cast<size_t>(O * C * K * K), 0.0);
+  r.dx.assign(static_cast<size_t>(N * C * H * H), 0.0);
+  r.db.assign(static_cast<size_t>(O), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < H; ++j) {
+          const double gy = dy[static_cast<size_t>(((n * O + o) * H + i) * H + j)];
+          r.db[static_cast<size_t>(o)] += gy;
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t p = 0; p < K; ++p)
+              for (int64_t q = 0; q < K; ++q) {
+                const int64_t hi = i - 1 + p, wi = j - 1 + q;
+                if (hi < 0 || hi >= H || wi < 0 || wi >= H) continue;
+                const auto xi = static_cast<size_t>(((n * C + c) * H + hi) * H + wi);
+                const auto wk = static_cast<size_t>(((o * C + c) * K + p) * K + q);
+                r.dw[wk] += gy * x.data()[xi];
+                r.dx[xi] += gy * w.data()[wk];
+              }
+        }
+  return r;
+}
+
 // Channel counts that fit no channel block run channels-last (nhwc) where oneDNN has
 // optimised kernels for it: LeNet's 1 -> 6 and 6 -> 16 convolutions. Forward, weight
 // and input gradients against the direct formulas, from a plain and a blocked input.
@@ -74,29 +105,10 @@ TEST(Ops, Conv2dInChannelsLastMatchesDirectFormulas) {
     Tensor dx = Tensor::empty(x.shape(), Device::cpu(), DType::f32, in);
     ops::conv2d_backward_data(dy, w, dx, {1, 1});
     EXPECT_EQ(dx.layout(), in) << "the input gradient comes back in the input's layout";
-    const auto g = dy.to_vector();
-    std::vector<double> rdw(static_cast<size_t>(O * C * K * K), 0.0), rdx(static_cast<size_t>(N * C * H * H), 0.0),
-        rdb(static_cast<size_t>(O), 0.0);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t o = 0; o < O; ++o)
-        for (int64_t i = 0; i < H; ++i)
-          for (int64_t j = 0; j < H; ++j) {
-            const double gy = g[static_cast<size_t>(((n * O + o) * H + i) * H + j)];
-            rdb[static_cast<size_t>(o)] += gy;
-            for (int64_t c = 0; c < C; ++c)
-              for (int64_t p = 0; p < K; ++p)
-                for (int64_t q = 0; q < K; ++q) {
-                  const int64_t hi = i - 1 + p, wi = j - 1 + q;
-                  if (hi < 0 || hi >= H || wi < 0 || wi >= H) continue;
-                  const auto xi = static_cast<size_t>(((n * C + c) * H + hi) * H + wi);
-                  const auto wk = static_cast<size_t>(((o * C + c) * K + p) * K + q);
-                  rdw[wk] += gy * x.data()[xi];
-                  rdx[xi] += gy * w.data()[wk];
-                }
-          }
-    expect_close(dw, rdw, 1e-3);
-    expect_close(db, rdb, 1e-3);
-    expect_close(dx, rdx, 1e-3);
+    const ConvGrads r = conv_grads_ref(x, w, dy.to_vector());
+    expect_close(dw, r.dw, 1e-3);
+    expect_close(db, r.db, 1e-3);
+    expect_close(dx, r.dx, 1e-3);
   }
 }
 
@@ -121,26 +133,10 @@ TEST(Ops, Conv2dWinogradWhereTheShapeCallsForItMatchesDirectFormulas) {
     ops::conv2d_backward_weights(xin, dy, dw, db, {1, 1}, false);
     Tensor dx = Tensor::empty(x.shape(), Device::cpu(), DType::f32, blocked);
     ops::conv2d_backward_data(dy, w, dx, {1, 1});
-    const auto g = dy.to_plain().to_vector();
-    std::vector<double> rdw(static_cast<size_t>(O * C * K * K), 0.0), rdx(static_cast<size_t>(N * C * H * H), 0.0);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t o = 0; o < O; ++o)
-        for (int64_t i = 0; i < H; ++i)
-          for (int64_t j = 0; j < H; ++j) {
-            const double gy = g[static_cast<size_t>(((n * O + o) * H + i) * H + j)];
-            for (int64_t c = 0; c < C; ++c)
-              for (int64_t p = 0; p < K; ++p)
-                for (int64_t q = 0; q < K; ++q) {
-                  const int64_t hi = i - 1 + p, wi = j - 1 + q;
-                  if (hi < 0 || hi >= H || wi < 0 || wi >= H) continue;
-                  const auto xi = static_cast<size_t>(((n * C + c) * H + hi) * H + wi);
-                  const auto wk = static_cast<size_t>(((o * C + c) * K + p) * K + q);
-                  rdw[wk] += gy * x.data()[xi];
-                  rdx[xi] += gy * w.data()[wk];
-                }
-          }
-    expect_close(dw, rdw);
-    expect_close(dx.to_plain(), rdx);
+    const ConvGrads r = conv_grads_ref(x, w, dy.to_plain().to_vector());
+    expect_close(dw, r.dw);
+    expect_close(db, r.db);
+    expect_close(dx.to_plain(), r.dx);
   }
 }
 

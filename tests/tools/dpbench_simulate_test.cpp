@@ -32,6 +32,18 @@ std::string temp(const std::string& name) {
   return std::filesystem::temp_directory_path() / ("dpb_sim_" + std::to_string(::getpid()) + "_" + name);
 }
 
+// The predicted step at 2 ranks of `dpbench --simulate --mode=ddp --gpus=2 ARGS`; its
+// printed summary into `out` when given.
+double predicted_step_at_2(const std::string& args, std::string* out = nullptr) {
+  const std::string json = temp("pred.json");
+  const Proc s = dpbench("--simulate --mode=ddp --gpus=2 " + args + " --json=" + json);
+  EXPECT_EQ(s.code, 0) << s.err;
+  if (out) *out = s.out;
+  const double step = checked_report(json)["sweep"][0]["step_time_s"].get<double>();
+  std::remove(json.c_str());
+  return step;
+}
+
 TEST(DpbenchSimulate, PredictsAThousandRanksFromAPublishedStep) {
   const std::string json = temp("r50.json");
   const Proc r = dpbench("--simulate --mode=ddp --model=resnet50 --batch=32 --hardware=dgx1-v100 "
@@ -105,14 +117,7 @@ TEST(DpbenchSimulate, ACrowdedProfileStretchesComputeButNeverShrinksIt) {
   scaled(slower, 1.10);
   scaled(faster, 0.95);
   auto step_at_2 = [&](const std::string& extra, std::string* out) {
-    const std::string json = temp("pred.json");
-    const Proc s = dpbench("--simulate --mode=ddp --gpus=2 --sim-jitter=0 --profile=" + profile + " " + extra +
-                           " --json=" + json);
-    EXPECT_EQ(s.code, 0) << s.err;
-    if (out) *out = s.out;
-    const double step = checked_report(json)["sweep"][0]["step_time_s"].get<double>();
-    std::remove(json.c_str());
-    return step;
+    return predicted_step_at_2("--sim-jitter=0 --profile=" + profile + " " + extra, out);
   };
   std::string said;
   const double alone = step_at_2("", nullptr);
@@ -151,13 +156,7 @@ TEST(DpbenchSimulate, TheSlowestRanksLagComesFromTheProfiledSteps) {
   for (size_t i = 0; i < steps.size(); ++i) steps[i] = 0.002 * (1 + 0.02 * static_cast<double>(i));
   rewritten(spread, steps);
   auto step_at_2 = [&](const std::string& prof, const std::string& extra, std::string* out) {
-    const std::string json = temp("pred.json");
-    const Proc s = dpbench("--simulate --mode=ddp --gpus=2 --profile=" + prof + " " + extra + " --json=" + json);
-    EXPECT_EQ(s.code, 0) << s.err;
-    if (out) *out = s.out;
-    const double step = checked_report(json)["sweep"][0]["step_time_s"].get<double>();
-    std::remove(json.c_str());
-    return step;
+    return predicted_step_at_2("--profile=" + prof + " " + extra, out);
   };
   std::string said;
   const double still = step_at_2(profile, "--sim-jitter=0", nullptr);
