@@ -97,7 +97,7 @@ convolution_forward::primitive_desc forward_pd(CpuContext& ctx, const ConvShapes
 // one thread), Winograd against direct:
 //   ResNet-18 (CIFAR): 32x32x64, 16x16x128, 8x8x256 1.6-2.0x faster in every pass;
 //   4x4x512 1.3-2.1x slower;
-//   ResNet-50's shapes (ImageNet): 56x56x64 to 14x14x256 1.6-2.3x faster, 7x7x512 1.15-1.4x.
+//   ResNet-50's shapes (ImageNet): 56x56x64 to 14x14x256 1.6-2.3x faster, 7x7x512 1.1-1.45x.
 // A rule of the shape, not a timing: the same layer runs the same arithmetic in every run
 // and on every rank (the two algorithms round differently).
 algorithm conv_algorithm(CpuContext& ctx, const ConvShapes& s) {
