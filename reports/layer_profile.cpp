@@ -4,27 +4,21 @@
 #include <cmath>
 
 #include "engine/core/error.h"
+#include "engine/core/stats.h"
 #include "reports/json_view.h"
 
 namespace dpb::reports {
 
-std::vector<RankLag> rank_lags(std::vector<double> steps) {
+std::vector<RankLag> rank_lags(const std::vector<double>& steps) {
   std::vector<RankLag> out;
   const size_t n = steps.size();
   if (n < 4) return out;
-  std::sort(steps.begin(), steps.end());
-  const auto quantile = [&](double q) {  // linear between order statistics
-    const double at = q * static_cast<double>(n - 1);
-    const size_t i = static_cast<size_t>(at);
-    const double f = at - static_cast<double>(i);
-    return i + 1 < n ? steps[i] * (1 - f) + steps[i + 1] * f : steps[n - 1];
-  };
-  const double median = quantile(0.5);
+  const double median = percentile(steps, 0.5);
   if (!(median > 0)) return out;
   for (int ranks = 2; ranks <= (1 << 20); ranks *= 2) {
     const double q = std::pow(0.5, 1.0 / ranks);
     if (1 / (1 - q) > static_cast<double>(n)) break;
-    out.push_back({ranks, std::max(0.0, quantile(q) / median - 1)});
+    out.push_back({ranks, std::max(0.0, percentile(steps, q) / median - 1)});
   }
   return out;
 }

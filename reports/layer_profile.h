@@ -40,7 +40,7 @@ struct RankLag {
 // The lags `steps` support: N = 2, 4, 8, … while the quantile lies inside the sample (at
 // least one step expected beyond it: 1 / (1 − 0.5^(1/N)) ≤ the number of steps). Fewer
 // than 4 steps: none.
-std::vector<RankLag> rank_lags(std::vector<double> steps);
+std::vector<RankLag> rank_lags(const std::vector<double>& steps);
 
 struct LayerProfile {
   std::string model;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/core/stats.h"
 #include "engine/core/text.h"
 #include "reports/collectives_report.h"
 #include "reports/json_view.h"
@@ -251,11 +252,7 @@ Points median_per_size(const std::vector<Points>& runs) {
   for (const auto& run : runs)
     for (const auto& [bytes, t] : run) by_size[bytes].push_back(t);
   Points out;
-  for (auto& [bytes, ts] : by_size) {
-    std::sort(ts.begin(), ts.end());
-    const size_t n = ts.size();
-    out.emplace_back(bytes, n % 2 ? ts[n / 2] : 0.5 * (ts[n / 2 - 1] + ts[n / 2]));
-  }
+  for (const auto& [bytes, ts] : by_size) out.emplace_back(bytes, percentile(ts, 0.5));
   return out;
 }
 
@@ -345,8 +342,11 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
   std::string sources, loaded_sources;
   // Reports of one kind at one rank count: repeats of one measurement when they come from
   // the same place (the median of each size is fitted), else which to believe is not guessed.
-  std::map<std::pair<bool, int>, std::vector<Measured>> kinds;
-  std::map<std::pair<bool, int>, std::string> loaded_paths;
+  struct Repeats {
+    std::vector<Measured> runs;
+    std::string paths;  // theirs, listed
+  };
+  std::map<std::pair<bool, int>, Repeats> kinds;
   for (const auto& path : paths) {
     const std::string doc = "link '" + escape_untrusted(path) + "'";
     const nlohmann::json j = reports::read_json_file(path, "collectives report", size_t{64} << 20);
@@ -356,26 +356,27 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
                                     << " has fewer than 2 correct all-reduce sizes to fit a link on (dpbench "
                                        "--bench=collectives --ops=allreduce, or nccl-tests' all_reduce_perf -J)";
     DPB_CHECK(m.ranks >= 2) << doc << " ran on 1 rank: a link needs at least 2";
-    auto& same = kinds[{m.under_load, m.ranks}];
+    Repeats& group = kinds[{m.under_load, m.ranks}];
+    const std::vector<Measured>& same = group.runs;
     DPB_CHECK(same.empty() || (!m.place.empty() && m.place == same.front().place))
         << doc << ": two " << (m.under_load ? "reports under load" : "idle reports") << " for " << m.ranks
         << " ranks from different places (" << (same.front().place.empty() ? "nccl-tests" : same.front().place)
         << ", " << (m.place.empty() ? "nccl-tests" : m.place)
         << "): which to believe is not guessed; repeats of one link (dpbench, same host, backend and devices) are "
            "fitted on each size's median";
-    same.push_back(m);
+    group.runs.push_back(m);
+    group.paths += (group.paths.empty() ? "" : ", ") + path;
     std::string& listed = m.under_load ? loaded_sources : sources;
     listed += (listed.empty() ? "" : ", ") + path;
-    if (m.under_load) loaded_paths[{true, m.ranks}] += (same.size() > 1 ? ", " : "") + path;
   }
-  for (const auto& [kind, runs] : kinds) {
-    const Measured m = merged(runs);
+  for (const auto& [kind, group] : kinds) {
+    const Measured m = merged(group.runs);
     if (m.under_load) {
       l.fitted_under_load[m.ranks] = fit_allreduce(m.points, m.ranks);
       l.contention = std::max(0.0, m.slowdown_time / m.time);  // each row's own is noisy, either way
       l.contention_per_byte_s = m.bytes > 0 ? std::max(0.0, m.slowdown_time / m.bytes) : 0.0;
       l.contention_scope = LinkModel::ContentionScope::transfers;
-      l.contention_source = "measured: compute slowed by the all-reduces in " + loaded_paths[kind];
+      l.contention_source = "measured: compute slowed by the all-reduces in " + group.paths;
     } else {
       l.fitted[m.ranks] = fit_allreduce(m.points, m.ranks);
       // All-gather and reduce-scatter: (n-1) alpha + (n-1)/n S / busbw is the all-reduce's

@@ -91,7 +91,7 @@ StepProfile profile_from_report(const std::string& path) {
     std::vector<double> steps;
     for (const auto& t : r.runs.front().step_times_s)
       if (t) steps.push_back(*t);
-    p.rank_lag = reports::rank_lags(std::move(steps));
+    p.rank_lag = reports::rank_lags(steps);
   }
   return p;
 }
