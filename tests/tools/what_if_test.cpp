@@ -73,5 +73,51 @@ TEST(WhatIf, SaysSoWhenItCannotReproduceTheRunAndLeavesOtherFindingsAlone) {
   EXPECT_EQ(again[0].fix, "fewer, larger exchanges.");
 }
 
+// The main job's sweeps as they ran (scripts/run.sh: LeNet b64, DDP over 1 and 2 CPU ranks,
+// one epoch of Fashion-MNIST, 2-vCPU Xeon; tests/data/reports). The last step's one bucket
+// holds that step's wait for the slower rank: the link is rank 0's step-mean transfer
+// instead, the wait is the slowest rank's lag from the one-rank run's steps, and the ranks'
+// crowding is their compute against the one-rank run's. With those measured, the
+// simulation reproduces the step with no contention fitted to it, and the fix says where the
+// time beyond one rank's goes, none of it to the link.
+TEST(WhatIf, TheMainJobsRunsAreReproducedWithoutFittingAndTheirLossesNamed) {
+  struct Case {
+    const char* file;
+    bool crowded;  // the 2-rank compute measurably slower than the 1-rank run's
+  };
+  for (const Case& c : {Case{"lenet-ddp-sweep-fashion-mnist.json", false},
+                        Case{"lenet-ddp-sweep-fashion-mnist-2026-11-26.json", true}}) {
+    SCOPED_TRACE(c.file);
+    const auto r = reports::RunReport::read(std::string(DPB_SOURCE_DIR) + "/tests/data/reports/" + c.file);
+    ASSERT_EQ(r.runs.size(), 2u);
+    const auto& r0 = r.runs.back().ranks->front();
+    ASSERT_TRUE(r0.allreduce_s && r0.wait_for_peers_s);
+    std::vector<reports::Finding> findings{exposed()};
+    add_simulated_fixes(r, findings);
+    ASSERT_TRUE(findings[0].evidence.contains("simulated_fix"));
+    const auto& s = findings[0].evidence["simulated_fix"];
+    const double measured = s["measured_step_s"].get<double>(), simulated = s["simulated_step_s"].get<double>();
+    EXPECT_TRUE(s["reproduces_measured_step"].get<bool>()) << s.dump();
+    EXPECT_NEAR(simulated, measured, 0.05 * measured) << s.dump();
+    EXPECT_FALSE(s["contention_fitted_to_this_run"].get<bool>()) << s.dump();
+    EXPECT_EQ(s["contention"].get<double>(), 0) << s.dump();
+    EXPECT_DOUBLE_EQ(s["one_rank_step_s"].get<double>(), *r.runs.front().step_time_s.median) << s.dump();
+    // The link is the transfer rank 0 measured, not the last bucket's wait.
+    const double transfer = *r0.allreduce_s - *r0.wait_for_peers_s;
+    EXPECT_NEAR(s["communication_s"].get<double>(), transfer, 0.25 * transfer) << s.dump();
+    EXPECT_GT(s["slowest_rank_lag"].get<double>(), 0) << s.dump();
+    EXPECT_GT(s["slower_rank_wait_s"].get<double>(), s["communication_s"].get<double>()) << s.dump();
+    EXPECT_EQ(s["crowding"].get<double>() > 0.01, c.crowded) << s.dump();
+    // The parts add up to what the step takes beyond one rank's.
+    const double parts = s["slower_rank_wait_s"].get<double>() + s["crowding_s"].get<double>() +
+                         s["communication_s"].get<double>();
+    EXPECT_NEAR(parts, simulated - s["one_rank_step_s"].get<double>(), 1e-9) << s.dump();
+    EXPECT_NE(findings[0].fix.find("is the wait for the slower rank"), std::string::npos) << findings[0].fix;
+    EXPECT_EQ(findings[0].fix.find("the link itself is the limit"), std::string::npos) << findings[0].fix;
+    EXPECT_NE(findings[0].fix.find("Nothing in it was fitted to this run's step"), std::string::npos)
+        << findings[0].fix;
+  }
+}
+
 }  // namespace
 }  // namespace dpb::bench
