@@ -7,6 +7,7 @@
 
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/dnnl_util.h"
+#include "engine/backend/cpu/winograd.h"
 #include "engine/core/rng.h"
 
 namespace dpb {
@@ -17,6 +18,17 @@ Tensor rnd(const Shape& s, uint64_t seed) {
   Tensor t = Tensor::empty(s);
   for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = static_cast<float>(g.normal());
   return t;
+}
+
+// Within `tol` of the largest reference value: for algorithms whose rounding error scales
+// with the values summed (Winograd's transforms), not with each result.
+void expect_close_to_scale(const Tensor& a, const std::vector<double>& ref, double tol) {
+  ASSERT_EQ(a.numel(), static_cast<int64_t>(ref.size()));
+  double scale = 0, worst = 0;
+  for (double r : ref) scale = std::max(scale, std::fabs(r));
+  const auto v = a.to_vector();
+  for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(v[i] - ref[i]));
+  EXPECT_LE(worst, tol * scale) << "largest difference " << worst << " against values up to " << scale;
 }
 
 void expect_close(const Tensor& a, const std::vector<double>& ref, double tol = 1e-4) {
@@ -113,7 +125,8 @@ TEST(Ops, Conv2dInChannelsLastMatchesDirectFormulas) {
 }
 
 // 3x3 stride-1 convolutions with outputs of 7x7 or more run Winograd where oneDNN has its
-// kernels (AVX-512: blocked by 16), others direct; every pass against the direct formulas.
+// kernels (AVX-512: blocked by 16); without them (AVX2: blocked by 8), outputs of 8x8 or
+// more run our own; others direct. Every pass against the direct formulas.
 TEST(Ops, Conv2dWinogradWhereTheShapeCallsForItMatchesDirectFormulas) {
   const Layout blocked = cpu::blocked_layout();
   const bool avx512 = blocked == Layout::nChw16c;
@@ -124,6 +137,8 @@ TEST(Ops, Conv2dWinogradWhereTheShapeCallsForItMatchesDirectFormulas) {
     const std::string impl = cpu::conv2d_forward_impl(xin, w, true, {1, 1});
     if (H >= 7 && avx512)
       EXPECT_EQ(impl.rfind("jit_wino", 0), 0u) << impl;
+    else if (H >= 8 && cpu::winograd::processor_supported())
+      EXPECT_EQ(impl, "dpbench_wino_4x3:avx2");
     else
       EXPECT_EQ(impl.find("wino"), std::string::npos) << H << "x" << H << ": " << impl;
     Tensor y = ops::conv2d_forward(xin, w, b, {1, 1});
@@ -137,6 +152,37 @@ TEST(Ops, Conv2dWinogradWhereTheShapeCallsForItMatchesDirectFormulas) {
     expect_close(dw, r.dw);
     expect_close(db, r.db);
     expect_close(dx.to_plain(), r.dx);
+  }
+}
+
+// Our own Winograd F(4x4, 3x3), which runs where oneDNN has no Winograd kernels: every
+// pass against the direct formulas, on sizes that fill their 4x4 blocks (8) and that
+// leave them part-empty at the image's edge (9, 10), with more output than input
+// channels; the weight gradients added to what they hold when accumulating.
+TEST(CpuWinograd, EveryPassMatchesTheDirectFormulas) {
+  if (!cpu::winograd::processor_supported()) GTEST_SKIP() << "no AVX2 with FMA on this processor";
+  const int64_t N = 2, C = 16, O = 24;
+  for (int64_t H : {8, 9, 10}) {
+    SCOPED_TRACE(H);
+    Tensor x = rnd({N, C, H, H}, 41), w = rnd({O, C, 3, 3}, 42), b = rnd({O}, 43), dy = rnd({N, O, H, H}, 44);
+    const Tensor xb = x.to_layout(Layout::nChw8c), dyb = dy.to_layout(Layout::nChw8c);
+    Tensor y = Tensor::empty({N, O, H, H}, Device::cpu(), DType::f32, Layout::nChw8c);
+    cpu::winograd::forward(xb.data(), w.data(), b.data(), y.data(), N, C, H, H, O);
+    expect_close_to_scale(y.to_plain(), conv_ref(x, w, b, 1, 1), 1e-5);
+    const ConvGrads r = conv_grads_ref(x, w, dy.to_vector());
+    Tensor dx = Tensor::empty(x.shape(), Device::cpu(), DType::f32, Layout::nChw8c);
+    cpu::winograd::backward_data(dyb.data(), w.data(), dx.data(), N, C, H, H, O);
+    expect_close_to_scale(dx.to_plain(), r.dx, 1e-5);
+    Tensor dw = Tensor::full(w.shape(), 7.0f), db = Tensor::full(b.shape(), 7.0f);
+    cpu::winograd::backward_weights(xb.data(), dyb.data(), dw.data(), db.data(), N, C, H, H, O, false);
+    expect_close_to_scale(dw, r.dw, 1e-5);
+    expect_close_to_scale(db, r.db, 1e-5);
+    cpu::winograd::backward_weights(xb.data(), dyb.data(), dw.data(), db.data(), N, C, H, H, O, true);
+    std::vector<double> twice_w(r.dw), twice_b(r.db);
+    for (auto& v : twice_w) v *= 2;
+    for (auto& v : twice_b) v *= 2;
+    expect_close_to_scale(dw, twice_w, 1e-5);
+    expect_close_to_scale(db, twice_b, 1e-5);
   }
 }
 
