@@ -126,14 +126,16 @@ algorithm conv_algorithm(CpuContext& ctx, const ConvShapes& s) {
 
 // Our own Winograd F(4x4, 3x3) (winograd.h) where oneDNN has no Winograd kernels
 // (processors without AVX-512, or oneDNN held below it): 3x3 stride-1 padding-1
-// convolutions on eight-channel blocks, the forward and data gradient where the output is
-// at least 8x8, the weight gradient from 4x4. Measured one pass at a time with oneDNN held
-// to AVX2 on a 2-vCPU Xeon (batch 16, one thread), against oneDNN's direct AVX2 kernels
-// (forward / data gradient / weight gradient):
-//   32x32x64 1.7-1.9x / 1.75-1.85x / 1.8-2.0x faster; 16x16x128 1.8-2.3x / 1.9-2.3x /
-//   2.0-2.3x; 8x8x256 1.8-2.0x / 1.8-2.2x / 2.2-2.4x;
-//   4x4x512 0.94x / 1.02x / 1.8x: at 4x4 the 36-point filters (4x the weights) cost as
-//   much as the products they save, except in the weight gradient.
+// convolutions of at least 32 channels in and out (in blocks of eight), the forward and
+// data gradient where the output is at least 8x8, the weight gradient from 4x4. Measured
+// one pass at a time with oneDNN held to AVX2 on a 2-vCPU Xeon (batch 16, one thread),
+// against oneDNN's direct AVX2 kernels (forward / data gradient / weight gradient):
+//   32x32x64 1.7-1.9x / 1.75-1.9x / 1.5-2.0x faster; 16x16x128 1.8-2.3x / 1.9-2.3x /
+//   2.0-2.3x; 8x8x256 1.8-2.25x / 1.8-2.3x / 2.2-2.4x;
+//   4x4x512 0.94-1.02x / 1.02x / 1.8x: at 4x4 the 36-point filters (4x the weights) cost
+//   as much as the products they save, except in the weight gradient;
+//   32 channels 1.1-1.7x in every pass from 8x8; 16 channels as low as 0.5x (batch 2,
+//   8x8) and 0.73x (the weight gradient at batch 16).
 // A rule of the shape and the pass, as oneDNN's above.
 constexpr int64_t kOwnWinogradMinSide = 8;  // forward and data gradient; the weight gradient from 4
 bool own_winograd(CpuContext& ctx, const ConvShapes& s, bool weight_gradient) {
@@ -141,7 +143,7 @@ bool own_winograd(CpuContext& ctx, const ConvShapes& s, bool weight_gradient) {
   const int64_t min_side = weight_gradient ? 4 : kOwnWinogradMinSide;
   const bool shape = s.wei[2] == 3 && s.wei[3] == 3 && s.strides[0] == 1 && s.strides[1] == 1 && s.pad[0] == 1 &&
                      s.pad[1] == 1 && s.src[1] % winograd::kBlock == 0 && s.dst[1] % winograd::kBlock == 0 &&
-                     s.dst[2] >= min_side && s.dst[3] >= min_side;
+                     s.src[1] >= 32 && s.dst[1] >= 32 && s.dst[2] >= min_side && s.dst[3] >= min_side;
   if (!shape || blocked_layout() != Layout::nChw8c || !winograd::processor_supported()) return false;
   // Only where oneDNN has no Winograd kernels of its own for this shape in these layouts.
   struct Choice {
