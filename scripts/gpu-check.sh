@@ -5,11 +5,12 @@
 # built.
 #
 #   scripts/gpu-check.sh pack             # on the build machine (no GPU needed): builds with
-#                                         # CUDA and writes dist/gpu-check.tgz (binaries, the
-#                                         # CTest files, the non-CUDA libraries; ~36 MB) and
-#                                         # dist/gpu-check-hta.tgz (HTA's wheels, for measure)
+#                                         # CUDA and writes dist/gpu-check.tar.xz (binaries, the
+#                                         # CTest files, the non-CUDA libraries; ~22 MB) and
+#                                         # dist/gpu-check-hta.tgz (HTA's wheels, for measure;
+#                                         # ~24 MB): together under 64 MiB
 #   scripts/gpu-check.sh build-and-test   # on the GPU machine, from the repository root with
-#                                         # dist/gpu-check.tgz beside it: the whole test suite,
+#                                         # dist/gpu-check.tar.xz beside it: the whole test suite,
 #                                         # CUDA tests included (<= 10 minutes)
 #   scripts/gpu-check.sh measure          # on the GPU machine: every mode, the timing sources
 #                                         # (each source named, the collectors' cost; CUPTI's
@@ -31,7 +32,7 @@
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${OUT:-$ROOT/out/gpu-check}"
-PACK="$ROOT/dist/gpu-check.tgz"
+PACK="$ROOT/dist/gpu-check.tar.xz"
 STAGE="$ROOT/dist/gpu-check"
 mkdir -p "$OUT"
 summary="$OUT/summary.md"
@@ -71,8 +72,9 @@ pack() {
   rmdir "$STAGE/lib" && mv "$STAGE/pkg/lib" "$STAGE/lib" && rm -rf "$STAGE/pkg"
   echo "$ROOT" >"$STAGE/source_dir"
   git -C "$ROOT" rev-parse HEAD >"$STAGE/commit" 2>/dev/null || true
-  tar -C "$ROOT" -czf "$PACK.tmp" -T "$STAGE/files" -C "$ROOT/dist" gpu-check/lib gpu-check/source_dir \
-      gpu-check/commit && mv "$PACK.tmp" "$PACK"
+  # xz, not gzip: 22 MB where gzip made 45 (with HTA's 24 MB, over what one carry holds).
+  tar -C "$ROOT" -cf - -T "$STAGE/files" -C "$ROOT/dist" gpu-check/lib gpu-check/source_dir gpu-check/commit |
+    xz -T0 -6 >"$PACK.tmp" && mv "$PACK.tmp" "$PACK"
   echo "gpu-check pack: $(wc -l <"$STAGE/files") files, $(ls "$STAGE/lib" | wc -l) libraries, $(du -h "$PACK" | cut -f1) in $PACK" >&2
   # HTA for the GPU machine's own PyTorch (no network there), in a tarball of its own:
   # HTA and the modules it imports, for that machine's Python (GPU_PYTHON, default 3.12;
@@ -92,8 +94,19 @@ pack() {
 unpack() {
   [ -f "$PACK" ] || { echo "gpu-check: no $PACK (run 'scripts/gpu-check.sh pack' on the build machine and bring it)" >&2; exit 2; }
   mkdir -p "$ROOT/dist"
-  tar -C "$ROOT/dist" -xzf "$PACK" --wildcards 'gpu-check/*' || exit 2
-  tar -C "$ROOT" -xzf "$PACK" --exclude 'gpu-check/*' || exit 2
+  # gpu-check/* into dist/, the build tree into the repository root; with Python's tarfile
+  # where this machine has no xz.
+  if command -v xz >/dev/null; then
+    tar -C "$ROOT/dist" -xJf "$PACK" --wildcards 'gpu-check/*' || exit 2
+    tar -C "$ROOT" -xJf "$PACK" --exclude 'gpu-check/*' || exit 2
+  else
+    python3 - "$PACK" "$ROOT" <<'PY' || exit 2
+import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    for m in t.getmembers():
+        t.extract(m, sys.argv[2] + "/dist" if m.name.startswith("gpu-check/") else sys.argv[2])
+PY
+  fi
   [ -f "$ROOT/dist/gpu-check-hta.tgz" ] && tar -C "$ROOT/dist" -xzf "$ROOT/dist/gpu-check-hta.tgz"
   local baked; baked="$(cat "$STAGE/source_dir")"
   if [ "$baked" != "$ROOT" ] && [ ! -e "$baked" ]; then mkdir -p "$(dirname "$baked")" && ln -s "$ROOT" "$baked"; fi
