@@ -102,48 +102,62 @@ DPB_AVX2 inline void gradient_1d(const __m256 y[kOut], __m256 o[kIn]) {
   o[5] = y[3];
 }
 
+// The 2-D transform X d X^T of an n x n tile (X m x n, one of the three above): the 1-D
+// transform down every column, then along every row.
+template <int N, int M, void (*F)(const __m256*, __m256*)>
+DPB_AVX2 inline void transform_2d(const __m256 (&d)[N][N], __m256 (&out)[M][M]) {
+  __m256 t[M][N];
+  for (int q = 0; q < N; ++q) {
+    __m256 col[N], o[M];
+    for (int r = 0; r < N; ++r) col[r] = d[r][q];
+    F(col, o);
+    for (int r = 0; r < M; ++r) t[r][q] = o[r];
+  }
+  for (int r = 0; r < M; ++r) F(t[r], out[r]);
+}
+
 // The blocks of an (N, H, W) output: ceil(H/4) x ceil(W/4) per image.
+// Item i of a chunk's work, i over (block in the chunk) x (eight-channel block): the block
+// in the chunk, the channel block, and where the block's first output lies.
+struct BlockAt {
+  int64_t pp, channels, image, y0, x0;
+};
 struct Blocks {
   int64_t n, h, w, rows, cols;
   int64_t count() const { return n * rows * cols; }
-  void at(int64_t p, int64_t* image, int64_t* y0, int64_t* x0) const {
-    *image = p / (rows * cols);
-    *y0 = (p / cols) % rows * kOut;
-    *x0 = p % cols * kOut;
+  BlockAt at(int64_t p0, int64_t i, int64_t channel_blocks) const {
+    const int64_t pp = i / channel_blocks, p = p0 + pp;
+    return {pp, i % channel_blocks, p / (rows * cols), (p / cols) % rows * kOut, p % cols * kOut};
   }
 };
 
-// Blocks p0..p0+pn of `src` (N, C, H, W; nChw8c), each its 6x6 inputs from one row and
-// column before the block's first output (zeros outside the image), transformed:
-// v[point][block][channel], `c` channels a row.
-DPB_AVX2 void transform_inputs(const float* src, const Blocks& b, int64_t c, int64_t p0, int64_t pn, float* v) {
-  const int64_t cb_count = c / kBlock, plane = b.h * b.w * kBlock;
+// The n x n pixels of one eight-channel block of an (N, C, H, W; nChw8c) image plane from
+// (y, x) on, zeros outside the image.
+template <int N>
+DPB_AVX2 inline void load_tile(const float* plane, const Blocks& b, int64_t y, int64_t x, __m256 (&d)[N][N]) {
+  for (int r = 0; r < N; ++r)
+    for (int q = 0; q < N; ++q)
+      d[r][q] = (y + r >= 0 && y + r < b.h && x + q >= 0 && x + q < b.w)
+                    ? _mm256_loadu_ps(plane + ((y + r) * b.w + x + q) * kBlock)
+                    : _mm256_setzero_ps();
+}
+
+// Blocks p0..p0+pn of `src` (N, C, H, W; nChw8c), each its n x n pixels from `before` rows
+// and columns before the block's first output on (zeros outside the image), taken to the
+// 36 points by F: out[point][block][channel], `c` channels a row. The inputs: their 6 x 6
+// from one before (B^T d B); the output gradients: their 4 x 4 (A dY A^T).
+template <int N, void (*F)(const __m256*, __m256*)>
+DPB_AVX2 void to_points(const float* src, const Blocks& b, int64_t c, int64_t before, int64_t p0, int64_t pn,
+                        float* out) {
+  const int64_t blocks = c / kBlock, plane = b.h * b.w * kBlock;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < pn * cb_count; ++i) {
-    const int64_t pp = i / cb_count, cb = i % cb_count;
-    int64_t image, y0, x0;
-    b.at(p0 + pp, &image, &y0, &x0);
-    const float* base = src + (image * cb_count + cb) * plane;
-    __m256 d[kIn][kIn], t[kIn][kIn];
-    for (int r = 0; r < kIn; ++r) {
-      const int64_t y = y0 - 1 + r;
-      for (int q = 0; q < kIn; ++q) {
-        const int64_t x = x0 - 1 + q;
-        d[r][q] = (y >= 0 && y < b.h && x >= 0 && x < b.w) ? _mm256_loadu_ps(base + (y * b.w + x) * kBlock)
-                                                            : _mm256_setzero_ps();
-      }
-    }
-    for (int q = 0; q < kIn; ++q) {
-      __m256 col[kIn], out[kIn];
-      for (int r = 0; r < kIn; ++r) col[r] = d[r][q];
-      input_1d(col, out);
-      for (int r = 0; r < kIn; ++r) t[r][q] = out[r];
-    }
-    for (int r = 0; r < kIn; ++r) {
-      __m256 out[kIn];
-      input_1d(t[r], out);
-      for (int q = 0; q < kIn; ++q) _mm256_storeu_ps(v + ((r * kIn + q) * pn + pp) * c + cb * kBlock, out[q]);
-    }
+  for (int64_t i = 0; i < pn * blocks; ++i) {
+    const auto [pp, cb, image, y0, x0] = b.at(p0, i, blocks);
+    __m256 d[N][N], points[kIn][kIn];
+    load_tile(src + (image * blocks + cb) * plane, b, y0 - before, x0 - before, d);
+    transform_2d<N, kIn, F>(d, points);
+    for (int r = 0; r < kIn; ++r)
+      for (int q = 0; q < kIn; ++q) _mm256_storeu_ps(out + ((r * kIn + q) * pn + pp) * c + cb * kBlock, points[r][q]);
   }
 }
 
@@ -151,56 +165,19 @@ DPB_AVX2 void transform_inputs(const float* src, const Blocks& b, int64_t c, int
 // 4x4 outputs of dst (N, K, H, W; nChw8c), those inside the image, plus bias.
 DPB_AVX2 void transform_outputs(const float* m, const float* bias, const Blocks& b, int64_t k, int64_t p0, int64_t pn,
                                 float* dst) {
-  const int64_t kb_count = k / kBlock, plane = b.h * b.w * kBlock;
+  const int64_t blocks = k / kBlock, plane = b.h * b.w * kBlock;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < pn * kb_count; ++i) {
-    const int64_t pp = i / kb_count, kb = i % kb_count;
-    int64_t image, y0, x0;
-    b.at(p0 + pp, &image, &y0, &x0);
-    __m256 t[kOut][kIn];
-    for (int q = 0; q < kIn; ++q) {
-      __m256 col[kIn], out[kOut];
-      for (int r = 0; r < kIn; ++r) col[r] = _mm256_loadu_ps(m + ((r * kIn + q) * pn + pp) * k + kb * kBlock);
-      output_1d(col, out);
-      for (int r = 0; r < kOut; ++r) t[r][q] = out[r];
-    }
+  for (int64_t i = 0; i < pn * blocks; ++i) {
+    const auto [pp, kb, image, y0, x0] = b.at(p0, i, blocks);
+    __m256 tile[kIn][kIn], out[kOut][kOut];
+    for (int r = 0; r < kIn; ++r)
+      for (int q = 0; q < kIn; ++q) tile[r][q] = _mm256_loadu_ps(m + ((r * kIn + q) * pn + pp) * k + kb * kBlock);
+    transform_2d<kIn, kOut, output_1d>(tile, out);
     const __m256 add = bias ? _mm256_loadu_ps(bias + kb * kBlock) : _mm256_setzero_ps();
-    float* base = dst + (image * kb_count + kb) * plane;
-    for (int r = 0; r < kOut && y0 + r < b.h; ++r) {
-      __m256 out[kOut];
-      output_1d(t[r], out);
+    float* base = dst + (image * blocks + kb) * plane;
+    for (int r = 0; r < kOut && y0 + r < b.h; ++r)
       for (int q = 0; q < kOut && x0 + q < b.w; ++q)
-        _mm256_storeu_ps(base + ((y0 + r) * b.w + x0 + q) * kBlock, _mm256_add_ps(out[q], add));
-    }
-  }
-}
-
-// Output gradients of blocks p0..p0+pn (dy: N, K, H, W; nChw8c), each 4x4 (zeros
-// outside the image), transformed to A dY A^T: g[point][block][channel].
-DPB_AVX2 void transform_gradients(const float* dy, const Blocks& b, int64_t k, int64_t p0, int64_t pn, float* g) {
-  const int64_t kb_count = k / kBlock, plane = b.h * b.w * kBlock;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < pn * kb_count; ++i) {
-    const int64_t pp = i / kb_count, kb = i % kb_count;
-    int64_t image, y0, x0;
-    b.at(p0 + pp, &image, &y0, &x0);
-    const float* base = dy + (image * kb_count + kb) * plane;
-    __m256 d[kOut][kOut], t[kIn][kOut];
-    for (int r = 0; r < kOut; ++r)
-      for (int q = 0; q < kOut; ++q)
-        d[r][q] = (y0 + r < b.h && x0 + q < b.w) ? _mm256_loadu_ps(base + ((y0 + r) * b.w + x0 + q) * kBlock)
-                                                 : _mm256_setzero_ps();
-    for (int q = 0; q < kOut; ++q) {
-      __m256 col[kOut], out[kIn];
-      for (int r = 0; r < kOut; ++r) col[r] = d[r][q];
-      gradient_1d(col, out);
-      for (int r = 0; r < kIn; ++r) t[r][q] = out[r];
-    }
-    for (int r = 0; r < kIn; ++r) {
-      __m256 out[kIn];
-      gradient_1d(t[r], out);
-      for (int q = 0; q < kIn; ++q) _mm256_storeu_ps(g + ((r * kIn + q) * pn + pp) * k + kb * kBlock, out[q]);
-    }
+        _mm256_storeu_ps(base + ((y0 + r) * b.w + x0 + q) * kBlock, _mm256_add_ps(out[r][q], add));
   }
 }
 
@@ -232,12 +209,26 @@ void convolve(const float* x, const float* u, bool u_out_major, const float* bia
   float* m = scratch(t_m, kPoints * chunk * cout);
   for (int64_t p0 = 0; p0 < total; p0 += chunk) {
     const int64_t pn = std::min(chunk, total - p0);
-    transform_inputs(x, b, cin, p0, pn, v);
+    to_points<kIn, input_1d>(x, b, cin, 1, p0, pn, v);
     for (int pt = 0; pt < kPoints; ++pt)
       sgemm('N', u_out_major ? 'T' : 'N', pn, cout, cin, 1.0f, v + pt * pn * cin, cin, u + pt * cin * cout,
             u_out_major ? cin : cout, 0.0f, m + pt * pn * cout, cout);
     transform_outputs(m, bias, b, cout, p0, pn, y);
   }
+}
+
+void check_channels(int64_t c, int64_t k) {
+  DPB_CHECK(c % kBlock == 0 && k % kBlock == 0) << "Winograd convolution takes channels in blocks of " << kBlock
+                                                << ", got " << c << " -> " << k;
+}
+
+// The k x c filters w (K, C, 3, 3) at the 36 points, by `transform` (36 x 9):
+// u[point][k][c], in this thread's scratch.
+const float* transformed_filters(const std::array<float, kPoints * 9>& transform, const float* w, int64_t k,
+                                 int64_t c) {
+  float* u = scratch(t_u, kPoints * k * c);
+  sgemm('N', 'T', kPoints, k * c, 9, 1.0f, transform.data(), 9, w, 9, 0.0f, u, k * c);
+  return u;
 }
 
 }  // namespace
@@ -249,29 +240,24 @@ bool processor_supported() {
 
 void forward(const float* x, const float* w, const float* bias, float* y, int64_t n, int64_t c, int64_t h, int64_t wd,
              int64_t k) {
-  DPB_CHECK(c % kBlock == 0 && k % kBlock == 0) << "Winograd convolution takes channels in blocks of " << kBlock
-                                                << ", got " << c << " -> " << k;
-  // u[point][k][c] = T g[k][c]: one product of T (36 x 9) and the filters' taps.
-  float* u = scratch(t_u, kPoints * k * c);
-  sgemm('N', 'T', kPoints, k * c, 9, 1.0f, filter_transform().t.data(), 9, w, 9, 0.0f, u, k * c);
-  convolve(x, u, /*u_out_major=*/true, bias, y, n, c, h, wd, k);
+  check_channels(c, k);
+  // u[point][k][c] = T g[k][c]: one product of T (36 x 9) and the filters' taps; per
+  // point, outputs x inputs.
+  convolve(x, transformed_filters(filter_transform().t, w, k, c), /*u_out_major=*/true, bias, y, n, c, h, wd, k);
 }
 
 void backward_data(const float* dy, const float* w, float* dx, int64_t n, int64_t c, int64_t h, int64_t wd,
                    int64_t k) {
-  DPB_CHECK(c % kBlock == 0 && k % kBlock == 0) << "Winograd convolution takes channels in blocks of " << kBlock
-                                                << ", got " << c << " -> " << k;
-  // The filter turned 180 degrees, dy's channels its inputs: u[point][k][c] = T_flipped g[k][c],
-  // k x c is then inputs x outputs.
-  float* u = scratch(t_u, kPoints * k * c);
-  sgemm('N', 'T', kPoints, k * c, 9, 1.0f, filter_transform().flipped.data(), 9, w, 9, 0.0f, u, k * c);
-  convolve(dy, u, /*u_out_major=*/false, nullptr, dx, n, k, h, wd, c);
+  check_channels(c, k);
+  // The filter turned 180 degrees, dy's channels its inputs: u[point][k][c] =
+  // T_flipped g[k][c], per point inputs x outputs.
+  convolve(dy, transformed_filters(filter_transform().flipped, w, k, c), /*u_out_major=*/false, nullptr, dx, n, k, h,
+           wd, c);
 }
 
 void backward_weights(const float* x, const float* dy, float* dw, float* db, int64_t n, int64_t c, int64_t h,
                       int64_t wd, int64_t k, bool accumulate) {
-  DPB_CHECK(c % kBlock == 0 && k % kBlock == 0) << "Winograd convolution takes channels in blocks of " << kBlock
-                                                << ", got " << c << " -> " << k;
+  check_channels(c, k);
   const Blocks b{n, h, wd, (h + kOut - 1) / kOut, (wd + kOut - 1) / kOut};
   const int64_t total = b.count(), chunk = std::min(total, chunk_blocks(c, k));
   float* v = scratch(t_v, kPoints * chunk * c);
@@ -279,8 +265,8 @@ void backward_weights(const float* x, const float* dy, float* dw, float* db, int
   float* du = scratch(t_u, kPoints * k * c);  // du[point][k][c], summed over blocks
   for (int64_t p0 = 0; p0 < total; p0 += chunk) {
     const int64_t pn = std::min(chunk, total - p0);
-    transform_inputs(x, b, c, p0, pn, v);
-    transform_gradients(dy, b, k, p0, pn, g);
+    to_points<kIn, input_1d>(x, b, c, 1, p0, pn, v);
+    to_points<kOut, gradient_1d>(dy, b, k, 0, p0, pn, g);
     for (int pt = 0; pt < kPoints; ++pt)
       sgemm('T', 'N', k, c, pn, 1.0f, g + pt * pn * k, k, v + pt * pn * c, c, p0 == 0 ? 0.0f : 1.0f,
             du + pt * k * c, c);
