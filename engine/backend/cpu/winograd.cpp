@@ -142,43 +142,53 @@ DPB_AVX2 inline void load_tile(const float* plane, const Blocks& b, int64_t y, i
                     : _mm256_setzero_ps();
 }
 
-// Blocks p0..p0+pn of `src` (N, C, H, W; nChw8c), each its n x n pixels from `before` rows
-// and columns before the block's first output on (zeros outside the image), taken to the
-// 36 points by F: out[point][block][channel], `c` channels a row. The inputs: their 6 x 6
-// from one before (B^T d B); the output gradients: their 4 x 4 (A dY A^T).
+// Item i of blocks p0..p0+pn of `src` (N, C, H, W; nChw8c; i over block x channel block):
+// the block's n x n pixels from `before` rows and columns before its first output on
+// (zeros outside the image), taken to the 36 points by F: out[point][block][channel], `c`
+// channels a row. The inputs: their 6 x 6 from one before (B^T d B); the output
+// gradients: their 4 x 4 (A dY A^T).
 template <int N, void (*F)(const __m256*, __m256*)>
-DPB_AVX2 void to_points(const float* src, const Blocks& b, int64_t c, int64_t before, int64_t p0, int64_t pn,
-                        float* out) {
-  const int64_t blocks = c / kBlock, plane = b.h * b.w * kBlock;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < pn * blocks; ++i) {
-    const auto [pp, cb, image, y0, x0] = b.at(p0, i, blocks);
-    __m256 d[N][N], points[kIn][kIn];
-    load_tile(src + (image * blocks + cb) * plane, b, y0 - before, x0 - before, d);
-    transform_2d<N, kIn, F>(d, points);
-    for (int r = 0; r < kIn; ++r)
-      for (int q = 0; q < kIn; ++q) _mm256_storeu_ps(out + ((r * kIn + q) * pn + pp) * c + cb * kBlock, points[r][q]);
-  }
+DPB_AVX2 void to_points_at(const float* src, const Blocks& b, int64_t c, int64_t before, int64_t p0, int64_t pn,
+                           int64_t i, float* out) {
+  const int64_t blocks = c / kBlock;
+  const auto [pp, cb, image, y0, x0] = b.at(p0, i, blocks);
+  __m256 d[N][N], points[kIn][kIn];
+  load_tile(src + (image * blocks + cb) * b.h * b.w * kBlock, b, y0 - before, x0 - before, d);
+  transform_2d<N, kIn, F>(d, points);
+  for (int r = 0; r < kIn; ++r)
+    for (int q = 0; q < kIn; ++q) _mm256_storeu_ps(out + ((r * kIn + q) * pn + pp) * c + cb * kBlock, points[r][q]);
 }
 
-// The inverse for blocks p0..p0+pn: m[point][block][channel] (`k` channels a row) back to
-// 4x4 outputs of dst (N, K, H, W; nChw8c), those inside the image, plus bias.
-DPB_AVX2 void transform_outputs(const float* m, const float* bias, const Blocks& b, int64_t k, int64_t p0, int64_t pn,
-                                float* dst) {
-  const int64_t blocks = k / kBlock, plane = b.h * b.w * kBlock;
+// The inverse for item i: m[point][block][channel] (`k` channels a row) back to the
+// block's 4x4 outputs of dst (N, K, H, W; nChw8c), those inside the image, plus bias.
+DPB_AVX2 void from_points_at(const float* m, const float* bias, const Blocks& b, int64_t k, int64_t p0, int64_t pn,
+                             int64_t i, float* dst) {
+  const int64_t blocks = k / kBlock;
+  const auto [pp, kb, image, y0, x0] = b.at(p0, i, blocks);
+  __m256 tile[kIn][kIn], out[kOut][kOut];
+  for (int r = 0; r < kIn; ++r)
+    for (int q = 0; q < kIn; ++q) tile[r][q] = _mm256_loadu_ps(m + ((r * kIn + q) * pn + pp) * k + kb * kBlock);
+  transform_2d<kIn, kOut, output_1d>(tile, out);
+  const __m256 add = bias ? _mm256_loadu_ps(bias + kb * kBlock) : _mm256_setzero_ps();
+  float* base = dst + (image * blocks + kb) * b.h * b.w * kBlock;
+  for (int r = 0; r < kOut && y0 + r < b.h; ++r)
+    for (int q = 0; q < kOut && x0 + q < b.w; ++q)
+      _mm256_storeu_ps(base + ((y0 + r) * b.w + x0 + q) * kBlock, _mm256_add_ps(out[r][q], add));
+}
+
+// Every item of a chunk, spread over the device's threads (they write apart). The loops
+// stay outside the AVX2 functions: OpenMP's outlined bodies do not take the function's
+// target (clang refuses AVX values there).
+template <int N, void (*F)(const __m256*, __m256*)>
+void to_points(const float* src, const Blocks& b, int64_t c, int64_t before, int64_t p0, int64_t pn, float* out) {
+  const int64_t items = pn * (c / kBlock);
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < pn * blocks; ++i) {
-    const auto [pp, kb, image, y0, x0] = b.at(p0, i, blocks);
-    __m256 tile[kIn][kIn], out[kOut][kOut];
-    for (int r = 0; r < kIn; ++r)
-      for (int q = 0; q < kIn; ++q) tile[r][q] = _mm256_loadu_ps(m + ((r * kIn + q) * pn + pp) * k + kb * kBlock);
-    transform_2d<kIn, kOut, output_1d>(tile, out);
-    const __m256 add = bias ? _mm256_loadu_ps(bias + kb * kBlock) : _mm256_setzero_ps();
-    float* base = dst + (image * blocks + kb) * plane;
-    for (int r = 0; r < kOut && y0 + r < b.h; ++r)
-      for (int q = 0; q < kOut && x0 + q < b.w; ++q)
-        _mm256_storeu_ps(base + ((y0 + r) * b.w + x0 + q) * kBlock, _mm256_add_ps(out[r][q], add));
-  }
+  for (int64_t i = 0; i < items; ++i) to_points_at<N, F>(src, b, c, before, p0, pn, i, out);
+}
+void from_points(const float* m, const float* bias, const Blocks& b, int64_t k, int64_t p0, int64_t pn, float* dst) {
+  const int64_t items = pn * (k / kBlock);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < items; ++i) from_points_at(m, bias, b, k, p0, pn, i, dst);
 }
 
 // Blocks a chunk: its transformed inputs and outputs (36 points x blocks x channels each)
@@ -213,7 +223,7 @@ void convolve(const float* x, const float* u, bool u_out_major, const float* bia
     for (int pt = 0; pt < kPoints; ++pt)
       sgemm('N', u_out_major ? 'T' : 'N', pn, cout, cin, 1.0f, v + pt * pn * cin, cin, u + pt * cin * cout,
             u_out_major ? cin : cout, 0.0f, m + pt * pn * cout, cout);
-    transform_outputs(m, bias, b, cout, p0, pn, y);
+    from_points(m, bias, b, cout, p0, pn, y);
   }
 }
 
