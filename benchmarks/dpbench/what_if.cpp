@@ -92,10 +92,13 @@ std::optional<nlohmann::json> bucket_what_if(const reports::RunReport& report, s
         if (c && *c > 0) lag_steps.push_back(*c);
   }
   o.rank_lag = reports::rank_lags(lag_steps);
-  // The ranks slow each other's compute where they share a machine: their forward and
-  // backward in this run (medians over every measured step, averaged over the ranks)
-  // against the one-rank run's, both measured in this sweep. Whatever the all-reduces cost
-  // the compute beside them is in it too; the contention fitted below adds only the rest.
+  // The ranks' compute against one rank's: their forward and backward in this run
+  // (medians over every measured step, averaged over the ranks) against the one-rank run's,
+  // both measured in this sweep. The ranks share the machine, and a shared machine's speed
+  // also drifts between two runs (a LeNet sweep on a 2-vCPU VM: +3.4 % in one, -1.5 % in
+  // the next, with gradient accumulation over 16 batches or without). Whatever the
+  // all-reduces cost the compute beside them is in it too; the contention fitted below adds
+  // only the rest.
   std::optional<double> crowding;
   if (one_rank && one_rank->ranks && !one_rank->ranks->empty() && one_rank->ranks->front().compute_s &&
       *one_rank->ranks->front().compute_s > 0 && run.ranks && !run.ranks->empty()) {
@@ -212,12 +215,11 @@ std::optional<nlohmann::json> bucket_what_if(const reports::RunReport& report, s
                                     "median step, from {}), ",
                                     duration_text(lag_s), world, 100 * lag, lag_from);
     if (crowding && *crowding > 0)
-      parts += fmt::format("{} the ranks slowing each other's compute ({:.1f} % slower beside each other than alone, "
-                           "their forward and backward against the one-rank run's), ",
+      parts += fmt::format("{} the ranks' compute running slower than in the one-rank run ({:.1f} % in their forward "
+                           "and backward), ",
                            duration_text(crowd_s), 100 * *crowding);
     else if (crowding)
-      parts += "nothing the ranks slowing each other's compute (their forward and backward no slower than the one-rank "
-               "run's), ";
+      parts += "nothing the ranks' compute (their forward and backward no slower than in the one-rank run), ";
     parts += fmt::format("and {} the all-reduces", duration_text(link_s));
     std::string limit;
     if (link_s >= lag_s && link_s >= crowd_s)
@@ -226,8 +228,9 @@ std::optional<nlohmann::json> bucket_what_if(const reports::RunReport& report, s
       limit = "steadier ranks gain more than any bucket size (no other work on their cores, the data ready before "
               "each step)";
     else
-      limit = "what the ranks share (cores, caches, memory bandwidth) costs more than any bucket size: fewer ranks "
-              "per machine, or one per physical core";
+      limit = "the ranks' slower compute costs more than any bucket size: they share the machine's cores, caches "
+              "and memory bandwidth (fewer ranks per machine, one per physical core), and on a shared machine its "
+              "speed also varies between the runs (--repeat measures each point several times)";
     *fix_text = fmt::format(" Simulated on this run: {}. Of the {} the step takes beyond one rank's, {}: {}.{}", range,
                             duration_text(now - one), parts, limit, contention);
   }
