@@ -2,7 +2,6 @@
 #include "engine/backend/cpu/winograd.h"
 
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <array>
