@@ -33,7 +33,6 @@ std::vector<BucketPlan> bucket_plan(const StepProfile& p, double first_bucket_by
   return plan;
 }
 
-
 namespace {
 
 std::string ms(double s) {

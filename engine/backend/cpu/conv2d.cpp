@@ -279,21 +279,27 @@ ConvLayouts choose_layouts(CpuContext& ctx, const Tensor& x, const Tensor& w, co
     return l;
   });
 }
+// Whether a pass of the convolution of x by w (layouts `l`) runs our own Winograd, decided
+// before any of oneDNN's conversions for it are made.
+bool runs_own_winograd(CpuContext& ctx, const ConvLayouts& l, const Tensor& x, const Tensor& w, const dims& y,
+                       bool bias, const ops::Conv2dParams& p, bool weight_gradient) {
+  return l.dst == Layout::nChw8c && own_winograd(ctx, shapes(x, w, y, l.dst, bias, p), weight_gradient);
+}
 }  // namespace
 
 Tensor conv2d_forward(const Tensor& x_in, const Tensor& w, const Tensor& b, const ops::Conv2dParams& p) {
   auto& ctx = context(x_in.device().index);
   const dims yd = out_dims(x_in, w, p);
   const ConvLayouts l = choose_layouts(ctx, x_in, w, yd, b.defined(), p);
-  const Tensor x = x_in.to_layout(l.fwd_src);
-  const auto s = shapes(x, w, yd, l.dst, b.defined(), p);
-  Tensor y = Tensor::empty(Shape(std::vector<int64_t>(yd.begin(), yd.end())), x.device(), DType::f32, s.dst_layout);
-  if (s.dst_layout == Layout::nChw8c && own_winograd(ctx, s, false)) {
+  Tensor y = Tensor::empty(Shape(std::vector<int64_t>(yd.begin(), yd.end())), x_in.device(), DType::f32, l.dst);
+  if (runs_own_winograd(ctx, l, x_in, w, yd, b.defined(), p, false)) {
     const Tensor xb = x_in.to_layout(Layout::nChw8c);
-    winograd::forward(xb.data(), w.data(), b.defined() ? b.data() : nullptr, y.data(), s.src[0], s.src[1], s.src[2],
-                      s.src[3], s.dst[1]);
+    winograd::forward(xb.data(), w.data(), b.defined() ? b.data() : nullptr, y.data(), yd[0], x_in.size(1), yd[2],
+                      yd[3], yd[1]);
     return y;
   }
+  const Tensor x = x_in.to_layout(l.fwd_src);
+  const auto s = shapes(x, w, yd, l.dst, b.defined(), p);
   auto f = get_forward(ctx, s);
   Tensor w_scratch;
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(md4(x), ctx, x)},
@@ -308,10 +314,9 @@ std::string conv2d_forward_impl(const Tensor& x_in, const Tensor& w, bool bias, 
   auto& ctx = context(x_in.device().index);
   const dims yd = out_dims(x_in, w, p);
   const ConvLayouts l = choose_layouts(ctx, x_in, w, yd, bias, p);
+  if (runs_own_winograd(ctx, l, x_in, w, yd, bias, p, false)) return "dpbench_wino_4x3:avx2";
   const Tensor x = x_in.to_layout(l.fwd_src);
-  const auto s = shapes(x, w, yd, l.dst, bias, p);
-  if (s.dst_layout == Layout::nChw8c && own_winograd(ctx, s, false)) return "dpbench_wino_4x3:avx2";
-  return get_forward(ctx, s)->pd.impl_info_str();
+  return get_forward(ctx, shapes(x, w, yd, l.dst, bias, p))->pd.impl_info_str();
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx_out, const ops::Conv2dParams& p) {
@@ -319,21 +324,20 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx_out, con
   ops::Conv2dParams pg = p;
   pg.input_grad = true;
   const ConvLayouts l = choose_layouts(ctx, dx_out, w, dims4(dy), false, pg);
-  // dx is computed in the layout chosen for this pass, then given back in the layout of
-  // the caller's x.
-  Tensor dx = l.bwd_data_src == dx_out.layout()
-                  ? dx_out
-                  : Tensor::empty(dx_out.shape(), dx_out.device(), DType::f32, l.bwd_data_src);
-  const auto s = shapes(dx, w, dims4(dy), dy.layout(), false, p);
-  if (l.dst == Layout::nChw8c && own_winograd(ctx, s, false)) {
+  const bool own = runs_own_winograd(ctx, l, dx_out, w, dims4(dy), false, p, false);
+  // dx is computed in the layout chosen for this pass (nChw8c for our own Winograd), then
+  // given back in the layout of the caller's x.
+  const Layout computed = own ? Layout::nChw8c : l.bwd_data_src;
+  Tensor dx = computed == dx_out.layout() ? dx_out
+                                          : Tensor::empty(dx_out.shape(), dx_out.device(), DType::f32, computed);
+  if (own) {
     const Tensor dyb = dy.to_layout(Layout::nChw8c);
-    Tensor dxb = dx_out.layout() == Layout::nChw8c
-                     ? dx_out
-                     : Tensor::empty(dx_out.shape(), dx_out.device(), DType::f32, Layout::nChw8c);
-    winograd::backward_data(dyb.data(), w.data(), dxb.data(), s.src[0], s.src[1], s.src[2], s.src[3], s.dst[1]);
-    if (!dxb.shares_storage_with(dx_out)) dx_out.copy_from(dxb);
+    winograd::backward_data(dyb.data(), w.data(), dx.data(), dx.size(0), dx.size(1), dx.size(2), dx.size(3),
+                            dy.size(1));
+    if (!dx.shares_storage_with(dx_out)) dx_out.copy_from(dx);
     return;
   }
+  const auto s = shapes(dx, w, dims4(dy), dy.layout(), false, p);
   auto b = ctx.cached<BwdData>(conv_key("conv_bwd_data", s), [&] {
     auto pd_for = [&](algorithm alg) {
       convolution_backward_data::desc d(alg, md4(s.src, s.src_layout), any_weights(s), md4(s.dst, s.dst_layout),
@@ -355,14 +359,14 @@ void conv2d_backward_weights(const Tensor& x_in, const Tensor& dy, Tensor& dw, T
                              const ops::Conv2dParams& p, bool accumulate) {
   auto& ctx = context(x_in.device().index);
   const ConvLayouts l = choose_layouts(ctx, x_in, dw, dims4(dy), db.defined(), p);
-  const Tensor x = x_in.to_layout(l.bwd_weights_src);
-  const auto s = shapes(x, dw, dims4(dy), dy.layout(), db.defined(), p);
-  if (l.dst == Layout::nChw8c && own_winograd(ctx, s, true)) {
+  if (runs_own_winograd(ctx, l, x_in, dw, dims4(dy), db.defined(), p, true)) {
     const Tensor xb = x_in.to_layout(Layout::nChw8c), dyb = dy.to_layout(Layout::nChw8c);
-    winograd::backward_weights(xb.data(), dyb.data(), dw.data(), s.has_bias ? db.data() : nullptr, s.src[0], s.src[1],
-                               s.src[2], s.src[3], s.dst[1], accumulate);
+    winograd::backward_weights(xb.data(), dyb.data(), dw.data(), db.defined() ? db.data() : nullptr, xb.size(0),
+                               xb.size(1), xb.size(2), xb.size(3), dy.size(1), accumulate);
     return;
   }
+  const Tensor x = x_in.to_layout(l.bwd_weights_src);
+  const auto s = shapes(x, dw, dims4(dy), dy.layout(), db.defined(), p);
   auto b = ctx.cached<BwdWeights>(conv_key("conv_bwd_weights", s), [&] {
     auto src = md4(s.src, s.src_layout), dst = md4(s.dst, s.dst_layout);
     auto pd_for = [&](algorithm alg) {
