@@ -396,7 +396,8 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
     run.stages = std::move(pm.stages);
   }
   if (const DataParallel* dp = trainer.data_parallel())
-    run.dp = dp_stats(*dp, o.dp.bypass, o.dp.replicate_input, bench_device(o, 0).index, window, measured.size());
+    run.dp = dp_stats(*dp, o.dp.bypass, o.dp.replicate_input, bench_device(o, 0).index, window, measured.size(),
+                      trace::timeline().intervals(), device_figs ? &device_figs->timeline : nullptr);
   for (const auto& r : result.steps) run.loss_per_step.push_back(r.loss);
   for (double t : times) run.step_times_s.push_back(t);
   if (excerpt && device_figs) {

@@ -1,6 +1,8 @@
 #include "benchmarks/dpbench/metrics.h"
 
 #include <algorithm>
+#include <set>
+#include <unordered_map>
 
 #include "engine/core/stats.h"
 #include "engine/trace/analysis.h"
@@ -216,10 +218,36 @@ std::vector<reports::BucketStats> bucket_stats(const StepRecord& step) {
   return rows;
 }
 
+namespace {
+using Spans = std::vector<std::pair<int64_t, int64_t>>;
+// Per step over the window: the primary's own work, its replica's, and the time no device
+// worked while the loop was not waiting for data.
+void set_split(reports::DpStats& s, Spans own, Spans replica, Spans any_device, Spans data, const Window& w,
+               size_t measured_steps) {
+  const double per_step = 1e-9 / static_cast<double>(std::max<size_t>(1, measured_steps));
+  s.primary_only_s = static_cast<double>(trace::union_ns(std::move(own), w.lo, w.hi)) * per_step;
+  s.primary_replica_s = static_cast<double>(trace::union_ns(std::move(replica), w.lo, w.hi)) * per_step;
+  const auto busy_or_waiting = trace::unite(trace::merged(std::move(any_device), w.lo, w.hi),
+                                            trace::merged(std::move(data), w.lo, w.hi));
+  s.host_only_s = static_cast<double>(w.hi - w.lo - trace::total_length(busy_or_waiting)) * per_step;
+}
+}  // namespace
+
 reports::DpStats dp_stats(const DataParallel& dp, bool bypass, bool replicate_input, int primary, const Window& w,
-                          size_t measured_steps) {
-  std::vector<std::pair<int64_t, int64_t>> own, replica, any_device, data;
-  for (const auto& i : trace::timeline().intervals()) {
+                          size_t measured_steps, const std::vector<trace::Interval>& host,
+                          const trace::RankTimeline* device) {
+  reports::DpStats s;
+  s.forward = bypass ? "bypass" : "scatter";
+  s.input = replicate_input ? "list" : "tensor";
+  s.scatter_calls = dp.stats().forwards;
+  s.last_chunks = dp.stats().last_chunks;
+  s.full_chunks = dp.stats().full_chunks;
+  if (device) {
+    dp_device_split(s, *device, host, primary, w, measured_steps);
+    return s;
+  }
+  Spans own, replica, any_device, data;
+  for (const auto& i : host) {
     if (i.cat == trace::Category::data) {
       data.emplace_back(i.begin_ns, i.end_ns);
       continue;
@@ -228,18 +256,43 @@ reports::DpStats dp_stats(const DataParallel& dp, bool bypass, bool replicate_in
     if (i.device != primary) continue;
     (i.lane == "replica" ? replica : own).emplace_back(i.begin_ns, i.end_ns);
   }
-  const double per_step = 1e-9 / static_cast<double>(std::max<size_t>(1, measured_steps));
-  reports::DpStats s;
-  s.forward = bypass ? "bypass" : "scatter";
-  s.input = replicate_input ? "list" : "tensor";
-  s.scatter_calls = dp.stats().forwards;
-  s.last_chunks = dp.stats().last_chunks;
-  s.full_chunks = dp.stats().full_chunks;
-  s.primary_only_s = static_cast<double>(trace::union_ns(own, w.lo, w.hi)) * per_step;
-  s.primary_replica_s = static_cast<double>(trace::union_ns(replica, w.lo, w.hi)) * per_step;
-  const auto busy_or_waiting = trace::unite(trace::merged(any_device, w.lo, w.hi), trace::merged(data, w.lo, w.hi));
-  s.host_only_s = static_cast<double>(w.hi - w.lo - trace::total_length(busy_or_waiting)) * per_step;
+  set_split(s, own, replica, any_device, data, w, measured_steps);
   return s;
+}
+
+void dp_device_split(reports::DpStats& s, const trace::RankTimeline& device, const std::vector<trace::Interval>& host,
+                     int primary, const Window& w, size_t measured_steps) {
+  Spans replica_spans, data, own, replica, any_device;
+  std::set<std::string> replica_names;
+  for (const auto& i : host) {
+    if (i.cat == trace::Category::data) data.emplace_back(i.begin_ns, i.end_ns);
+    else if (i.device == primary && i.lane == "replica") {
+      replica_spans.emplace_back(i.begin_ns, i.end_ns);
+      replica_names.insert(i.name);
+    }
+  }
+  std::sort(replica_spans.begin(), replica_spans.end());
+  const auto in_replica_span = [&](int64_t t) {
+    auto it = std::upper_bound(replica_spans.begin(), replica_spans.end(), std::make_pair(t, INT64_MAX));
+    // The spans one worker thread recorded do not overlap; the latest one begun by t.
+    return it != replica_spans.begin() && std::prev(it)->second >= t;
+  };
+  std::unordered_map<int64_t, int64_t> launched_at;  // correlation -> the launch call's host time
+  for (const auto& c : device.calls)
+    if (c.correlation >= 0) launched_at.emplace(c.correlation, c.begin_ns);
+  for (const auto& work : device.work) {
+    any_device.emplace_back(work.begin_ns, work.end_ns);
+    if (work.device != primary) continue;
+    bool mine = false;
+    if (work.correlation >= 0) {
+      const auto it = launched_at.find(work.correlation);
+      mine = it != launched_at.end() && in_replica_span(it->second);
+    } else {
+      mine = replica_names.count(device.names.name(work.name)) > 0;
+    }
+    (mine ? replica : own).emplace_back(work.begin_ns, work.end_ns);
+  }
+  set_split(s, own, replica, any_device, data, w, measured_steps);
 }
 
 PipelineMetrics pipeline_metrics(PipelineParallel& pp, const std::vector<StepRecord>& measured,

@@ -12,6 +12,8 @@
 #include "engine/parallel/data_parallel.h"
 #include "engine/parallel/pipeline.h"
 #include "engine/trace/breakdown.h"
+#include "engine/trace/device_timeline.h"
+#include "engine/trace/timeline.h"
 #include "engine/train/step_record.h"
 #include "reports/model.h"
 
@@ -105,9 +107,20 @@ reports::SameData same_data(const std::vector<RankRecord>& ranks);
 std::vector<reports::BucketStats> bucket_stats(const StepRecord& step);
 
 // dp: the primary's own work (broadcast, scatter, gather, loss, gradient reduction,
-// optimizer) against its replica's, per measured step, from the timeline.
+// optimizer) against its replica's, per measured step: from the device timeline where one
+// was collected (`device`: a GPU run's CUPTI records or timing events), else from the
+// host spans (`host`; the device's own on logical CPU devices).
 reports::DpStats dp_stats(const DataParallel& dp, bool bypass, bool replicate_input, int primary, const Window& w,
-                          size_t measured_steps);
+                          size_t measured_steps, const std::vector<trace::Interval>& host,
+                          const trace::RankTimeline* device = nullptr);
+
+// The primary's split from a device timeline: a piece of its work is its replica's where
+// it was launched inside its replica's span (CUPTI: the launch call's host time) or is
+// that span (timing events time the spans themselves); the rest is the primary's alone.
+// The host-only time is the window less every device's work and the data waits. Sets
+// primary_only_s, primary_replica_s and host_only_s, per step.
+void dp_device_split(reports::DpStats& s, const trace::RankTimeline& device, const std::vector<trace::Interval>& host,
+                     int primary, const Window& w, size_t measured_steps);
 
 // mp: the schedule, the split, each stage's layers, parameters and idle share, and the
 // bubble against (p-1)/(m+p-1).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <future>
 #include <limits>
@@ -378,60 +379,97 @@ LossResult PipelineParallel::train_step(const Tensor& x, const Tensor& target) {
     std::vector<size_t> mine;
     for (size_t u = 0; u < units_.size(); ++u)
       if (stage_of(u) == s) mine.push_back(u);
+    // Each op's compute between two marks on the device's own clock (CUDA timing events on
+    // a GPU, read once the stage's program has run; the host clock on a logical CPU
+    // device), so no op waits for the device to be timed: on a GPU only a hand-off to
+    // another device waits (the copy between devices completes before it is handed on).
+    // The marks go onto the host clock from an anchor at the program's start, where the
+    // stream is drained (the trainer waits for the devices at the end of every step).
+    ops::DeviceMarks marks(dev);
+    const int64_t anchor_ns = now_ns();
+    const size_t anchor = marks.mark();
+    struct Timed {
+      PipelineEvent e;
+      size_t begin = 0, compute_end = 0;
+      int64_t copied_ns = 0;  // where a hand-off's copy to another device ended (the host waited for it)
+      int to_stage = -1;
+    };
+    std::vector<Timed> timed;
+    std::vector<std::pair<LossResult, int64_t>> losses;  // the last stage's, read once its program has run
     for (auto [op, m] : stage_program(s, micro)) {
       auto& layers = copies_[static_cast<size_t>(m)];
       const size_t mi = static_cast<size_t>(m);
-      // What the op hands on is posted after its end is recorded, so a neighbour's op
-      // that waited for it starts after this one ended.
-      PipelineEvent e{s, m, op, now_ns(), 0};
+      // What the op hands on is posted after its end is marked, so a neighbour's op that
+      // waited for it starts after this one ended.
+      Timed t;
+      t.e = PipelineEvent{s, m, op, 0, 0};
       Tensor handoff;
-      int to_stage = -1;
-      int64_t compute_end = 0;  // where the op's compute ended and its copy to a neighbour began
       if (op == 'F') {
         Tensor h = s == 0 ? x.slice(begin[mi], begin[mi] + sizes[mi]) : sh.take(sh.act, s, m, "activations");
-        e.begin_ns = now_ns();
+        t.begin = marks.mark();
         trace::NvtxRange range("stage " + std::to_string(s) + " F" + std::to_string(m));
         for (size_t u : mine) h = layers[u]->forward(h);
         if (s + 1 < p) {
-          ops::synchronize(dev);
-          compute_end = now_ns();
+          t.compute_end = marks.mark();
           handoff = h.to(o_.devices[static_cast<size_t>(s + 1)]);
-          to_stage = s + 1;
+          t.copied_ns = now_ns();
+          t.to_stage = s + 1;
         } else {
-          const Tensor t = target.slice(begin[mi], begin[mi] + sizes[mi]).to(dev);
-          LossResult l = compute_loss(kind, h, t, true);
+          const Tensor micro_target = target.slice(begin[mi], begin[mi] + sizes[mi]).to(dev);
+          LossResult l = compute_loss(kind, h, micro_target, true, /*deferred=*/true);
           // The micro-batch's share of the batch mean.
           ops::scale(l.grad, static_cast<float>(sizes[mi]) / static_cast<float>(batch));
-          loss_sum += static_cast<double>(l.loss) * static_cast<double>(sizes[mi]);
-          correct += l.correct;
+          t.compute_end = marks.mark();
           handoff = l.grad;
-          to_stage = s;
+          t.to_stage = s;
+          losses.emplace_back(std::move(l), sizes[mi]);
         }
       } else {
         Tensor g = sh.take(sh.grad, s, m, "output gradient");
-        e.begin_ns = now_ns();
+        t.begin = marks.mark();
         trace::NvtxRange range("stage " + std::to_string(s) + " B" + std::to_string(m));
         // Stops where no input gradient is needed (parameter-free layers at the model's front).
         for (size_t k = mine.size(); k-- > 0 && g.defined();) g = layers[mine[k]]->backward(g);
         DPB_CHECK(s == 0 || g.defined()) << "pipeline stage " << s << " computed no input gradient to hand back";
+        t.compute_end = marks.mark();
         if (s > 0) {
-          ops::synchronize(dev);
-          compute_end = now_ns();
           handoff = g.to(o_.devices[static_cast<size_t>(s - 1)]);
-          to_stage = s - 1;
+          t.copied_ns = now_ns();
+          t.to_stage = s - 1;
         }
       }
-      ops::synchronize(dev);
-      e.end_ns = now_ns();
-      events[static_cast<size_t>(s)].push_back(e);
-      const std::string lane = "stage " + std::to_string(s);
-      const std::string what = std::string(op == 'F' ? "forward" : "backward") + " micro-batch " + std::to_string(m);
-      trace::timeline().record({what, trace::Category::compute, dev.index, lane, e.begin_ns,
-                                compute_end > 0 ? compute_end : e.end_ns, {{"micro_batch", m}}});
-      if (compute_end > 0)
-        trace::timeline().record({op == 'F' ? "send activations" : "send gradient", trace::Category::copy,
-                                  dev.index, lane, compute_end, e.end_ns, {{"micro_batch", m}, {"to_stage", to_stage}}});
-      if (to_stage >= 0) sh.post(op == 'F' && to_stage != s ? sh.act : sh.grad, to_stage, m, std::move(handoff));
+      const int to_stage = t.to_stage;
+      const bool activations = op == 'F' && to_stage != s;
+      timed.push_back(t);
+      if (to_stage >= 0) sh.post(activations ? sh.act : sh.grad, to_stage, m, std::move(handoff));
+    }
+    // The program is queued. The stage waits for it once (its stream need not be the one
+    // the optimizer's thread uses next), then reads its marks and the last stage's losses.
+    ops::synchronize(dev);
+    const auto at = [&](size_t mark) {
+      return anchor_ns + static_cast<int64_t>(std::llround(marks.seconds(anchor, mark) * 1e9));
+    };
+    for (auto& [l, size] : losses) {
+      l.resolve();
+      loss_sum += static_cast<double>(l.loss) * static_cast<double>(size);
+      correct += l.correct;
+    }
+    const std::string lane = "stage " + std::to_string(s);
+    for (auto& t : timed) {
+      t.e.begin_ns = at(t.begin);
+      const int64_t compute_end = std::max(t.e.begin_ns, at(t.compute_end));
+      const bool copied = t.copied_ns > 0;
+      t.e.end_ns = copied ? std::max(compute_end, t.copied_ns) : compute_end;
+      events[static_cast<size_t>(s)].push_back(t.e);
+      const int m = t.e.micro;
+      const std::string what =
+          std::string(t.e.kind == 'F' ? "forward" : "backward") + " micro-batch " + std::to_string(m);
+      trace::timeline().record(
+          {what, trace::Category::compute, dev.index, lane, t.e.begin_ns, compute_end, {{"micro_batch", m}}});
+      if (copied)
+        trace::timeline().record({t.e.kind == 'F' ? "send activations" : "send gradient", trace::Category::copy,
+                                  dev.index, lane, compute_end, t.e.end_ns,
+                                  {{"micro_batch", m}, {"to_stage", t.to_stage}}});
     }
   };
 

@@ -83,7 +83,10 @@ struct PipelineOptions {
   int micro_batches = 1;
 };
 
-// One forward or backward of one micro-batch on one stage (steady-clock ns).
+// One forward or backward of one micro-batch on one stage, in steady-clock ns: on a GPU
+// its compute is timed on the device's own clock (CUDA timing events) and put onto the
+// host's from an anchor at the stage's start; a hand-off to another device ends where
+// its copy did.
 struct PipelineEvent {
   int stage = 0;
   int micro = 0;

@@ -5,12 +5,16 @@
 // CPU-vs-GPU tolerance (the one MatchesCpuAfterKSteps uses).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "engine/backend/cuda/device_context.h"
 #include "engine/backend/device_info.h"
 #include "engine/comm/process_group.h"
 #include "engine/comm/store.h"
+#include "engine/data/synthetic.h"
+#include "engine/models/model.h"
+#include "engine/parallel/pipeline.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/cuda/cuda_train_util.h"
 
@@ -102,6 +106,46 @@ TEST_P(CudaPipeline, OnLogicalGpusMatchesCpuSingleDevice) {
     o.pipeline.micro_batches = schedule == PipelineSchedule::naive ? 1 : 4;
   });
   expect_same_training(mp, cpu_run, name + " " + pipeline_schedule_name(schedule) + " on 2 logical GPUs");
+}
+
+// The stage events come from each device's own clock (timing events, no wait after each
+// op), put onto the host clock from an anchor at each stage's start: with the naive
+// schedule only one stage works at a time, so on one timeline the four ops follow each
+// other (within what the anchors can be off by), and each stage idles about half the step.
+TEST(CudaPipelineEvents, StageEventsOnTheDeviceClockKeepTheirOrderAcrossDevices) {
+  DPB_REQUIRE_GPU();
+  LogicalGpus placed(2);
+  test::PrecisionScope fp32(Precision::fp32);
+  Generator g(33);
+  auto m = build_model("resnet18", g);
+  PipelineOptions o;
+  o.devices = cudas(2);
+  o.split = {6};
+  o.schedule = PipelineSchedule::naive;
+  PipelineParallel pp(*m, o);
+  SyntheticDataset ds(m->spec().input, m->spec().loss, m->spec().outputs, 64, 5);
+  Batch b = make_batch(ds, {0, 1, 2, 3, 4, 5, 6, 7});
+  const Tensor x = b.x.to(o.devices.front());
+  for (int step = 0; step < 3; ++step) pp.train_step(x, b.target);
+  auto events = pp.last_step().events;
+  ASSERT_EQ(events.size(), 4u);
+  std::sort(events.begin(), events.end(), [](auto& a, auto& c) { return a.begin_ns < c.begin_ns; });
+  const std::string order = [&] {
+    std::string s;
+    for (const auto& e : events) s += std::to_string(e.stage) + e.kind + " ";
+    return s;
+  }();
+  EXPECT_EQ(order, "0F 1F 1B 0B ") << "the naive schedule's ops out of order on the device clock";
+  constexpr int64_t kAnchorSlack = 50'000;  // 50 us: the anchors' launch latency, and more
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_LT(events[i].begin_ns, events[i].end_ns) << order;
+    if (i > 0) {
+      EXPECT_GE(events[i].begin_ns + kAnchorSlack, events[i - 1].end_ns) << order;
+    }
+  }
+  EXPECT_DOUBLE_EQ(pp.last_step().theory, 0.5);
+  EXPECT_GT(pp.last_step().bubble, 0.3);
+  EXPECT_LT(pp.last_step().bubble, 0.7);
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, CudaPipeline,

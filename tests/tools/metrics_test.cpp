@@ -72,5 +72,78 @@ TEST(WaitForPeers, UnknownAcrossHostsOrWithoutRecords) {
   EXPECT_TRUE(wait_for_peers({a}).empty());                                      // one rank waits for no one
 }
 
+// DataParallel's split on a GPU, from the device timeline. One 10 ms step: the primary
+// (device 0) runs its replica's forward and backward on a worker thread (host spans on
+// lane "replica"), and scatters, gathers and reduces on the main thread; its kernels
+// belong to whichever span launched them, wherever on the device they ran.
+TEST(DpDeviceSplit, ThePrimarysKernelsAreItsReplicasWhereTheReplicaLaunchedThem) {
+  constexpr int64_t us = 1'000, ms = 1'000'000;
+  const auto span = [](std::string name, trace::Category cat, int device, std::string lane, int64_t b, int64_t e) {
+    trace::Interval i;
+    i.name = std::move(name);
+    i.cat = cat;
+    i.device = device;
+    i.lane = std::move(lane);
+    i.begin_ns = b;
+    i.end_ns = e;
+    return i;
+  };
+  const std::vector<trace::Interval> host{
+      span("next batch", trace::Category::data, 0, "main", 0, 1 * ms),
+      span("scatter", trace::Category::copy, 0, "main", 1 * ms, 2 * ms),
+      span("replica forward", trace::Category::compute, 0, "replica", 2 * ms, 4 * ms),
+      span("replica forward", trace::Category::compute, 1, "replica", 2 * ms, 4 * ms),
+      span("gather", trace::Category::copy, 0, "main", 4 * ms, 5 * ms),
+      span("replica backward", trace::Category::compute, 0, "replica", 6 * ms, 8 * ms),
+      span("reduce gradients", trace::Category::comm, 0, "main", 8 * ms, 9 * ms)};
+  trace::RankTimeline t;
+  int64_t corr = 0;
+  const auto kernel = [&](int device, int64_t launched, int64_t b, int64_t e) {
+    trace::HostCall c;
+    c.correlation = ++corr;
+    c.begin_ns = launched;
+    c.end_ns = launched + 5 * us;
+    c.kind = trace::CallKind::launch;
+    c.name = t.names.intern("cudaLaunchKernel");
+    t.calls.push_back(c);
+    trace::DeviceWork w;
+    w.device = device;
+    w.correlation = corr;
+    w.begin_ns = b;
+    w.end_ns = e;
+    w.name = t.names.intern("sm90_gemm");
+    t.work.push_back(w);
+  };
+  kernel(0, 2100 * us, 2200 * us, 3800 * us);  // the replica's forward
+  kernel(0, 3900 * us, 4000 * us, 4100 * us);  // launched by the forward, run after its host span ended
+  kernel(0, 4100 * us, 4200 * us, 4600 * us);  // the gather's
+  kernel(0, 6500 * us, 6600 * us, 7900 * us);  // the replica's backward
+  kernel(0, 8200 * us, 8300 * us, 8900 * us);  // the reduction's
+  kernel(1, 2200 * us, 2300 * us, 3500 * us);  // the other replica's, on its own device
+  reports::DpStats s;
+  dp_device_split(s, t, host, 0, Window{0, 10 * ms}, 1);
+  EXPECT_NEAR(s.primary_replica_s.value_or(-1), 3.0e-3, 1e-12);  // 1.6 + 0.1 + 1.3 ms
+  EXPECT_NEAR(s.primary_only_s.value_or(-1), 1.0e-3, 1e-12);     // 0.4 + 0.6 ms
+  // No device worked and no data was awaited: 10 - 4.0 (device work) - 1 (data) ms.
+  EXPECT_NEAR(s.host_only_s.value_or(-1), 5.0e-3, 1e-12);
+
+  // Timing events time the spans themselves (no launches): a span's name says whose it is.
+  trace::RankTimeline events;
+  const auto timed = [&](const char* name, int64_t b, int64_t e) {
+    trace::DeviceWork w;
+    w.device = 0;
+    w.begin_ns = b;
+    w.end_ns = e;
+    w.name = events.names.intern(name);
+    events.work.push_back(w);
+  };
+  timed("replica forward", 2300 * us, 3900 * us);
+  timed("gather", 4200 * us, 4500 * us);
+  timed("replica backward", 6600 * us, 7800 * us);
+  dp_device_split(s, events, host, 0, Window{0, 10 * ms}, 2);
+  EXPECT_NEAR(s.primary_replica_s.value_or(-1), 1.4e-3, 1e-12);  // (1.6 + 1.2 ms) over 2 steps
+  EXPECT_NEAR(s.primary_only_s.value_or(-1), 0.15e-3, 1e-12);
+}
+
 }  // namespace
 }  // namespace dpb::bench
