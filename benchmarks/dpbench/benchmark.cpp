@@ -283,6 +283,8 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   // and its figures stay the host's.
   const std::optional<DeviceFigures> device_figs = finish_device_timing(device_timing, measured);
   const trace::TimelineSource source = device_figs ? device_figs->source : trace::TimelineSource::host;
+  // NCCL's all-reduces run on the device: their times come from its timeline.
+  if (device_figs && rank) fill_bucket_times(*device_figs, rank->device.index, measured);
   const std::vector<trace::Interval> device_rows = device_figs ? device_intervals(*device_figs) : std::vector<trace::Interval>{};
   std::vector<double> times;
   double data_s = 0, step_s = 0;

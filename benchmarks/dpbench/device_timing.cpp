@@ -63,6 +63,35 @@ std::optional<DeviceFigures> finish_device_timing(DeviceTimingRun& run, const st
   return f;
 }
 
+int fill_bucket_times(const DeviceFigures& f, int device, std::vector<StepRecord>& measured) {
+  if (f.source != trace::TimelineSource::cupti) return 0;
+  const trace::RankTimeline& t = f.timeline;
+  std::vector<std::pair<int64_t, int64_t>> kernels;  // the all-reduces on `device`, by start
+  for (const auto& w : t.work)
+    if (w.device == device && w.work == trace::Work::communication &&
+        trace::collective_kind(t.names.name(w.name)) == trace::CollectiveKind::all_reduce)
+      kernels.emplace_back(w.begin_ns, w.end_ns);
+  std::sort(kernels.begin(), kernels.end());
+  int filled = 0;
+  for (auto& r : measured) {
+    std::vector<BucketRecord*> unknown;
+    for (auto& b : r.buckets)
+      if (b.comm_start_ns <= 0) unknown.push_back(&b);
+    if (unknown.empty()) continue;
+    std::stable_sort(unknown.begin(), unknown.end(),
+                     [](const BucketRecord* a, const BucketRecord* b) { return a->launch_ns < b->launch_ns; });
+    const auto first = std::lower_bound(kernels.begin(), kernels.end(), std::make_pair(r.begin_ns, int64_t{0}));
+    const auto last = std::lower_bound(first, kernels.end(), std::make_pair(r.end_ns, int64_t{0}));
+    if (last - first != static_cast<std::ptrdiff_t>(unknown.size())) continue;
+    for (size_t k = 0; k < unknown.size(); ++k) {
+      unknown[k]->comm_start_ns = first[static_cast<std::ptrdiff_t>(k)].first;
+      unknown[k]->comm_end_ns = first[static_cast<std::ptrdiff_t>(k)].second;
+      ++filled;
+    }
+  }
+  return filled;
+}
+
 trace::Breakdown device_breakdown(const DeviceFigures& f, int device, const Window& w) {
   if (const auto* d = f.analysis.device(device)) return d->breakdown;
   trace::Breakdown idle;  // nothing ran on it in the window

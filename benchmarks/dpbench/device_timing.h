@@ -46,6 +46,14 @@ std::optional<DeviceFigures> finish_device_timing(DeviceTimingRun& run, const st
 DeviceFigures device_figures(trace::RankTimeline timeline, trace::TimelineSource source,
                              const std::vector<StepRecord>& measured);
 
+// DDP's all-reduces where the process group could not time them (NCCL's run on the
+// device): each measured step's buckets, in the order they were launched, take the
+// all-reduce kernels that began on `device` within that step, in the order they began
+// (one stream runs them in launch order). From CUPTI's records only (timing events time
+// spans, not kernels); a step whose kernels and unknown buckets differ in number is
+// left unknown. Returns the buckets filled.
+int fill_bucket_times(const DeviceFigures& f, int device, std::vector<StepRecord>& measured);
+
 // A device's busy share and breakdown over the window from the device timeline; a
 // device that ran nothing in the window was idle all of it.
 trace::Breakdown device_breakdown(const DeviceFigures& f, int device, const Window& w);

@@ -109,6 +109,39 @@ TEST(DeviceTiming, RankFiguresComeFromTheDeviceTimelineNotHostSpans) {
   EXPECT_TRUE(f.analysis.device(0)->breakdown.idle_breakdown.host_wait.has_value());
 }
 
+// NCCL's work has no host time: each step's bucket takes that step's all-reduce kernel.
+TEST(DeviceTiming, BucketsWhoseAllReduceRanOnTheDeviceTakeTheirKernelsTimes) {
+  Fixture fx;
+  const DeviceFigures f = fx.figures();
+  std::vector<StepRecord> measured = fx.measured;
+  BucketRecord b;
+  b.launch_ns = measured[0].begin_ns + 3400 * us;
+  measured[0].buckets = {b};
+  // Two buckets against one kernel: which is which cannot be told, so neither is said.
+  measured[1].buckets = {b, b};
+  measured[1].buckets[0].launch_ns += 6 * ms;
+  measured[1].buckets[1].launch_ns += 6 * ms + 10 * us;
+  EXPECT_EQ(fill_bucket_times(f, 0, measured), 1);
+  EXPECT_EQ(measured[0].buckets[0].comm_start_ns, 1000 * ms + 3500 * us);
+  EXPECT_EQ(measured[0].buckets[0].comm_end_ns, 1000 * ms + 5500 * us);
+  EXPECT_EQ(measured[1].buckets[0].comm_start_ns, 0);
+  EXPECT_EQ(measured[1].buckets[1].comm_start_ns, 0);
+  // A bucket the process group timed (Gloo's host-side all-reduce) keeps its times.
+  measured[1].buckets = {b};
+  measured[1].buckets[0].comm_start_ns = 1;
+  measured[1].buckets[0].comm_end_ns = 2;
+  EXPECT_EQ(fill_bucket_times(f, 0, measured), 0);
+  EXPECT_EQ(measured[1].buckets[0].comm_start_ns, 1);
+  // Another device's kernels, or timing events (spans, not kernels), time no bucket.
+  measured[1].buckets[0].comm_start_ns = 0;
+  EXPECT_EQ(fill_bucket_times(f, 1, measured), 0);
+  DeviceFigures events = fx.figures();
+  events.source = trace::TimelineSource::cuda_events;
+  EXPECT_EQ(fill_bucket_times(events, 0, measured), 0);
+  EXPECT_EQ(fill_bucket_times(f, 0, measured), 1);
+  EXPECT_EQ(measured[1].buckets[0].comm_start_ns, 1000 * ms + 9500 * us);
+}
+
 TEST(DeviceTiming, ADeviceThatRanNothingWasIdleTheWholeWindow) {
   const Fixture fx;
   const DeviceFigures f = fx.figures();
