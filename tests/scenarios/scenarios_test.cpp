@@ -164,11 +164,13 @@ std::set<std::string> serious(const nlohmann::json& doc) {
 class DoctorScenario : public ::testing::TestWithParam<Scenario> {};
 
 // Findings that rest on timing alone. On this shared 2-core machine (where CTest runs two
-// scenarios at once) a run now and then really has a slow core for its whole length (a
-// straggler the doctor rightly names) or a stall that leaves a stage idle; such a run is
-// measured again rather than counted, while any other unexpected finding fails at once.
-const std::set<std::string> kTiming{"straggler-rank", "exposed-communication", "exposed-allgather",
-                                    "unexplained-idle", "pipeline-bubble"};
+// scenarios at once, four processes on two cores) a run now and then really has a slow
+// core for its whole length (a straggler the doctor rightly names) or a stall that leaves
+// a stage idle or a rank waiting in its all-reduces (a healthy tensor-parallel run once
+// waited 39% of its step for 80 kB); such a run is measured again rather than counted,
+// while any other unexpected finding fails at once.
+const std::set<std::string> kTiming{"straggler-rank",  "exposed-communication", "exposed-allgather",
+                                    "unexplained-idle", "pipeline-bubble",       "tp-across-slow-link"};
 
 TEST_P(DoctorScenario, GetsItsRuleAndNoFalseAlarms) {
   const Scenario& s = GetParam();
