@@ -182,6 +182,27 @@ for name in sorted({os.path.basename(p).rsplit("-", 1)[0] for p in glob.glob(d +
     ok = not wrong and len(src) == 4 and cost.get("cupti", 1) <= 0.03
     print(f"- [{'pass' if ok else 'FAIL'}] {name}: sources {src}; step vs off: "
           + ", ".join(f"{t} {c:+.1%}" for t, c in cost.items()) + (f"; wrong source {wrong}" if wrong else ""))
+# The figures the device timeline now gives beyond the breakdown: DataParallel's split on
+# the primary (its replica's work against its own, within the step), and the pipeline's
+# stage events on each device's clock (every stage busy some of the step, the bubble
+# within [theory / 2, 1)).
+for path in sorted(glob.glob(d + "/*.json")):
+    try:
+        run = json.load(open(path))["runs"][0]
+    except (OSError, ValueError, KeyError, IndexError):
+        continue
+    tag, step = os.path.basename(path)[:-5], run["step_time_s"]["median"]
+    if run.get("dp"):
+        only, replica = run["dp"].get("primary_only_s"), run["dp"].get("primary_replica_s")
+        ok = only is not None and replica is not None and replica > 0 and only + replica <= step * 1.05
+        print(f"- [{'pass' if ok else 'FAIL'}] {tag}: the primary's own work {only}, its replica's {replica}, "
+              f"step {step:.6f} s")
+    if run.get("pipeline"):
+        b = run["pipeline"]["bubble"]
+        busy = [1 - s["idle_share"] for s in run.get("stages", [])]
+        ok = all(0 < x <= 1 for x in busy) and b["theory"] / 2 <= b["measured"] < 1
+        print(f"- [{'pass' if ok else 'FAIL'}] {tag}: stages busy {[round(x, 3) for x in busy]}, bubble "
+              f"{b['measured']:.3f} (theory {b['theory']:.3f})")
 PY
   # CUPTI's kernel time against ncu's gpu__time_duration for the same kernel of the same
   # workload (the ResNet-18 step's longest kernel; ncu at the GPU's own clocks and caches,
