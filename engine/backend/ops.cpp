@@ -576,6 +576,11 @@ double DeviceMarks::seconds(size_t a, size_t b) const {
 #endif
 }
 
+std::optional<int64_t> DeviceMarks::host_ns(size_t mark) const {
+  if (device_.is_cuda()) return std::nullopt;
+  return host_ns_.at(mark);
+}
+
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, const SgdHyper& h, bool first) {
   DPB_CHECK(grad.numel() == param.numel()) << "sgd_step: grad " << grad.shape() << " for param " << param.shape();
   same_device("sgd_step", param.device(), {&grad, &buf});

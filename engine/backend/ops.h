@@ -7,6 +7,7 @@
 // memory layout (conv2d_forward returns it). Gradients have the layout of the tensor
 // they are the gradient of (dx like x, dy like y); parameters are always plain.
 #include <cstdint>
+#include <optional>
 
 #include "engine/tensor/tensor.h"
 
@@ -189,6 +190,9 @@ class DeviceMarks {
   size_t mark();
   // Seconds from mark `a` to mark `b` (waits for `b` to pass on a GPU).
   double seconds(size_t a, size_t b) const;
+  // The host clock's time of a mark where it is the device's (a logical CPU device);
+  // nullopt on a GPU, whose marks pass when its work reaches them.
+  std::optional<int64_t> host_ns(size_t mark) const;
 
  private:
   Device device_;

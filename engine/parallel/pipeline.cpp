@@ -384,10 +384,12 @@ LossResult PipelineParallel::train_step(const Tensor& x, const Tensor& target) {
     // device), so no op waits for the device to be timed: on a GPU only a hand-off to
     // another device waits (the copy between devices completes before it is handed on).
     // The marks go onto the host clock from an anchor at the program's start, where the
-    // stream is drained (the trainer waits for the devices at the end of every step).
+    // stream is drained (the trainer waits for the devices at the end of every step); on
+    // a logical CPU device the anchor's host time is the mark's own, so every mark maps
+    // back to exactly the time it was taken.
     ops::DeviceMarks marks(dev);
-    const int64_t anchor_ns = now_ns();
     const size_t anchor = marks.mark();
+    const int64_t anchor_ns = marks.host_ns(anchor).value_or(now_ns());
     struct Timed {
       PipelineEvent e;
       size_t begin = 0, compute_end = 0;
