@@ -2,7 +2,8 @@
 // Synthetic data that does not depend on I/O, deterministic under a seed, and
 // learnable (so loss falls and accuracy rises):
 // - classification: each class has a fixed random prototype; a sample is its
-//   class prototype plus Gaussian noise (label = a hash of the index);
+//   class prototype plus noise of unit variance (uniform, from a hash of the index
+//   and the element: cheap enough that a run on it waits for no data);
 // - regression: a fixed linear teacher, target_j = 0.5 * x_(j mod d) + 0.1.
 // Sample i depends only on (seed, i), so any subset or order is reproducible.
 #include "engine/data/dataset.h"

@@ -242,10 +242,14 @@ INSTANTIATE_TEST_SUITE_P(
                       EqCase{"lenet", 3, PipelineSchedule::gpipe, 4, 12, 1e-4},
                       EqCase{"lenet", 4, PipelineSchedule::one_f_one_b, 6, 12, 1e-4},
                       EqCase{"lenet", 2, PipelineSchedule::one_f_one_b, 5, 3, 1e-4},  // B < M: 3 micro-batches
-                      // eval-mode (frozen) BatchNorm: the BatchNorm-consistent setting
-                      EqCase{"resnet18", 2, PipelineSchedule::naive, 1, 4, 1e-3},
-                      EqCase{"resnet18", 2, PipelineSchedule::gpipe, 2, 4, 1e-3},
-                      EqCase{"resnet18", 3, PipelineSchedule::one_f_one_b, 2, 4, 1e-3}),
+                      // eval-mode (frozen) BatchNorm: the BatchNorm-consistent setting. A
+                      // weight gradient summed over micro-batches rounds unlike one summed
+                      // over the batch, and three steps with momentum carry it: measured up
+                      // to 1.0e-3 of a convolution's move, and 1.4e-3 of BatchNorm weights'
+                      // that sit near 1.0 and move 1e-4 (their floats' last bit is 1.2e-7).
+                      EqCase{"resnet18", 2, PipelineSchedule::naive, 1, 4, 2e-3},
+                      EqCase{"resnet18", 2, PipelineSchedule::gpipe, 2, 4, 2e-3},
+                      EqCase{"resnet18", 3, PipelineSchedule::one_f_one_b, 2, 4, 2e-3}),
     case_name);
 
 TEST(PipelineBatchNorm, TrainModeStatisticsArePerMicroBatchByDesign) {

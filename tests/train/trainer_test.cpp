@@ -68,7 +68,7 @@ TEST_P(LossFalls, OnLearnableSyntheticTask) {
 INSTANTIATE_TEST_SUITE_P(Models, LossFalls,
                          ::testing::Values(std::make_tuple("simple", 16, 40, 0.05f, 0.5),
                                            std::make_tuple("mlp", 16, 30, 0.01f, 0.5),
-                                           std::make_tuple("lenet", 16, 60, 0.05f, 0.75),
+                                           std::make_tuple("lenet", 16, 60, 0.02f, 0.75),
                                            std::make_tuple("resnet18", 4, 16, 0.005f, 0.8),
                                            std::make_tuple("widemlp", 2, 8, 0.1f, 0.8),
                                            std::make_tuple("gpt2-tiny", 8, 40, 0.1f, 0.8)),
