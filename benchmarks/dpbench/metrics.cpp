@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <unordered_map>
+#include <utility>
 
 #include "engine/core/stats.h"
 #include "engine/trace/analysis.h"
@@ -256,7 +257,7 @@ reports::DpStats dp_stats(const DataParallel& dp, bool bypass, bool replicate_in
     if (i.device != primary) continue;
     (i.lane == "replica" ? replica : own).emplace_back(i.begin_ns, i.end_ns);
   }
-  set_split(s, own, replica, any_device, data, w, measured_steps);
+  set_split(s, std::move(own), std::move(replica), std::move(any_device), std::move(data), w, measured_steps);
   return s;
 }
 
@@ -292,7 +293,7 @@ void dp_device_split(reports::DpStats& s, const trace::RankTimeline& device, con
     }
     (mine ? replica : own).emplace_back(work.begin_ns, work.end_ns);
   }
-  set_split(s, own, replica, any_device, data, w, measured_steps);
+  set_split(s, std::move(own), std::move(replica), std::move(any_device), std::move(data), w, measured_steps);
 }
 
 PipelineMetrics pipeline_metrics(PipelineParallel& pp, const std::vector<StepRecord>& measured,
