@@ -27,7 +27,7 @@
 #   corpus.tar.gz        the GPU trace corpus cases recorded here (tests/data/traces/gpu-*)
 #   doctor.log           dpdoctor and HTA on those traces
 #   speed.log            dpbench against PyTorch eager and torch.compile, fp32/tf32/bf16, and
-#                        GPT-2 in bf16 with each one's MFU
+#                        GPT-2 in bf16 with each one's MFU, its attention fused and not
 # Checked, these become reports/results/gpu-<date>.md and the GPU cases in tests/data.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -286,6 +286,14 @@ PY
   step "GPT-2 speed against PyTorch (compare_gpt2.sh: gpt2 bf16 16 x 1024, eager and torch.compile)" \
     "$OUT/speed.log" env DPBENCH="$DPBENCH" PYTHON="$venv/bin/python" DEVICE=cuda PRECISION=bf16 REPEAT=1 WARMUP=5 \
     CASES="gpt2:16:1024:20" timeout 200 "$ROOT/benchmarks/pytorch_reference/compare_gpt2.sh"
+  # GPT-2's attention fused by cuDNN (flash attention) against cuBLAS products that write
+  # the probabilities out, alternated: tokens/s and peak memory of each.
+  local attn
+  for attn in cudnn cublas cudnn cublas; do
+    step "gpt2 bf16 16 x 1024, attention on $attn (DPB_CUDA_ATTENTION)" "$OUT/speed.log" \
+      env DPB_CUDA_ATTENTION="$attn" timeout 120 "$DPBENCH" --mode=single --devices=cuda --precision=bf16 \
+      --model=gpt2 --data=synthetic --batch=16 --seq=1024 --steps=20 --warmup=5 --optimizer=adamw --progress=none
+  done
   rm -rf "$venv"
 }
 

@@ -12,6 +12,7 @@
 #include "engine/backend/cpu/cpu_ops.h"
 #if DPB_WITH_CUDA
 #include "engine/backend/cuda/cuda_ops.h"
+#include "engine/backend/cuda/fused_attention.h"
 #include "engine/backend/cuda/runtime.h"
 #define DPB_CUDA_IMPL(...) [&] { return cuda::__VA_ARGS__; }
 #else
@@ -341,13 +342,20 @@ void check_position(const char* op, const Tensor& act, const Tensor& table) {
       << " (the sequence is longer than the model's context)";
 }
 
-void check_attention(const char* op, const Tensor& qkv, int64_t heads, const Tensor& y, const Tensor& probs) {
+void check_qkv(const char* op, const Tensor& qkv, int64_t heads) {
   expect_ndim(op, "qkv", qkv, 3, "(N, T, 3C)");
-  const int64_t C = qkv.size(2) / 3;
-  DPB_CHECK(qkv.size(2) % 3 == 0 && heads >= 1 && C % heads == 0)
+  DPB_CHECK(qkv.size(2) % 3 == 0 && heads >= 1 && (qkv.size(2) / 3) % heads == 0)
       << op << ": qkv width " << qkv.size(2) << " is not 3 x a multiple of " << heads << " heads";
-  expect_shape(op, "output", y, {qkv.size(0), qkv.size(1), C});
-  expect_shape(op, "probabilities", probs, {qkv.size(0), heads, qkv.size(1), qkv.size(1)});
+}
+
+// y: the attention's output (or its gradient); saved: the probabilities (N, heads, T, T),
+// or with `fused` the statistics (N, heads, T).
+void check_attention(const char* op, const Tensor& qkv, int64_t heads, const Tensor& y, const Tensor& saved,
+                     bool fused = false) {
+  check_qkv(op, qkv, heads);
+  expect_shape(op, "output", y, {qkv.size(0), qkv.size(1), qkv.size(2) / 3});
+  if (fused) expect_shape(op, "stats", saved, {qkv.size(0), heads, qkv.size(1)});
+  else expect_shape(op, "probabilities", saved, {qkv.size(0), heads, qkv.size(1), qkv.size(1)});
 }
 }  // namespace
 
@@ -453,6 +461,37 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy
   same_device("attention_backward", qkv.device(), {&probs, &dy, &dqkv});
   dispatch("attention_backward", qkv.device(), [&] { cpu::attention_backward(qkv, probs, dy, heads, dqkv); },
            DPB_CUDA_IMPL(attention_backward(qkv, probs, dy, heads, dqkv)));
+}
+
+bool attention_fused(const Tensor& qkv, int64_t heads, std::string* why) {
+  check_qkv("attention_fused", qkv, heads);
+  std::string no = "CPU (oneDNN products and a fused causal softmax)";
+  if (qkv.device().is_cuda()) {
+#if DPB_WITH_CUDA
+    no = cuda::fused_attention_unsupported(qkv, heads);
+#else
+    no = "no CUDA in this build";
+#endif
+  }
+  if (why) *why = no;
+  return no.empty();
+}
+
+void attention_forward_fused(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& stats) {
+  check_attention("attention_forward_fused", qkv, heads, y, stats, true);
+  same_device("attention_forward_fused", qkv.device(), {&y, &stats});
+  dispatch("attention_forward", qkv.device(), [&] { DPB_FAIL() << "attention_forward_fused: CUDA only"; },
+           DPB_CUDA_IMPL(fused_attention_forward(qkv, heads, y, stats)));
+}
+
+void attention_backward_fused(const Tensor& qkv, const Tensor& y, const Tensor& stats, const Tensor& dy,
+                              int64_t heads, Tensor& dqkv) {
+  check_attention("attention_backward_fused", qkv, heads, dy, stats, true);
+  expect_shape("attention_backward_fused", "output", y, dy.shape());
+  expect_shape("attention_backward_fused", "grad_input", dqkv, qkv.shape());
+  same_device("attention_backward_fused", qkv.device(), {&y, &stats, &dy, &dqkv});
+  dispatch("attention_backward", qkv.device(), [&] { DPB_FAIL() << "attention_backward_fused: CUDA only"; },
+           DPB_CUDA_IMPL(fused_attention_backward(qkv, y, stats, dy, heads, dqkv)));
 }
 
 float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, int64_t* correct) {

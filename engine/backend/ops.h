@@ -8,6 +8,7 @@
 // they are the gradient of (dx like x, dy like y); parameters are always plain.
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "engine/tensor/tensor.h"
 
@@ -148,6 +149,16 @@ void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
 void attention_forward(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& probs);
 // dqkv (N, T, 3C) from dy (N, T, C) and the forward's qkv and probs (overwritten).
 void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy, int64_t heads, Tensor& dqkv);
+// Whether attention on qkv runs fused (flash attention: cuDNN's fused kernels, CUDA bf16),
+// saving each row's softmax statistics instead of the probabilities. When it does not,
+// *why (when given) says why: the device, dtype, head width, GPU or cuDNN's refusal.
+bool attention_fused(const Tensor& qkv, int64_t heads, std::string* why = nullptr);
+// The fused forward: y (N, T, C) and stats (N, heads, T) fp32, each row's log-sum-exp of
+// its scaled, masked scores.
+void attention_forward_fused(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& stats);
+// dqkv (N, T, 3C) from the fused forward's qkv, y and stats, and dy (N, T, C).
+void attention_backward_fused(const Tensor& qkv, const Tensor& y, const Tensor& stats, const Tensor& dy,
+                              int64_t heads, Tensor& dqkv);
 
 // --- losses ----------------------------------------------------------------------
 // Mean softmax cross-entropy of logits (N, C) against labels (N) i32; writes

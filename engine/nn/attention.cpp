@@ -41,11 +41,21 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   DPB_CHECK(qkv.size(2) == 3 * head_width_) << "CausalSelfAttention: c_attn gives " << qkv.size(2)
                                             << " columns, not 3 x " << head_width_;
   Tensor y = Tensor::empty({x.size(0), x.size(1), head_width_}, x.device(), qkv.dtype());
-  Tensor probs = Tensor::empty({x.size(0), heads_, x.size(1), x.size(1)}, x.device(), qkv.dtype());
-  ops::attention_forward(qkv, heads_, y, probs);
-  if (training_) {
-    qkv_ = qkv;
-    probs_ = probs;
+  if (ops::attention_fused(qkv, heads_)) {
+    Tensor stats = Tensor::empty({x.size(0), heads_, x.size(1)}, x.device());
+    ops::attention_forward_fused(qkv, heads_, y, stats);
+    if (training_) {
+      qkv_ = qkv;
+      y_ = y;
+      stats_ = stats;
+    }
+  } else {
+    Tensor probs = Tensor::empty({x.size(0), heads_, x.size(1), x.size(1)}, x.device(), qkv.dtype());
+    ops::attention_forward(qkv, heads_, y, probs);
+    if (training_) {
+      qkv_ = qkv;
+      probs_ = probs;
+    }
   }
   return c_proj_->forward(y);
 }
@@ -54,8 +64,9 @@ Tensor CausalSelfAttention::backward(const Tensor& dy) {
   DPB_CHECK(qkv_.defined()) << "CausalSelfAttention.backward without a training-mode forward";
   Tensor dattn = c_proj_->backward(dy);
   Tensor dqkv = Tensor::empty_like(qkv_);
-  ops::attention_backward(qkv_, probs_, dattn, heads_, dqkv);
-  qkv_ = probs_ = Tensor();
+  if (stats_.defined()) ops::attention_backward_fused(qkv_, y_, stats_, dattn, heads_, dqkv);
+  else ops::attention_backward(qkv_, probs_, dattn, heads_, dqkv);
+  qkv_ = probs_ = y_ = stats_ = Tensor();
   return c_attn_->backward(dqkv);
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // CausalSelfAttention, as GPT-2 (nanoGPT's names): x (N, T, C) -> c_attn (C -> 3C, the
 // fused query/key/value projection) -> causal multi-head scaled dot-product attention
-// (ops::attention_forward, one op) -> c_proj (C -> C).
+// (ops::attention_forward, one op; fused where ops::attention_fused says so) -> c_proj
+// (C -> C).
 //
 // Initialisation as GPT-2: weights N(0, 0.02^2), biases zero, and c_proj's weight
 // scaled by 1/sqrt(2 x layers) (the residual projections; `proj_std` gives it).
@@ -36,7 +37,9 @@ class CausalSelfAttention : public Module {
   int64_t dim_, heads_, head_width_;
   Module* c_attn_;
   Module* c_proj_;
-  Tensor qkv_, probs_;  // saved (N, T, 3C) and (N, heads, T, T)
+  // Saved by a training forward: qkv (N, T, 3C) and the probabilities (N, heads, T, T),
+  // or, where attention runs fused, its output y (N, T, C) and statistics (N, heads, T).
+  Tensor qkv_, probs_, y_, stats_;
 };
 
 }  // namespace dpb

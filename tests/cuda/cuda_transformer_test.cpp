@@ -1,6 +1,11 @@
 // The transformer's ops on CUDA against the CPU backend (skipped without a GPU), in
 // fp32 and bf16, and gpt2-tiny's loss and every gradient against the CPU's.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
 
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/backend/ops.h"
@@ -90,6 +95,65 @@ TEST(CudaTransformerOps, LayerNormGeluAttentionMatchCpu) {
   }
   const Tensor big = random_tensor({1000}, 13);
   EXPECT_NEAR(ops::sum_squares(big.to(kGpu)), ops::sum_squares(big), 1e-4 * ops::sum_squares(big));
+}
+
+// Attention fused by cuDNN (bf16) against the CPU's fp32 attention on the same bf16-rounded
+// inputs: the output, each row's log-sum-exp and the gradient of q, k and v. On an sm80+
+// GPU with cuDNN 9 the fused path must be taken; cuDNN's reason fails the test otherwise.
+TEST(CudaTransformerOps, FusedAttentionMatchesCpu) {
+  DPB_REQUIRE_GPU();
+  cpu::CpuDeviceScope scope(0);
+  test::PrecisionScope ps(Precision::bf16);
+  for (const auto& [N, T, H, D] : std::vector<std::array<int64_t, 4>>{{2, 64, 4, 64}, {3, 100, 2, 32}}) {
+    const int64_t C = H * D;
+    const std::string what = fmt::format("N {} T {} {} heads of {}", N, T, H, D);
+    const Tensor gqkv = random_tensor({N, T, 3 * C}, 21).to(kGpu).to_dtype(DType::bf16);
+    std::string why;
+    ASSERT_TRUE(ops::attention_fused(gqkv, H, &why)) << what << ": " << why;
+    const Tensor qkv = gqkv.to_dtype(DType::f32).to(Device::cpu());
+    Tensor o = Tensor::empty({N, T, C}), p = Tensor::empty({N, H, T, T});
+    ops::attention_forward(qkv, H, o, p);
+    Tensor go = Tensor::empty({N, T, C}, kGpu, DType::bf16), stats = Tensor::empty({N, H, T}, kGpu);
+    ops::attention_forward_fused(gqkv, H, go, stats);
+    EXPECT_LT(rel_error(go.to_dtype(DType::f32), o), 1e-2) << what;
+
+    // stats[n, h, t] = log sum_{j <= t} exp(q_t . k_j / sqrt(D)), in double from the inputs.
+    const std::vector<float> x = qkv.to_vector(), got = stats.to_vector();
+    double worst = 0.0;
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t t = 0; t < T; ++t) {
+          std::vector<double> s;
+          for (int64_t j = 0; j <= t; ++j) {
+            double dot = 0.0;
+            for (int64_t d = 0; d < D; ++d) {
+              dot += static_cast<double>(x[static_cast<size_t>((n * T + t) * 3 * C + h * D + d)]) *
+                     x[static_cast<size_t>((n * T + j) * 3 * C + C + h * D + d)];
+            }
+            s.push_back(dot / std::sqrt(static_cast<double>(D)));
+          }
+          const double m = *std::max_element(s.begin(), s.end());
+          double z = 0.0;
+          for (double v : s) z += std::exp(v - m);
+          const double want = m + std::log(z);
+          worst = std::max(worst, std::fabs(got[static_cast<size_t>((n * H + h) * T + t)] - want));
+        }
+      }
+    }
+    EXPECT_LT(worst, 2e-3) << what << ": largest error of a row's log-sum-exp";
+
+    const Tensor dout = random_tensor({N, T, C}, 22).to(kGpu).to_dtype(DType::bf16);
+    Tensor d = Tensor::empty_like(qkv), gd = Tensor::empty(qkv.shape(), kGpu, DType::bf16);
+    ops::attention_backward(qkv, p, dout.to_dtype(DType::f32).to(Device::cpu()), H, d);
+    ops::attention_backward_fused(gqkv, go, stats, dout, H, gd);
+    EXPECT_LT(rel_error(gd.to_dtype(DType::f32), d), 2e-2) << what;
+  }
+  // Where it cannot run fused, it says why.
+  std::string why;
+  EXPECT_FALSE(ops::attention_fused(random_tensor({1, 8, 3 * 36}, 23).to(kGpu).to_dtype(DType::bf16), 3, &why));
+  EXPECT_NE(why.find("head width 12"), std::string::npos) << why;
+  EXPECT_FALSE(ops::attention_fused(random_tensor({1, 8, 3 * 64}, 24).to(kGpu), 1, &why));
+  EXPECT_NE(why.find("bf16"), std::string::npos) << why;
 }
 
 // gpt2-tiny end to end: the loss and every parameter's gradient (the tied embedding's

@@ -97,6 +97,26 @@ TEST(GradCheck, CausalSelfAttentionInBlocks) {
   }
 }
 
+// On a CPU device attention never runs fused, says so, and the fused ops refuse with the
+// reason rather than computing something else.
+TEST(AttentionFused, CpuSaysWhyNotAndTheFusedOpsRefuse) {
+  Generator g(55);
+  const Tensor qkv = random_tensor({1, 4, 3 * 8}, g);
+  std::string why;
+  EXPECT_FALSE(ops::attention_fused(qkv, 2, &why));
+  EXPECT_NE(why.find("CPU"), std::string::npos) << why;
+  Tensor y = Tensor::empty({1, 4, 8}), stats = Tensor::empty({1, 2, 4});
+  try {
+    ops::attention_forward_fused(qkv, 2, y, stats);
+    ADD_FAILURE() << "the fused forward ran on a CPU device";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA only"), std::string::npos) << e.what();
+  }
+  Tensor wrong = Tensor::empty({1, 2, 4, 4});
+  EXPECT_THROW(ops::attention_forward_fused(qkv, 2, y, wrong), Error);  // stats, not probabilities
+  EXPECT_THROW(ops::attention_fused(random_tensor({1, 4, 25}, g), 2), Error);  // not 3 x C wide
+}
+
 // Attention's forward against the textbook formula, head by head, in one block and in
 // causal blocks.
 class AttentionForward : public ::testing::TestWithParam<int64_t> {};
