@@ -275,21 +275,22 @@ struct AttnShape {
 };
 
 // scores with every key after its query set to the lowest float: row index >= column
-// index keeps the score (the causal mask as cuDNN's frontend writes it).
+// index keeps the score (the causal mask as cuDNN's frontend writes it). The indices are
+// int32 in cuDNN 9's frontend and float in its first versions; both are tried.
 cudnnBackendDescriptor_t causal_mask(GraphBuilder& g, const AttnShape& s, cudnnBackendDescriptor_t scores,
-                                     cudnnBackendDescriptor_t lowest) {
-  auto row = g.virt(s.scores(), CUDNN_DATA_INT32);
-  auto col = g.virt(s.scores(), CUDNN_DATA_INT32);
+                                     cudnnBackendDescriptor_t lowest, cudnnDataType_t index) {
+  auto row = g.virt(s.scores(), index);
+  auto col = g.virt(s.scores(), index);
   auto keep = g.virt(s.scores(), CUDNN_DATA_BOOLEAN);
   auto masked = g.virt(s.scores());
-  g.pointwise("row index", CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, row, CUDNN_DATA_INT32, nullptr, 2);
-  g.pointwise("column index", CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, col, CUDNN_DATA_INT32, nullptr, 3);
+  g.pointwise("row index", CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, row, index, nullptr, 2);
+  g.pointwise("column index", CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, col, index, nullptr, 3);
   g.pointwise("row >= column", CUDNN_POINTWISE_CMP_GE, row, col, keep, CUDNN_DATA_BOOLEAN);
   g.pointwise("causal mask", CUDNN_POINTWISE_BINARY_SELECT, scores, lowest, masked, CUDNN_DATA_FLOAT, keep);
   return masked;
 }
 
-std::unique_ptr<Plan> forward_plan(cudnnHandle_t handle, const AttnShape& s) {
+std::unique_ptr<Plan> forward_plan(cudnnHandle_t handle, const AttnShape& s, cudnnDataType_t index) {
   GraphBuilder g;
   const int64_t w3 = 3 * s.C();
   auto q = g.io(kQ, s.heads(), s.strides(w3), CUDNN_DATA_BFLOAT16);
@@ -304,7 +305,7 @@ std::unique_ptr<Plan> forward_plan(cudnnHandle_t handle, const AttnShape& s) {
   g.matmul("S = Q K^T", q, kt, scores);
   auto scaled = g.virt(s.scores());
   g.pointwise("S * scale", CUDNN_POINTWISE_MUL, scores, scale, scaled);
-  auto masked = causal_mask(g, s, scaled, lowest);
+  auto masked = causal_mask(g, s, scaled, lowest, index);
   auto row_max = g.virt(s.rows());
   g.reduction("M = rowmax S", CUDNN_REDUCE_TENSOR_MAX, masked, row_max);
   auto shifted = g.virt(s.scores());
@@ -322,7 +323,7 @@ std::unique_ptr<Plan> forward_plan(cudnnHandle_t handle, const AttnShape& s) {
   return g.build(handle, "attention forward");
 }
 
-std::unique_ptr<Plan> backward_plan(cudnnHandle_t handle, const AttnShape& s) {
+std::unique_ptr<Plan> backward_plan(cudnnHandle_t handle, const AttnShape& s, cudnnDataType_t index) {
   GraphBuilder g;
   const int64_t w3 = 3 * s.C();
   auto q = g.io(kQ, s.heads(), s.strides(w3), CUDNN_DATA_BFLOAT16);
@@ -354,7 +355,7 @@ std::unique_ptr<Plan> backward_plan(cudnnHandle_t handle, const AttnShape& s) {
   g.pointwise("S * scale", CUDNN_POINTWISE_MUL, scores, scale, scaled);
   auto shifted = g.virt(s.scores());
   g.pointwise("S - stats", CUDNN_POINTWISE_SUB, scaled, stats, shifted);
-  auto masked = causal_mask(g, s, shifted, lowest);
+  auto masked = causal_mask(g, s, shifted, lowest, index);
   auto p = g.virt(s.scores());
   g.pointwise("P = exp", CUDNN_POINTWISE_EXP, masked, nullptr, p);
 
@@ -437,13 +438,20 @@ std::shared_ptr<FusedPlans> plans_for(const Tensor& qkv, int64_t heads) {
   plans = std::make_shared<FusedPlans>();
   plans->refused = precondition(qkv, s);
   if (plans->refused.empty()) {
-    try {
-      plans->forward = forward_plan(env.res.cudnn, s);
-      plans->backward = backward_plan(env.res.cudnn, s);
-    } catch (const Refused& e) {
-      plans->forward.reset();
-      plans->refused = fmt::format("cuDNN refused the graph: {}", e.what());
+    std::string refusals;
+    for (cudnnDataType_t index : {CUDNN_DATA_INT32, CUDNN_DATA_FLOAT}) {
+      try {
+        plans->forward = forward_plan(env.res.cudnn, s, index);
+        plans->backward = backward_plan(env.res.cudnn, s, index);
+        refusals.clear();
+        break;
+      } catch (const Refused& e) {
+        plans->forward.reset();
+        refusals += fmt::format("{}{} indices: {}", refusals.empty() ? "" : "; ",
+                                index == CUDNN_DATA_INT32 ? "int32" : "float", e.what());
+      }
     }
+    if (!refusals.empty()) plans->refused = "cuDNN refused the graph: " + refusals;
   }
   if (!plans->refused.empty()) {
     DPB_CHECK(choice() != Choice::cudnn) << "DPB_CUDA_ATTENTION=cudnn, but attention (N " << s.N << ", T " << s.T
