@@ -453,7 +453,10 @@ std::shared_ptr<FusedPlans> plans_for(const Tensor& qkv, int64_t heads) {
     }
     if (!refusals.empty()) plans->refused = "cuDNN refused the graph: " + refusals;
   }
-  if (!plans->refused.empty()) {
+  if (plans->refused.empty()) {
+    log::info("attention (T {}, {} heads of {}) fused by cuDNN: workspace {} + {} bytes", s.T, s.H, s.D,
+              plans->forward->workspace_bytes, plans->backward->workspace_bytes);
+  } else {
     DPB_CHECK(choice() != Choice::cudnn) << "DPB_CUDA_ATTENTION=cudnn, but attention (N " << s.N << ", T " << s.T
                                          << ", " << s.H << " heads of " << s.D << ") cannot run fused: "
                                          << plans->refused;
