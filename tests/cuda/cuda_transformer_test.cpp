@@ -7,7 +7,11 @@
 #include <array>
 #include <cmath>
 
+#include <cudnn.h>
+#include <dlfcn.h>
+
 #include "engine/backend/cpu/cpu_context.h"
+#include "engine/backend/cuda/fused_attention.h"
 #include "engine/backend/ops.h"
 #include "engine/data/tokens.h"
 #include "engine/models/model.h"
@@ -154,6 +158,63 @@ TEST(CudaTransformerOps, FusedAttentionMatchesCpu) {
   EXPECT_NE(why.find("head width 12"), std::string::npos) << why;
   EXPECT_FALSE(ops::attention_fused(random_tensor({1, 8, 3 * 64}, 24).to(kGpu), 1, &why));
   EXPECT_NE(why.find("bf16"), std::string::npos) << why;
+}
+
+// cuDNN's device properties (CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION) of an H100 SXM
+// and an A100 SXM, from their published figures, for building plans without the GPU.
+const char* const kH100 = R"({"deviceName": "NVIDIA H100 80GB HBM3", "deviceVer": 900, "driverVer": 12080,
+  "cudaDeviceId": 0, "pciDeviceId": 0, "isTccDriver": 0, "supportCoopLaunch": 1, "multiProcessorCount": 132,
+  "warpSize": 32, "regsPerBlock": 65536, "maxRegistersPerSM": 65536, "maxCtasPerSM": 32, "maxThreadsPerBlock": 1024,
+  "maxThreadsPerSM": 2048, "maxSharedMemoryPerBlock": 49152, "maxSharedMemoryPerBlockOptin": 232448,
+  "reservedSharedMemoryPerBlock": 1024, "l2CacheSize": 52428800, "totalGlobalMem": 85520809984,
+  "smClockRateKHz": 1980000, "memClockRateKHz": 2619000, "maxGridSize": [2147483647, 65535, 65535],
+  "maxBlockSize": [1024, 1024, 64]})";
+const char* const kA100 = R"({"deviceName": "NVIDIA A100-SXM4-80GB", "deviceVer": 800, "driverVer": 12080,
+  "cudaDeviceId": 0, "pciDeviceId": 0, "isTccDriver": 0, "supportCoopLaunch": 1, "multiProcessorCount": 108,
+  "warpSize": 32, "regsPerBlock": 65536, "maxRegistersPerSM": 65536, "maxCtasPerSM": 32, "maxThreadsPerBlock": 1024,
+  "maxThreadsPerSM": 2048, "maxSharedMemoryPerBlock": 49152, "maxSharedMemoryPerBlockOptin": 166912,
+  "reservedSharedMemoryPerBlock": 1024, "l2CacheSize": 41943040, "totalGlobalMem": 85198045184,
+  "smClockRateKHz": 1410000, "memClockRateKHz": 1593000, "maxGridSize": [2147483647, 65535, 65535],
+  "maxBlockSize": [1024, 1024, 64]})";
+
+// The fused attention's graphs as cuDNN itself judges them, with no GPU: its deviceless
+// compilation builds the forward and backward plans for a described H100 and A100, for
+// gpt2's and gpt2-tiny's shapes and the shapes the GPU test above runs. A graph that
+// cuDNN does not take as attention finds no engine, and fails here.
+//
+// cuDNN's attention engines are compiled at run time and load the CUDA driver even to
+// judge a graph. Where there is no driver, the toolkit's stub stands in: the engines judge
+// the graphs, and finalizing a plan then fails for want of the driver (its workspace
+// unknown, -1). With a driver, the plans finalize.
+TEST(CudaFusedAttentionGraphs, CudnnTakesBothGraphsForAnH100AndAnA100WithoutAGpu) {
+  if (cudnnGetVersion() < 90800) GTEST_SKIP() << "cuDNN " << cudnnGetVersion() << ": deviceless plans need 9.8";
+  const bool driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL) != nullptr;
+#ifdef DPB_CUDA_DRIVER_STUB
+  if (!driver && !dlopen(DPB_CUDA_DRIVER_STUB, RTLD_NOW | RTLD_GLOBAL)) {
+    GTEST_SKIP() << "neither the CUDA driver nor its stub (" << DPB_CUDA_DRIVER_STUB << ") loads";
+  }
+#else
+  if (!driver) GTEST_SKIP() << "no CUDA driver, and no stub known";
+#endif
+  using Shape4 = std::array<int64_t, 4>;
+  const std::vector<std::pair<const char*, std::vector<Shape4>>> cases = {
+      {kH100, {{16, 1024, 12, 64}, {8, 256, 4, 32}, {2, 64, 4, 64}, {3, 100, 2, 32}}},
+      {kA100, {{16, 1024, 12, 64}, {3, 100, 2, 32}}}};
+  for (const auto& [json, shapes] : cases) {
+    const std::string gpu = json == kH100 ? "H100" : "A100";
+    for (const auto& [N, T, H, D] : shapes) {
+      int64_t workspace[2] = {-2, -2};
+      EXPECT_EQ(cuda::fused_attention_compile_for(json, N, T, H, D, workspace), "")
+          << gpu << ": N " << N << " T " << T << ", " << H << " heads of " << D;
+      for (int64_t w : workspace) {
+        if (driver) EXPECT_GE(w, 0) << gpu << " T " << T;
+        else EXPECT_EQ(w, -1) << gpu << " T " << T;
+      }
+    }
+  }
+  // A description cuDNN cannot read is refused with its reason, not a crash.
+  const std::string bad = cuda::fused_attention_compile_for(R"({"deviceName": "x"})", 1, 64, 1, 64);
+  EXPECT_NE(bad.find("device properties"), std::string::npos) << bad;
 }
 
 // gpt2-tiny end to end: the loss and every parameter's gradient (the tied embedding's

@@ -80,6 +80,13 @@ Dims packed_strides(const Dims& dims) {
   return s;
 }
 
+// Where plans are built for: a cuDNN handle (its GPU), or a described GPU without one
+// (a device-properties descriptor: cuDNN's deviceless ahead-of-time compilation).
+struct Target {
+  cudnnHandle_t handle = nullptr;
+  cudnnBackendDescriptor_t device = nullptr;
+};
+
 // An execution plan and every descriptor it was built from (kept alive with it).
 struct Plan {
   std::vector<std::unique_ptr<Desc>> descs;
@@ -162,17 +169,22 @@ class GraphBuilder {
 
   // The operation graph and the first engine configuration the heuristics offer whose
   // plan finalizes; Refused naming what each configuration said when none does.
-  std::unique_ptr<Plan> build(cudnnHandle_t handle, const char* which) {
+  std::unique_ptr<Plan> build(const Target& target, const char* which) {
     Desc& graph = own(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-    graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle);
+    if (target.handle) graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &target.handle);
     graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops_.data(),
               static_cast<int64_t>(ops_.size()));
     finalize(graph, fmt::format("{} operation graph", which));
     std::string tried;
+    // Without a GPU (a described device), an engine may take the graph and still fail to
+    // finalize its plan for want of the CUDA driver: the graph is accepted, its
+    // workspace unknown.
+    bool needs_driver = false;
     for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
       Desc& heur = own(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
       heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph.get());
       heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode);
+      if (target.device) heur.set_desc(CUDNN_ATTR_ENGINEHEUR_DEVICEPROP, target.device);
       const char* mode_name = mode == CUDNN_HEUR_MODE_A ? "heuristics A" : "fallback heuristics";
       if (cudnnBackendFinalize(heur.get()) != CUDNN_STATUS_SUCCESS) {
         tried += fmt::format("{}{}: no result", tried.empty() ? "" : "; ", mode_name);
@@ -193,10 +205,12 @@ class GraphBuilder {
       tried += fmt::format("{}{}: {} configuration(s)", tried.empty() ? "" : "; ", mode_name, got);
       for (int64_t i = 0; i < got; ++i) {
         auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-        plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle);
+        if (target.handle) plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &target.handle);
+        if (target.device) plan->set_desc(CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, target.device);
         plan->set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, configs[i]);
         const cudnnStatus_t s = cudnnBackendFinalize(plan->get());
         if (s != CUDNN_STATUS_SUCCESS) {
+          needs_driver |= target.device && s == CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER;
           tried += fmt::format(", #{} {}", i, cudnnGetErrorString(s));
           continue;
         }
@@ -210,6 +224,12 @@ class GraphBuilder {
         out->descs.push_back(std::move(plan));
         return out;
       }
+    }
+    if (needs_driver) {
+      auto out = std::make_unique<Plan>();
+      out->workspace_bytes = -1;
+      out->descs = std::move(descs_);
+      return out;
     }
     throw Refused(fmt::format("{}: no engine runs the graph ({})", which, tried));
   }
@@ -290,7 +310,7 @@ cudnnBackendDescriptor_t causal_mask(GraphBuilder& g, const AttnShape& s, cudnnB
   return masked;
 }
 
-std::unique_ptr<Plan> forward_plan(cudnnHandle_t handle, const AttnShape& s, cudnnDataType_t index) {
+std::unique_ptr<Plan> forward_plan(const Target& target, const AttnShape& s, cudnnDataType_t index) {
   GraphBuilder g;
   const int64_t w3 = 3 * s.C();
   auto q = g.io(kQ, s.heads(), s.strides(w3), CUDNN_DATA_BFLOAT16);
@@ -320,10 +340,10 @@ std::unique_ptr<Plan> forward_plan(cudnnHandle_t handle, const AttnShape& s, cud
   auto p = g.virt(s.scores(), CUDNN_DATA_BFLOAT16);
   g.pointwise("P = exp / Z", CUDNN_POINTWISE_DIV, e, z, p);
   g.matmul("O = P V", p, v, o);
-  return g.build(handle, "attention forward");
+  return g.build(target, "attention forward");
 }
 
-std::unique_ptr<Plan> backward_plan(cudnnHandle_t handle, const AttnShape& s, cudnnDataType_t index) {
+std::unique_ptr<Plan> backward_plan(const Target& target, const AttnShape& s, cudnnDataType_t index) {
   GraphBuilder g;
   const int64_t w3 = 3 * s.C();
   auto q = g.io(kQ, s.heads(), s.strides(w3), CUDNN_DATA_BFLOAT16);
@@ -388,7 +408,7 @@ std::unique_ptr<Plan> backward_plan(cudnnHandle_t handle, const AttnShape& s, cu
   g.reshape("K", kt, k);
   g.matmul("dQ = dS K", ds_scaled, k, dq_accum);
   g.pointwise("dQ", CUDNN_POINTWISE_IDENTITY, dq_accum, nullptr, dq);
-  return g.build(handle, "attention backward");
+  return g.build(target, "attention backward");
 }
 
 // The plans of one shape on one stream, or why cuDNN refused them.
@@ -428,6 +448,24 @@ std::string precondition(const Tensor& qkv, const AttnShape& s) {
   return {};
 }
 
+// Both plans for `target`, or cuDNN's refusal. The mask's indices are tried as int32,
+// then float.
+std::string build_plans(const Target& target, const AttnShape& s, FusedPlans& plans) {
+  std::string refusals;
+  for (cudnnDataType_t index : {CUDNN_DATA_INT32, CUDNN_DATA_FLOAT}) {
+    try {
+      plans.forward = forward_plan(target, s, index);
+      plans.backward = backward_plan(target, s, index);
+      return {};
+    } catch (const Refused& e) {
+      plans.forward.reset();
+      refusals += fmt::format("{}{} indices: {}", refusals.empty() ? "" : "; ",
+                              index == CUDNN_DATA_INT32 ? "int32" : "float", e.what());
+    }
+  }
+  return "cuDNN refused the graph: " + refusals;
+}
+
 std::shared_ptr<FusedPlans> plans_for(const Tensor& qkv, int64_t heads) {
   OpEnv env = op_env(qkv);
   const AttnShape s = shape_of(qkv, heads);
@@ -437,22 +475,7 @@ std::shared_ptr<FusedPlans> plans_for(const Tensor& qkv, int64_t heads) {
   if (env.ctx.find_cached(key, &plans)) return plans;
   plans = std::make_shared<FusedPlans>();
   plans->refused = precondition(qkv, s);
-  if (plans->refused.empty()) {
-    std::string refusals;
-    for (cudnnDataType_t index : {CUDNN_DATA_INT32, CUDNN_DATA_FLOAT}) {
-      try {
-        plans->forward = forward_plan(env.res.cudnn, s, index);
-        plans->backward = backward_plan(env.res.cudnn, s, index);
-        refusals.clear();
-        break;
-      } catch (const Refused& e) {
-        plans->forward.reset();
-        refusals += fmt::format("{}{} indices: {}", refusals.empty() ? "" : "; ",
-                                index == CUDNN_DATA_INT32 ? "int32" : "float", e.what());
-      }
-    }
-    if (!refusals.empty()) plans->refused = "cuDNN refused the graph: " + refusals;
-  }
+  if (plans->refused.empty()) plans->refused = build_plans(Target{env.res.cudnn, nullptr}, s, *plans);
   if (plans->refused.empty()) {
     log::info("attention (T {}, {} heads of {}) fused by cuDNN: workspace {} + {} bytes", s.T, s.H, s.D,
               plans->forward->workspace_bytes, plans->backward->workspace_bytes);
@@ -497,6 +520,26 @@ char* at_column(const Tensor& t, int64_t column) { return static_cast<char*>(t.r
 }  // namespace
 
 std::string fused_attention_unsupported(const Tensor& qkv, int64_t heads) { return plans_for(qkv, heads)->refused; }
+
+std::string fused_attention_compile_for(const std::string& device_json, int64_t N, int64_t T, int64_t heads,
+                                        int64_t head_width, int64_t* workspace_bytes) {
+  const AttnShape s{N, T, heads, head_width};
+  try {
+    Desc device(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR);
+    device.set(CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, device_json.data(),
+               static_cast<int64_t>(device_json.size()));
+    ok(cudnnBackendFinalize(device.get()), "device properties");
+    FusedPlans plans;
+    std::string refused = build_plans(Target{nullptr, device.get()}, s, plans);
+    if (refused.empty() && workspace_bytes) {
+      workspace_bytes[0] = plans.forward->workspace_bytes;
+      workspace_bytes[1] = plans.backward->workspace_bytes;
+    }
+    return refused;
+  } catch (const Refused& e) {
+    return e.what();
+  }
+}
 
 void fused_attention_forward(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& stats) {
   const auto plans = plans_for(qkv, heads);

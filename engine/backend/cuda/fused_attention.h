@@ -18,6 +18,15 @@ namespace dpb::cuda {
 // refusal an error instead of a fallback.
 std::string fused_attention_unsupported(const Tensor& qkv, int64_t heads);
 
+// Builds the fused forward and backward plans for N x T tokens and `heads` heads of
+// `head_width`, for the GPU that `device_json` describes (cuDNN's device-properties
+// JSON), without that GPU: cuDNN's deviceless ahead-of-time compilation (cuDNN 9.8 or
+// newer). Empty when an engine of cuDNN's takes each graph; else cuDNN's refusal. The
+// plans' workspace sizes go to workspace_bytes[0..1] when given: -1 where the plan
+// could not be finalized for want of a CUDA driver (its engine had taken the graph).
+std::string fused_attention_compile_for(const std::string& device_json, int64_t N, int64_t T, int64_t heads,
+                                        int64_t head_width, int64_t* workspace_bytes = nullptr);
+
 // y (N, T, C) and stats (N, heads, T) fp32: stats[n, h, t] = the log of the sum of the
 // exponentials of row t's scaled, causally masked scores.
 void fused_attention_forward(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& stats);
