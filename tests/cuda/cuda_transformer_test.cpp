@@ -7,15 +7,18 @@
 #include <array>
 #include <cmath>
 
-#include <cudnn.h>
-#include <dlfcn.h>
-
 #include "engine/backend/cpu/cpu_context.h"
-#include "engine/backend/cuda/fused_attention.h"
 #include "engine/backend/ops.h"
 #include "engine/data/tokens.h"
 #include "engine/models/model.h"
 #include "tests/cuda/cuda_test_util.h"
+
+#if DPB_WITH_CUDA
+#include <cudnn.h>
+#include <dlfcn.h>
+
+#include "engine/backend/cuda/fused_attention.h"
+#endif
 
 namespace dpb {
 namespace {
@@ -160,6 +163,7 @@ TEST(CudaTransformerOps, FusedAttentionMatchesCpu) {
   EXPECT_NE(why.find("bf16"), std::string::npos) << why;
 }
 
+#if DPB_WITH_CUDA
 // cuDNN's device properties (CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION) of an H100 SXM
 // and an A100 SXM, from their published figures, for building plans without the GPU.
 const char* const kH100 = R"({"deviceName": "NVIDIA H100 80GB HBM3", "deviceVer": 900, "driverVer": 12080,
@@ -216,6 +220,7 @@ TEST(CudaFusedAttentionGraphs, CudnnTakesBothGraphsForAnH100AndAnA100WithoutAGpu
   const std::string bad = cuda::fused_attention_compile_for(R"({"deviceName": "x"})", 1, 64, 1, 64);
   EXPECT_NE(bad.find("device properties"), std::string::npos) << bad;
 }
+#endif  // DPB_WITH_CUDA
 
 // gpt2-tiny end to end: the loss and every parameter's gradient (the tied embedding's
 // two contributions included) as the CPU computes them.
