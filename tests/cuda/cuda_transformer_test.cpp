@@ -189,7 +189,7 @@ const char* const kA100 = R"({"deviceName": "NVIDIA A100-SXM4-80GB", "deviceVer"
 // cuDNN's attention engines are compiled at run time and load the CUDA driver even to
 // judge a graph. Where there is no driver, the toolkit's stub stands in: the engines judge
 // the graphs, and finalizing a plan then fails for want of the driver (its workspace
-// unknown, -1). With a driver, the plans finalize.
+// unknown, -1).
 TEST(CudaFusedAttentionGraphs, CudnnTakesBothGraphsForAnH100AndAnA100WithoutAGpu) {
   if (cudnnGetVersion() < 90800) GTEST_SKIP() << "cuDNN " << cudnnGetVersion() << ": deviceless plans need 9.8";
   const bool driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL) != nullptr;
@@ -210,10 +210,11 @@ TEST(CudaFusedAttentionGraphs, CudnnTakesBothGraphsForAnH100AndAnA100WithoutAGpu
       int64_t workspace[2] = {-2, -2};
       EXPECT_EQ(cuda::fused_attention_compile_for(json, N, T, H, D, workspace), "")
           << gpu << ": N " << N << " T " << T << ", " << H << " heads of " << D;
-      for (int64_t w : workspace) {
-        if (driver) EXPECT_GE(w, 0) << gpu << " T " << T;
-        else EXPECT_EQ(w, -1) << gpu << " T " << T;
-      }
+      // With the stub no plan can finalize; with a driver a plan may (this GPU's kind) or
+      // may not (another kind's kernels do not load here).
+      if (!driver) EXPECT_EQ(workspace[0], -1) << gpu << " T " << T;
+      if (!driver) EXPECT_EQ(workspace[1], -1) << gpu << " T " << T;
+      EXPECT_GE(std::min(workspace[0], workspace[1]), -1) << gpu << " T " << T;
     }
   }
   // A description cuDNN cannot read is refused with its reason, not a crash.
