@@ -282,6 +282,13 @@ struct OpProfileRow {
   Num calls_per_step, seconds_per_step;
 };
 
+// Language models: how attention ran over the run's forward passes, fused (cuDNN's
+// flash attention) or not, and why the last one not fused could not be.
+struct AttentionStats {
+  int64_t fused_calls = 0, unfused_calls = 0;
+  std::optional<std::string> unfused_why;
+};
+
 // One run: one device count (a sweep has several, each --repeat times).
 struct RunMetrics {
   int world_size = 1;
@@ -296,6 +303,7 @@ struct RunMetrics {
   // second, and the training FLOPs per token (6N + 12LCT, PaLM's count) behind the MFU.
   std::optional<int64_t> tokens_per_sample;
   Num throughput_tokens_per_s, flops_per_token;
+  std::optional<AttentionStats> attention;
   std::optional<Accuracy> accuracy;
   std::vector<DeviceStats> devices;
   std::optional<std::vector<RankStats>> ranks;

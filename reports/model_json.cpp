@@ -392,6 +392,11 @@ json run_json(const RunMetrics& r) {
     j["throughput_tokens_per_s"] = num(r.throughput_tokens_per_s);
     j["flops_per_token"] = num(r.flops_per_token);
   }
+  if (r.attention) {
+    j["attention"] = {{"fused_calls", r.attention->fused_calls},
+                      {"unfused_calls", r.attention->unfused_calls},
+                      {"unfused_why", opt_text(r.attention->unfused_why)}};
+  }
   if (r.accuracy) j["accuracy"] = {{"test", num(r.accuracy->test)}, {"test_loss", num(r.accuracy->test_loss)}};
   json devices = json::array();
   for (const auto& d : r.devices)
@@ -463,6 +468,10 @@ RunMetrics run_from(const JsonView& j) {
     r.tokens_per_sample = j.integer("tokens_per_sample", 1, kCount);
     r.throughput_tokens_per_s = j.maybe_number("throughput_tokens_per_s", 0, kBig);
     r.flops_per_token = j.maybe_number("flops_per_token", 0, kBig);
+  }
+  if (auto a = j.maybe_member("attention")) {
+    r.attention = AttentionStats{a->integer("fused_calls", 0, kCount), a->integer("unfused_calls", 0, kCount),
+                                 a->maybe_str("unfused_why")};
   }
   if (auto a = j.maybe_member("accuracy")) r.accuracy = Accuracy{a->maybe_number("test", 0, 1), a->maybe_number("test_loss", 0, kBig)};
   for (const auto& d : j.items("devices", kMaxWorld))

@@ -251,6 +251,7 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
             o.train.epochs > 0 ? fmt::format("{} epoch(s) = {} steps", o.train.epochs, trainer.planned_steps())
                                : fmt::format("{} steps + {} warm-up", o.train.steps, o.train.warmup));
   for (const auto& d : trainer.devices()) reset_peak_memory(d);
+  ops::reset_attention_use();
   ops::set_op_profiling(o.out.op_profile);
   trace::set_nvtx(o.out.nvtx);
   // Profilers attached with a capture range (nsys --capture-range=cudaProfilerApi,
@@ -354,6 +355,12 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
     const double per_token = model.flops_per_token();
     run.flops_per_token = per_token;
     flops_per_sample = per_token * static_cast<double>(T);
+    // This process's forward passes (rank 0's under ddp; every rank decides alike).
+    const ops::AttentionUse use = ops::attention_use();
+    if (use.fused + use.unfused > 0) {
+      run.attention = reports::AttentionStats{use.fused, use.unfused, std::nullopt};
+      if (use.unfused > 0) run.attention->unfused_why = use.why_not;
+    }
   }
   const double peak = device_peak_flops(o);
   run.flops_per_sample = flops_per_sample;

@@ -54,6 +54,13 @@ void print_summary(const reports::RunReport& report, const SummaryExtras& extras
       if (d.peak_memory_bytes > 0) memory += fmt::format("{}{} {:.1f} MiB", memory.empty() ? "" : ", ", d.id,
                                                        static_cast<double>(d.peak_memory_bytes) / (1 << 20));
     out << line << (memory.empty() ? "" : " | peak memory " + memory) << "\n";
+    if (const auto& a = r.attention) {
+      if (a->unfused_calls == 0) out << "attention: fused by cuDNN (flash attention)\n";
+      else if (a->fused_calls == 0) out << "attention: not fused: " << a->unfused_why.value_or("") << "\n";
+      else
+        out << fmt::format("attention: {} forward call(s) fused, {} not: {}\n", a->fused_calls, a->unfused_calls,
+                           a->unfused_why.value_or(""));
+    }
   }
   if (r.accuracy)
     out << fmt::format("test: accuracy {:.2f}%, loss {:.4f} on {} samples | trained {:.2f} epoch(s) in {:.1f} s\n",

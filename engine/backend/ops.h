@@ -153,6 +153,14 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy
 // saving each row's softmax statistics instead of the probabilities. When it does not,
 // *why (when given) says why: the device, dtype, head width, GPU or cuDNN's refusal.
 bool attention_fused(const Tensor& qkv, int64_t heads, std::string* why = nullptr);
+// How attention ran in this process since reset_attention_use(): forward calls fused
+// and not, and why the last one that was not fused could not be (attention_fused's why).
+struct AttentionUse {
+  int64_t fused = 0, unfused = 0;
+  std::string why_not;
+};
+AttentionUse attention_use();
+void reset_attention_use();
 // The fused forward: y (N, T, C) and stats (N, heads, T) fp32, each row's log-sum-exp of
 // its scaled, masked scores.
 void attention_forward_fused(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& stats);

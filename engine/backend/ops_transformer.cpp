@@ -1,5 +1,7 @@
 // Dispatch of the transformer's ops (embeddings, layer norm, GELU, attention) on the
 // device of their tensors, shapes checked here as in ops.cpp.
+#include <mutex>
+
 #include "engine/backend/ops_dispatch.h"
 
 namespace dpb::ops {
@@ -7,6 +9,16 @@ namespace dpb::ops {
 using namespace internal;  // NOLINT(google-build-using-namespace): the dispatch helpers
 
 namespace {
+
+// ops::attention_use's counts.
+std::mutex attention_use_mu;
+AttentionUse attention_use_counts;
+
+void count_attention(bool fused) {
+  std::lock_guard<std::mutex> lock(attention_use_mu);
+  ++(fused ? attention_use_counts.fused : attention_use_counts.unfused);
+}
+
 void check_embedding(const char* op, const Tensor& tokens, const Tensor& table, const Tensor& act) {
   expect_ndim(op, "tokens", tokens, 2, "(N, T)");
   expect_dtype(op, "tokens", tokens, DType::i32);
@@ -134,6 +146,7 @@ void attention_forward(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& prob
   same_device("attention_forward", qkv.device(), {&y, &probs});
   dispatch("attention_forward", qkv.device(), [&] { cpu::attention_forward(qkv, heads, y, probs); },
            DPB_CUDA_IMPL(attention_forward(qkv, heads, y, probs)));
+  count_attention(false);
 }
 
 void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy, int64_t heads, Tensor& dqkv) {
@@ -142,6 +155,17 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy
   same_device("attention_backward", qkv.device(), {&probs, &dy, &dqkv});
   dispatch("attention_backward", qkv.device(), [&] { cpu::attention_backward(qkv, probs, dy, heads, dqkv); },
            DPB_CUDA_IMPL(attention_backward(qkv, probs, dy, heads, dqkv)));
+}
+
+
+AttentionUse attention_use() {
+  std::lock_guard<std::mutex> lock(attention_use_mu);
+  return attention_use_counts;
+}
+
+void reset_attention_use() {
+  std::lock_guard<std::mutex> lock(attention_use_mu);
+  attention_use_counts = AttentionUse{};
 }
 
 bool attention_fused(const Tensor& qkv, int64_t heads, std::string* why) {
@@ -154,6 +178,10 @@ bool attention_fused(const Tensor& qkv, int64_t heads, std::string* why) {
     no = "no CUDA in this build";
 #endif
   }
+  if (!no.empty()) {
+    std::lock_guard<std::mutex> lock(attention_use_mu);
+    attention_use_counts.why_not = no;
+  }
   if (why) *why = no;
   return no.empty();
 }
@@ -163,6 +191,7 @@ void attention_forward_fused(const Tensor& qkv, int64_t heads, Tensor& y, Tensor
   same_device("attention_forward_fused", qkv.device(), {&y, &stats});
   dispatch("attention_forward", qkv.device(), [&] { DPB_FAIL() << "attention_forward_fused: CUDA only"; },
            DPB_CUDA_IMPL(fused_attention_forward(qkv, heads, y, stats)));
+  count_attention(true);
 }
 
 void attention_backward_fused(const Tensor& qkv, const Tensor& y, const Tensor& stats, const Tensor& dy,

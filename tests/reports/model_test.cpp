@@ -57,6 +57,10 @@ RunReport ddp_report() {
   b.compute_share = 0.8;
   run.breakdown = std::vector<trace::Breakdown>{b};
   run.loss_per_step = {2.3, std::nullopt, 2.1};
+  run.tokens_per_sample = 64;
+  run.throughput_tokens_per_s = 64000;
+  run.flops_per_token = 1e6;
+  run.attention = AttentionStats{12, 4, std::string("bf16 only")};
   run.timeline = TimelineExcerpt{trace::TimelineSource::cuda_events, 0.02, 4,
                                  {{0, "main", "forward", "compute", 0.0, 0.01}},
                                  "CUPTI could not subscribe: another profiler holds it; CUDA timing events instead",
@@ -84,6 +88,8 @@ TEST(ReportModel, EveryFieldSurvivesItsOwnJson) {
   EXPECT_EQ(back.runs[0].timeline->note, r.runs[0].timeline->note);
   EXPECT_EQ(back.runs[0].timeline->dropped_records, 3);
   EXPECT_DOUBLE_EQ(back.runs[0].timeline->clock_residual_s.value_or(0), 2e-6);
+  EXPECT_EQ(back.runs[0].attention->fused_calls, 12);
+  EXPECT_EQ(back.runs[0].attention->unfused_why, "bf16 only");
 }
 
 // The error `mutate` causes, or "" when the report reads.

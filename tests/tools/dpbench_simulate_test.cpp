@@ -171,8 +171,8 @@ TEST(DpbenchSimulate, TheSlowestRanksLagComesFromTheProfiledSteps) {
 }
 
 // GPT-2 as any model: its layer profile (blocks as layers, the tied head's weight counted
-// once, with the token embedding), and a prediction from it; its report gives tokens/s and
-// the FLOPs per token behind them.
+// once, with the token embedding), and a prediction from it; its report gives tokens/s,
+// the FLOPs per token behind them, and how attention ran.
 TEST(DpbenchSimulate, Gpt2ProfilesAndPredictsAsAnyModel) {
   const std::string profile = temp("gpt2_profile.json");
   const Proc p = dpbench("--mode=single --model=gpt2-tiny --seq=32 --batch=4 --steps=3 --warmup=1 --threads=1 "
@@ -184,6 +184,11 @@ TEST(DpbenchSimulate, Gpt2ProfilesAndPredictsAsAnyModel) {
   EXPECT_NEAR(run["throughput_tokens_per_s"].get<double>(), 32 * run["throughput_samples_per_s"].get<double>(), 1e-6);
   // 6N + 12LCT: N = 149,248 parameters less the 256 x 64 position table; L 2, C 64, T 32.
   EXPECT_DOUBLE_EQ(run["flops_per_token"].get<double>(), 6.0 * (149248 - 256 * 64) + 12.0 * 2 * 64 * 32);
+  // How attention ran: never fused on a CPU, in each block's forward of every step, and why.
+  EXPECT_EQ(run["attention"]["fused_calls"], 0);
+  EXPECT_GE(run["attention"]["unfused_calls"].get<int64_t>(), 2 * 4);
+  EXPECT_NE(run["attention"]["unfused_why"].get<std::string>().find("CPU"), std::string::npos) << run["attention"];
+  EXPECT_NE(p.out.find("attention: not fused: CPU"), std::string::npos) << p.out;
   const auto& prof = run["layer_profile"];
   ASSERT_EQ(prof["layers"].size(), 6u);  // wte, wpe, 2 blocks, ln_f, lm_head
   EXPECT_EQ(prof["layers"][2]["name"], "transformer.h.0");
