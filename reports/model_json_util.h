@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the files that turn the report model into JSON and back (model_json.cpp,
-// config_json.cpp, findings.cpp): how figures are written and the bounds they are read in.
+// config_json.cpp, mode_json.cpp, findings.cpp): how figures are written and the bounds
+// they are read in.
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -20,6 +21,11 @@ namespace dpb::reports {
 struct RunConfig;
 struct Environment;
 struct SweepPoint;
+struct DpStats;
+struct StageStats;
+struct TpStats;
+struct FsdpStats;
+struct PipelineStats;
 
 namespace json_util {
 
@@ -55,6 +61,18 @@ nlohmann::json config_json(const RunConfig& c, bool sweep);
 RunConfig config_from(const JsonView& j);
 nlohmann::json sweep_json(const std::vector<SweepPoint>& sweep);
 SweepPoint sweep_point_from(const JsonView& j);
+
+// The parallel modes' sections of a run (mode_json.cpp).
+nlohmann::json dp_json(const DpStats& d);
+DpStats dp_from(const JsonView& j);
+nlohmann::json stages_json(const std::vector<StageStats>& stages);
+StageStats stage_from(const JsonView& j);
+nlohmann::json tp_json(const TpStats& t);
+TpStats tp_from(const JsonView& j);
+nlohmann::json fsdp_json(const FsdpStats& f);
+FsdpStats fsdp_from(const JsonView& j);
+nlohmann::json pipeline_json(const PipelineStats& p);
+PipelineStats pipeline_from(const JsonView& j);
 
 }  // namespace json_util
 }  // namespace dpb::reports
