@@ -205,7 +205,10 @@ TEST(DpbenchSimulate, Gpt2ProfilesAndPredictsAsAnyModel) {
 // beside an idle report for the same rank count, and the prediction says so.
 TEST(DpbenchSimulate, ALinkMeasuredUnderLoadGivesTheContention) {
   const std::string idle = temp("idle.json"), loaded = temp("loaded.json"), predicted = temp("pred_load.json");
-  const std::string sizes = "--bench=collectives --gpus=2 --ops=allreduce -b 4K -e 256K -f 8 -n 5 --timeout=60 ";
+  // 40 collectives a size: a load thread that made no round while they ran leaves the
+  // slowdown unmeasured (null), and beside other tests 5 all-reduces of 256 KB (10 ms) once
+  // left a rank's load thread without its core throughout.
+  const std::string sizes = "--bench=collectives --gpus=2 --ops=allreduce -b 4K -e 256K -f 8 -n 40 --timeout=60 ";
   ASSERT_EQ(dpbench(sizes + "--json=" + idle).code, 0);
   const Proc l = dpbench(sizes + "--load --json=" + loaded);
   ASSERT_EQ(l.code, 0) << l.err;
