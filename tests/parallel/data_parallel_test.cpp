@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iostream>
 
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/backend/cpu/cpu_ops.h"
@@ -23,27 +25,41 @@ std::vector<Device> cpus(int n) {
   return d;
 }
 
-Batch batch_of(const ModelSpec& spec, int64_t b, int64_t step) {
+// Mistakes an equivalence test must catch, made on purpose in a single-device run: a wrong
+// scatter (one sample of each batch not the one it should be), a missed gradient (one
+// parameter never updated), a doubled reduction (every gradient twice, as a learning
+// rate twice as large).
+struct Mistake {
+  bool wrong_sample = false;
+  int frozen_parameter = -1;
+  float lr_scale = 1;
+};
+
+Batch batch_of(const ModelSpec& spec, int64_t b, int64_t step, bool wrong_sample = false) {
   SyntheticDataset ds(spec.input, spec.loss, spec.outputs, 1000, 11);
   std::vector<int64_t> idx;
   for (int64_t i = 0; i < b; ++i) idx.push_back(step * b + i);
+  if (wrong_sample) idx.back() = 999 - idx.back();
   return make_batch(ds, idx);
 }
 
 // K SGD steps, single device or DataParallel over n logical devices; returns the parameters.
-std::vector<std::vector<float>> train(const std::string& name, int n, int64_t b, int steps, bool eval_bn = false) {
+std::vector<std::vector<float>> train(const std::string& name, int n, int64_t b, int steps, bool eval_bn = false,
+                                      const Mistake& mistake = {}) {
   cpu::set_threads_per_device(1);
   cpu::CpuDeviceScope scope(0);
   Generator g(4);
   auto model = build_model(name, g);
   if (eval_bn) freeze_batchnorm(*model);
   OptimizerOptions oo;
-  oo.lr = 0.05f;
-  auto opt = make_optimizer(oo, model->parameters());
+  oo.lr = 0.05f * mistake.lr_scale;
+  auto params = model->parameters();
+  if (mistake.frozen_parameter >= 0) params.erase(params.begin() + mistake.frozen_parameter);
+  auto opt = make_optimizer(oo, params);
   std::unique_ptr<DataParallel> dp;
   if (n > 0) dp = std::make_unique<DataParallel>(*model, cpus(n));
   for (int s = 0; s < steps; ++s) {
-    Batch batch = batch_of(model->spec(), b, s);
+    Batch batch = batch_of(model->spec(), b, s, mistake.wrong_sample);
     Tensor out = dp ? dp->forward(batch.x) : model->forward(batch.x);
     LossResult l = compute_loss(model->spec().loss, out, batch.target, true);
     if (dp) dp->backward(l.grad);
@@ -83,6 +99,26 @@ double max_rms_relative_difference(const std::vector<std::vector<float>>& a, con
   return worst;
 }
 
+// How far `b` is from `a`, against how far `a` moved from `initial`: per parameter, the
+// norm of the difference over the norm of the move, or over 1e-3 of the parameter's norm
+// where it barely moved. What floating-point reordering produces (another mini-batch
+// chunking, oneDNN's AVX2 or AVX-512 kernels summing in another order) is a small part of
+// a move; a mistake in the parallel mode is a large part of it.
+double moved_relative_difference(const std::vector<std::vector<float>>& initial, const std::vector<std::vector<float>>& a,
+                                 const std::vector<std::vector<float>>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    double move = 0, diff = 0, norm = 0;
+    for (size_t k = 0; k < a[i].size(); ++k) {
+      move += (static_cast<double>(a[i][k]) - initial[i][k]) * (static_cast<double>(a[i][k]) - initial[i][k]);
+      diff += (static_cast<double>(a[i][k]) - b[i][k]) * (static_cast<double>(a[i][k]) - b[i][k]);
+      norm += static_cast<double>(initial[i][k]) * initial[i][k];
+    }
+    worst = std::max(worst, std::sqrt(diff) / std::max({std::sqrt(move), 1e-3 * std::sqrt(norm), 1e-12}));
+  }
+  return worst;
+}
+
 TEST(DataParallel, ChunkSizesFollowTorchChunk) {
   EXPECT_EQ(DataParallel::chunk_sizes(8, 4), (std::vector<int64_t>{2, 2, 2, 2}));
   EXPECT_EQ(DataParallel::chunk_sizes(7, 3), (std::vector<int64_t>{3, 3, 1}));
@@ -116,14 +152,42 @@ INSTANTIATE_TEST_SUITE_P(
 // compares.
 class DpResnet18EqualsSingle : public ::testing::TestWithParam<std::tuple<int, int64_t>> {};
 
+// Judged against how far each parameter moved (moved_relative_difference): oneDNN's AVX2
+// convolutions reduce in another order at mini-batch 2 than at 6, 5e-4 of a weight's
+// magnitude apart after two steps, where AVX-512's agree to 2e-5. The bound, 1% of a
+// move, must still catch a wrong scatter, a missed gradient and a doubled reduction:
+// ResNet18Tolerance checks that it does.
+constexpr double kMovedTolerance = 1e-2;
+
 TEST_P(DpResnet18EqualsSingle, WithFrozenBatchNorm) {
   const auto& [n, b] = GetParam();
   cpu::set_conv_algorithms(cpu::ConvAlgorithms::direct_only);
   struct Restore {
     ~Restore() { cpu::set_conv_algorithms(cpu::ConvAlgorithms::automatic); }
   } restore;
-  EXPECT_LT(max_relative_difference(train("resnet18", 0, b, 2, true), train("resnet18", n, b, 2, true)), 2e-5)
-      << "N=" << n << " B=" << b;
+  const auto initial = train("resnet18", 0, b, 0, true);
+  const double d = moved_relative_difference(initial, train("resnet18", 0, b, 2, true), train("resnet18", n, b, 2, true));
+  EXPECT_LT(d, kMovedTolerance) << "N=" << n << " B=" << b;
+  std::cout << "N=" << n << " B=" << b << ": " << d << " of a move\n";
+}
+
+// The bound catches what it is there to catch: each mistake, made in a single-device
+// run, is far beyond it.
+TEST(DpResnet18Tolerance, CatchesAWrongScatterAMissedGradientAndADoubledReduction) {
+  cpu::set_conv_algorithms(cpu::ConvAlgorithms::direct_only);
+  struct Restore {
+    ~Restore() { cpu::set_conv_algorithms(cpu::ConvAlgorithms::automatic); }
+  } restore;
+  const int64_t b = 4;
+  const auto initial = train("resnet18", 0, b, 0, true);
+  const auto right = train("resnet18", 0, b, 2, true);
+  for (const auto& [what, mistake] : {std::pair{"a wrong scatter", Mistake{true, -1, 1}},
+                                      std::pair{"a missed gradient", Mistake{false, 0, 1}},
+                                      std::pair{"a doubled reduction", Mistake{false, -1, 2}}}) {
+    const double d = moved_relative_difference(initial, right, train("resnet18", 0, b, 2, true, mistake));
+    EXPECT_GT(d, 10 * kMovedTolerance) << what;
+    std::cout << what << ": " << d << " of a move\n";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, DpResnet18EqualsSingle,
