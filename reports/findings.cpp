@@ -37,6 +37,7 @@ nlohmann::json budget_json(const RankBudget& b) {
                       {"exposed_comm_share", b.exposed_comm_share},
                       {"explained", explained},
                       {"unexplained_share", b.unexplained_share}};
+  if (!b.window.empty()) j["window"] = b.window;
   if (!b.idle_causes.empty()) {
     j["idle_causes"] = nlohmann::json::object();
     for (const auto& [cause, share] : b.idle_causes) j["idle_causes"][cause] = share;
@@ -53,6 +54,7 @@ RankBudget budget_from_json(const JsonView& j) {
   b.exposed_comm_share = j.number("exposed_comm_share", 0, 1);
   for (const auto& e : j.items("explained", 64)) b.explained.emplace_back(e.str("finding", 128), e.number("share", 0, 1));
   b.unexplained_share = j.number("unexplained_share", 0, 1);
+  b.window = j.maybe_str("window", 64).value_or("");
   if (auto c = j.maybe_member("idle_causes")) {
     c->expect_object();
     for (auto it = c->raw().begin(); it != c->raw().end(); ++it)
@@ -149,9 +151,12 @@ nlohmann::json DiagnosisReport::to_json() const {
                        {"data_wait_share", s.data_wait_share},
                        {"devices", devices}};
   if (s.overlap_ratio) sj["overlap_ratio"] = *s.overlap_ratio;
+  if (!s.parallelism.empty()) sj["parallelism"] = {{"kind", s.parallelism}, {"evidence", s.parallelism_evidence}};
   if (s.bubble_measured) sj["pipeline_bubble"] = {{"measured", *s.bubble_measured}, {"theory", num(s.bubble_theory)}};
   nlohmann::json rj = nlohmann::json::array();
   for (const auto& b : ranks) rj.push_back(breakdown_json(b));
+  nlohmann::json kj = nlohmann::json::array();
+  for (const auto& b : ranks_kernel_span) kj.push_back(breakdown_json(b));
   nlohmann::json fj = nlohmann::json::array();
   for (const auto& f : findings) fj.push_back(f.to_json());
   nlohmann::json bj = nlohmann::json::array();
@@ -164,6 +169,7 @@ nlohmann::json DiagnosisReport::to_json() const {
                       {"budget", bj},
                       {"findings", fj},
                       {"notes", notes}};
+  if (!kj.empty()) j["ranks_kernel_span"] = kj;
   if (job) {
     nlohmann::json files = nlohmann::json::array();
     for (const auto& f : job->files)
@@ -203,11 +209,16 @@ DiagnosisReport DiagnosisReport::from_json(const nlohmann::json& j, const std::s
   for (const auto& dv : s.items("devices", 1 << 20))
     m.devices.push_back({dv.str("id", 256), dv.number("busy_fraction", 0, 1), dv.integer("samples", 0, int64_t{1} << 50)});
   m.overlap_ratio = s.maybe_number("overlap_ratio", 0, 1);
+  if (auto p = s.maybe_member("parallelism")) {
+    m.parallelism = p->str("kind", 128);
+    m.parallelism_evidence = p->str("evidence", 1024);
+  }
   if (auto b = s.maybe_member("pipeline_bubble")) {
     m.bubble_measured = b->maybe_number("measured", 0, 1);
     m.bubble_theory = b->maybe_number("theory", 0, 1);
   }
   for (const auto& r : root.maybe_items("ranks", 1 << 20)) d.ranks.push_back(breakdown_from_json(r));
+  for (const auto& r : root.maybe_items("ranks_kernel_span", 1 << 20)) d.ranks_kernel_span.push_back(breakdown_from_json(r));
   for (const auto& f : root.items("findings", 1 << 16)) d.findings.push_back(Finding::from_json(f));
   d.primary = root.maybe_str("primary", 128).value_or("");
   for (const auto& b : root.maybe_items("budget", 1 << 20)) d.budget.push_back(budget_from_json(b));

@@ -52,6 +52,9 @@ struct DiagnosisSummary {
   std::string source = "dpbench report";  // or "PyTorch profiler trace"
   std::string timeline_source = "host";   // where the device times come from
   ParallelMode mode = ParallelMode::single;
+  // Profiler traces of ranks: the parallelism the collectives show, and that evidence
+  // (empty elsewhere: a dpbench run's mode is what it ran).
+  std::string parallelism, parallelism_evidence;
   std::string model;
   int world_size = 1;
   std::optional<int64_t> global_batch;  // unknown for traces (samples are not recorded)
@@ -68,6 +71,7 @@ struct RankBudget {
   std::optional<int> rank;
   std::string device;
   double window_s = 0, idle_share = 0, exposed_comm_share = 0;
+  std::string window;  // what the window is: "profiled steps", "kernel span", "measured steps"
   std::vector<std::pair<std::string, double>> explained;  // finding id, share of the window
   double unexplained_share = 0;
   // Profiler traces: idle time by what the device waited for, shares of the window.
@@ -92,6 +96,9 @@ struct DiagnosisReport {
   std::string primary;  // the finding that explains the most (errors first); empty when healthy
   DiagnosisSummary summary;
   std::vector<trace::Breakdown> ranks;
+  // Profiler traces whose window is their profiled steps: the breakdown over HTA's window
+  // (the kernel span) beside, to compare with HTA (empty otherwise).
+  std::vector<trace::Breakdown> ranks_kernel_span;
   std::vector<RankBudget> budget;
   std::vector<Finding> findings;
   std::optional<TraceJobInfo> job;

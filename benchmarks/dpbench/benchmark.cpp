@@ -469,6 +469,7 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
     report.diagnosis = d;
     out << "\ndpdoctor:\n";
     doctor::print_diagnosis(d, out);
+    if (!o.out.json_path.empty()) out << "the evidence and why: dpdoctor --verbose " << o.out.json_path << "\n";
   }
   if (!o.out.trace_path.empty() && !rank) write_trace(o, result, ids, nullptr, device_rows);
   if (!o.out.json_path.empty()) {

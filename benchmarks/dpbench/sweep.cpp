@@ -187,6 +187,8 @@ int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
     report.diagnosis = d;
     std::cout << "\ndpdoctor (the largest run):\n";
     doctor::print_diagnosis(d, std::cout);
+    if (!o.out.json_path.empty())
+      std::cout << "the evidence and why: dpdoctor --verbose " << o.out.json_path << "\n";
   }
   if (!o.out.json_path.empty()) {
     reports::write_report(o.out.json_path, report.to_json());

@@ -53,7 +53,10 @@ def dpdoctor_figures(dpdoctor, folder):
     if p.returncode not in (0, 1):
         raise SystemExit(f"hta_agreement: dpdoctor failed on {folder}: {p.stderr.strip()}")
     out = {}
-    for i, r in enumerate(json.loads(p.stdout)["ranks"]):
+    doc = json.loads(p.stdout)
+    # HTA's window is the kernel span; dpdoctor's is the profiled steps where a trace has
+    # them, with the kernel span's breakdown beside.
+    for i, r in enumerate(doc.get("ranks_kernel_span") or doc["ranks"]):
         pct = lambda v: None if v is None else 100.0 * v
         out[r["rank"] if r["rank"] is not None else i] = {
             "idle": pct(r["idle_share"]), "compute": pct(r["compute_share"]),

@@ -115,7 +115,9 @@ def main():
             again = dpdoctor_json(a.dpdoctor, files)
             assert len(again) == 1 and again[0]["primary"] == job["primary"], f"{files}: not one job on its own"
             ranks = []
-            for i, r in enumerate(job["ranks"]):
+            # Against HTA: the breakdown over HTA's window (the kernel span) where the
+            # diagnosis's own window is the profiled steps.
+            for i, r in enumerate(job.get("ranks_kernel_span") or job["ranks"]):
                 rank = r["rank"] if r["rank"] is not None else i
                 h = (hta or {}).get(rank)
                 ranks.append({"rank": r["rank"], "device": r["device"], "window_s": r["window_s"],

@@ -61,6 +61,7 @@ const std::vector<RuleInfo>& rules() {
       {"tp-across-slow-link", check::tp_across_slow_link},
       {"lr-not-scaled", check::lr_not_scaled},
       {"small-batch-batchnorm", check::small_batch_batchnorm},
+      {"scaling-efficiency", check::scaling_efficiency},
   };
   return all;
 }
@@ -83,6 +84,7 @@ std::vector<reports::RankBudget> budget_of(const Evidence& e, const std::vector<
       b.rank = t.rank;
       b.device = t.device;
       b.window_s = t.window_s();
+      b.window = t.window;
       b.idle_share = t.breakdown.idle_share.value_or(0);
       b.exposed_comm_share = t.breakdown.overlap ? t.breakdown.comm_share.value_or(0) : 0.0;
       if (t.launches_known && t.idle.window_ns > 0)
@@ -139,7 +141,7 @@ void yield_to_structure(std::vector<Finding>& findings) {
     }
     most = std::max(most, c.share);
   }
-  if (most < 0.05) findings.erase(starved);
+  if (most < 0.01) findings.erase(starved);
   else if (most < 0.15) starved->severity = Severity::info;
 }
 
@@ -187,17 +189,22 @@ Diagnosis diagnose(const Evidence& e) {
   const auto warned = [&] {
     return std::any_of(d.findings.begin(), d.findings.end(), [](const Finding& f) { return f.severity != Severity::info; });
   };
-  // Never healthy while a device idles a quarter of its window (or a sweep loses 15% of
-  // its efficiency): when only advice was given, the finding that explains the most of
-  // that time is the warning.
-  const bool idle_quarter =
-      std::any_of(d.budget.begin(), d.budget.end(), [](const reports::RankBudget& b) { return b.idle_share >= 0.25; });
+  // The verdict follows the budget. Never healthy while a device loses a quarter of its
+  // window (idle, or communication compute did not hide), or a sweep 15% of its
+  // efficiency: when only advice was given, the finding that explains the most of that
+  // time is the warning.
+  const bool idle_quarter = std::any_of(d.budget.begin(), d.budget.end(), [](const reports::RankBudget& b) {
+    return b.idle_share + b.exposed_comm_share >= 0.25;
+  });
   const bool efficiency_lost = e.scaling_efficiency && *e.scaling_efficiency < 0.85;
   if (!warned() && (idle_quarter || efficiency_lost)) {
     Finding* best = nullptr;
-    // A cause that explains next to nothing is not the answer; nor, for a sweep's lost
-    // efficiency, one that explains less than half of what was lost.
-    double most = idle_quarter ? 0.02 : std::max(0.02, 0.5 * (1 - *e.scaling_efficiency));
+    // A cause that explains next to nothing is not the answer (under a third of what the
+    // device lost); nor, for a sweep's lost efficiency, one that explains less than half
+    // of what was lost.
+    double lost = 0;
+    for (const auto& b : d.budget) lost = std::max(lost, b.idle_share + b.exposed_comm_share);
+    double most = idle_quarter ? std::max(0.02, lost / 3) : std::max(0.02, 0.5 * (1 - *e.scaling_efficiency));
     for (auto& f : d.findings)
       if (const double c = largest_claim(f, d.budget); c > most) {
         best = &f;
@@ -206,7 +213,7 @@ Diagnosis diagnose(const Evidence& e) {
     if (best) {
       best->severity = Severity::warning;
       best->evidence["raised_to_warning"] =
-          idle_quarter ? "a device idles 25% of its window or more, and this explains the most of it"
+          idle_quarter ? "a device loses 25% of its window or more, and this explains the most of it"
                        : fmt::format("the scaling efficiency is {:.2f}, and this explains the most lost time", *e.scaling_efficiency);
     }
   }
@@ -226,6 +233,8 @@ Diagnosis diagnose(const Evidence& e) {
   s.source = e.source;
   s.timeline_source = trace::timeline_source_name(e.timeline_source);
   s.mode = e.mode;
+  s.parallelism = e.parallelism;
+  s.parallelism_evidence = e.parallelism_evidence;
   s.model = e.model;
   s.world_size = e.world;
   if (e.global_batch > 0) s.global_batch = e.global_batch;
@@ -239,6 +248,9 @@ Diagnosis diagnose(const Evidence& e) {
     s.bubble_theory = e.bubble_theory;
   }
   d.ranks = e.breakdown;
+  const bool steps = std::any_of(e.timelines.begin(), e.timelines.end(),
+                                 [](const TimelineEvidence& t) { return t.window == "profiled steps"; });
+  if (steps) d.ranks_kernel_span = e.kernel_span;
   return d;
 }
 
@@ -266,6 +278,8 @@ void print_job(const Diagnosis& d, std::ostream& out) {
   if (!d.job) return;
   const auto& j = *d.job;
   out << fmt::format("traces: {} file(s), {}: {}\n", j.files.size(), j.ranks ? "ranks of one job" : "one run", j.reason);
+  if (!d.summary.parallelism.empty())
+    out << fmt::format("parallelism: {} ({})\n", d.summary.parallelism, d.summary.parallelism_evidence);
   for (const auto& f : j.files)
     out << fmt::format("  {:<8} {}\n", f.rank ? fmt::format("rank {}", *f.rank) : "", escape_untrusted(f.path, 200));
 }
@@ -291,7 +305,7 @@ void print_budget(const Diagnosis& d, std::ostream& out) {
 
 }  // namespace
 
-void print_diagnosis(const Diagnosis& d, std::ostream& out) {
+void print_diagnosis(const Diagnosis& d, std::ostream& out, bool verbose) {
   const auto& s = d.summary;
   print_job(d, out);
   const bool samples = s.source != "PyTorch profiler trace";
@@ -302,6 +316,10 @@ void print_diagnosis(const Diagnosis& d, std::ostream& out) {
   if (!devices.empty()) devices += fmt::format(" ({} times)", s.timeline_source);
   for (const auto& f : d.findings) {
     out << fmt::format("{}[{}]: {}\n", severity_name(f.severity), f.id, f.title);
+    if (!verbose) {
+      out << "  fix: " << f.fix << "\n";
+      continue;
+    }
     out << "  evidence:\n";
     for (auto it = f.evidence.begin(); it != f.evidence.end(); ++it) {
       if (it.value().is_array() && !it.value().empty() && it.value().front().is_object()) {
@@ -314,7 +332,7 @@ void print_diagnosis(const Diagnosis& d, std::ostream& out) {
     out << "  why: " << f.explanation << "\n";
     out << "  fix: " << f.fix << "\n";
   }
-  print_breakdown(d, out);
+  if (verbose) print_breakdown(d, out);
   print_budget(d, out);
   for (const auto& n : d.notes) out << "note: " << n << "\n";
   if (d.healthy) {

@@ -33,9 +33,12 @@ const std::vector<RuleInfo>& rules();
 Diagnosis diagnose(const Evidence& e);
 Diagnosis diagnose(const reports::RunReport& report);
 
-// Compiler-diagnostic style text: severity[id]: title, then the evidence (a line per
-// item, floats to 4 significant digits), why, and the fix; then the verdict.
-void print_diagnosis(const Diagnosis& d, std::ostream& out);
+// Compiler-diagnostic style text a person reads: per finding its headline
+// (severity[id]: title, with the figure that matters) and one line of fix; then where
+// each rank's window went (the budget) and the verdict. `verbose` adds each finding's
+// evidence (a line per item, floats to 4 significant digits) and why, and the temporal
+// breakdown per rank; the JSON and the HTML report hold all of it.
+void print_diagnosis(const Diagnosis& d, std::ostream& out, bool verbose = false);
 // One evidence value as text ("cpu:0 (cores 0)", "0.04", "[2, 2, 1]", "rank 0, busy 0.9").
 std::string evidence_text(const nlohmann::json& v);
 

@@ -20,6 +20,48 @@ double stage_concurrency(const std::vector<reports::PipelineEventStats>& events)
   return concurrency_share(lanes, 0, span);
 }
 
+// Where a sweep's lost efficiency went (evidence.h), from its one-rank run and its largest.
+std::optional<SweepBudget> sweep_budget(const reports::RunReport& report, const reports::RunMetrics& run) {
+  if (!run.scaling_efficiency || run.world_size < 2 || !run.breakdown || !run.step_time_s.median) return std::nullopt;
+  const reports::RunMetrics* one = nullptr;
+  for (const auto& r : report.runs)
+    if (r.world_size == 1 && r.breakdown && !r.breakdown->empty() && r.step_time_s.median) one = &r;
+  if (!one) return std::nullopt;
+  const auto& b1 = one->breakdown->front();
+  if (!b1.compute_share || !b1.idle_share) return std::nullopt;
+  SweepBudget s;
+  s.efficiency = *run.scaling_efficiency;
+  s.one_rank_step_s = *one->step_time_s.median;
+  s.step_s = *run.step_time_s.median;
+  s.world = run.world_size;
+  const double e = s.efficiency;
+  const double one_busy = *b1.compute_share + b1.memory_share.value_or(0) + b1.comm_share.value_or(0);
+  for (size_t k = 0; k < run.breakdown->size(); ++k) {
+    const auto& b = (*run.breakdown)[k];
+    if (!b.compute_share || !b.idle_share) return std::nullopt;
+    SweepBudget::Rank r;
+    r.rank = b.rank.value_or(static_cast<int>(k));
+    const double comm = b.comm_share.value_or(0);
+    double wait = 0;
+    if (run.ranks)
+      for (const auto& rs : *run.ranks)
+        if (rs.rank == r.rank && rs.wait_for_peers_s && s.step_s > 0) wait = std::min(comm, *rs.wait_for_peers_s / s.step_s);
+    const double compute = *b.compute_share + b.memory_share.value_or(0) - one_busy * e;
+    const double idle = *b.idle_share - *b1.idle_share * e;
+    r.parts = {{"compute slower than alone", compute},
+               {"waiting for the slower rank", wait},
+               {"exposed communication", comm - wait},
+               {"idle", idle}};
+    double sum = 0;
+    for (const auto& p : r.parts) sum += p.share;
+    r.residual = (1 - e) - sum;
+    r.compute_s = (*b.compute_share + b.memory_share.value_or(0)) * s.step_s;
+    r.one_rank_compute_s = one_busy * s.one_rank_step_s;
+    s.ranks.push_back(std::move(r));
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string TimelineEvidence::who() const {
@@ -120,6 +162,7 @@ Evidence evidence_from_report(const reports::RunReport& report) {
   }
   // The sweep's efficiency at the diagnosed point (a sweep: the largest run).
   if (run.scaling_efficiency && run.world_size > 1) e.scaling_efficiency = *run.scaling_efficiency;
+  e.sweep_budget = sweep_budget(report, run);
   if (run.overlap) {
     e.overlap = run.overlap->ratio.value_or(-1);
     e.exposed_share = run.overlap->exposed_share.value_or(-1);

@@ -42,6 +42,10 @@ struct TimelineEvidence {
   std::string device;
   int steps = 0;
   std::optional<double> step_s;
+  // What the window is: "profiled steps" (a trace's ProfilerStep#N, host time before a
+  // step's first kernel and after its last inside), "kernel span" (no step recorded), or
+  // "measured steps" (dpbench's).
+  std::string window = "measured steps";
   trace::Breakdown breakdown;
   std::optional<double> compute_per_step_s, comm_per_step_s, exposed_comm_per_step_s;
   std::optional<double> host_wait_per_step_s;  // device idle time the host caused, per step
@@ -64,6 +68,32 @@ struct TimelineEvidence {
   std::string who() const;
 };
 
+// A sweep's lost efficiency, per rank of its largest point: 1 - E(N) split into what the
+// rank's window went to beyond the one-rank run's. With T1 and TN the one-rank and N-rank
+// median steps (E = T1 / TN) and each run's window shares (compute, exposed
+// communication, idle, copies) applied to its median step, as shares of TN:
+//   compute slower than alone  (compute + copies)_N - (compute + copies + comm)_1 * E
+//   waiting for the slower rank  the rank's collectives' wait for the last to arrive
+//   exposed communication        the rest of its exposed communication (the transfer)
+//   idle                         idle_N - idle_1 * E (waiting for data, for the host)
+// The parts add to 1 - E exactly where each window's shares add to 1; `residual` is what
+// they leave (measurement that does not add up), said, never hidden.
+struct SweepBudget {
+  struct Part {
+    std::string cause;
+    double share = 0;
+  };
+  struct Rank {
+    int rank = 0;
+    std::vector<Part> parts;
+    double residual = 0;
+    double compute_s = 0, one_rank_compute_s = 0;  // per median step, as the shares give them
+  };
+  double efficiency = 1, one_rank_step_s = 0, step_s = 0;
+  int world = 1;
+  std::vector<Rank> ranks;
+};
+
 struct Evidence {
   std::string source = "dpbench report";  // or "PyTorch profiler trace"
   trace::TimelineSource timeline_source = trace::TimelineSource::host;
@@ -71,6 +101,10 @@ struct Evidence {
   // chunks), and the host each rank ran on. Rules that need them stand aside.
   bool samples_known = true, hosts_known = true;
   ParallelMode mode = ParallelMode::single;
+  // Profiler traces of ranks: the job's parallelism as its collectives and host ops show
+  // it ("data", "sharded", "tensor", "expert", "point-to-point", joined with " + ";
+  // "unknown"), and that evidence. `mode` is the nearest of dpbench's modes.
+  std::string parallelism, parallelism_evidence;
   std::string model;
   bool gpu = false;           // the devices are GPUs
   int world = 1;              // devices (ranks under ddp) the run used
@@ -126,6 +160,9 @@ struct Evidence {
   double concurrency = -1;  // share of the last step with two or more stages busy
   // The temporal breakdown of each device or rank over the measured window.
   std::vector<trace::Breakdown> breakdown;
+  // Profiler traces whose window is their profiled steps: the same over HTA's window (the
+  // kernel span), to compare with HTA's figures.
+  std::vector<trace::Breakdown> kernel_span;
   // Device timelines (a PyTorch GPU trace; a dpbench run with device times): one per rank,
   // or one per device of a single process. Empty where the source has none.
   std::vector<TimelineEvidence> timelines;
@@ -138,6 +175,7 @@ struct Evidence {
   // dpbench: the scaling efficiency of the diagnosed run's sweep point, and per rank
   // (rank order) the time a step's collectives waited for the slower rank to arrive.
   std::optional<double> scaling_efficiency;
+  std::optional<SweepBudget> sweep_budget;  // where 1 - E(N) went (a sweep with a one-rank run)
   std::vector<double> wait_for_peers_s;
   // dpbench ddp: per rank (rank order), per step, the all-reduces' time on the
   // communication thread and the hand-offs around it (empty: not measured); the A/B's

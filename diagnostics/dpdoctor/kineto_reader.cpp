@@ -246,6 +246,8 @@ class Builder {
     } else if (cat == "cpu_op" || cat == "operator") {
       if (starts_with(e.name, "_c10d_functional::")) ++t.functional_collectives;
       t.ops.push_back({begin, end, t.names.intern(e.name), e.tid, trace::HostOpKind::op});
+    } else if (cat == "python_function") {
+      t.ops.push_back({begin, end, t.names.intern(e.name), e.tid, trace::HostOpKind::python});
     }
   }
 

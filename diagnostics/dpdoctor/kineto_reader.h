@@ -21,8 +21,8 @@
 //   device work: cat kernel, gpu_memcpy, gpu_memset, Memcpy, Memset (args device, stream,
 //     correlation, bytes; pinned or pageable from the copy's name);
 //   runtime calls: cuda_runtime, cuda_driver, Runtime (args correlation);
-//   host ops: cpu_op and Operator events (aten:: and the rest), and the optimizer's
-//     Optimizer.step#/zero_grad# annotations;
+//   host ops: cpu_op and Operator events (aten:: and the rest), the optimizer's
+//     Optimizer.step#/zero_grad# annotations, and python_function events (with_stack);
 //   steps: ProfilerStep#N on the host (not gpu_user_annotation); data waits: the
 //     DataLoader's "enumerate(DataLoader)#...__next__"; DataParallel.forward calls.
 //

@@ -118,6 +118,10 @@ int main(int argc, char** argv) {
                  "the same time by different ranks or processes are one job, any other file a run of its own), job "
                  "(every file a rank of one job), runs (every file on its own)")
       ->check(CLI::IsMember({"auto", "job", "runs"}));
+  bool verbose = false;
+  app.add_flag("--verbose,-v", verbose,
+               "Each finding's evidence and explanation, and the temporal breakdown per rank (the text is otherwise a "
+               "headline and a fix per finding, then where each window went)");
   auto* json_opt = app.add_option("--json", json_path,
                                   "--json: the findings as JSON (dpdoctor.findings/1) on standard output instead of the "
                                   "text; --json=PATH: also to that file (written atomically)");
@@ -149,7 +153,7 @@ int main(int argc, char** argv) {
     } else {
       for (size_t i = 0; i < diagnoses.size(); ++i) {
         if (diagnoses.size() > 1) std::cout << (i ? "\n" : "") << "== job " << i + 1 << " of " << diagnoses.size() << "\n";
-        dpb::doctor::print_diagnosis(diagnoses[i], std::cout);
+        dpb::doctor::print_diagnosis(diagnoses[i], std::cout, verbose);
       }
     }
     if (!json_stdout && !json_path.empty()) dpb::write_file_atomic(json_path, j.dump(2) + "\n");

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "diagnostics/dpdoctor/kineto_reader.h"
 #include "engine/core/error.h"
@@ -21,6 +22,7 @@ TimelineEvidence timeline_evidence(const trace::RankAnalysis& a, const trace::De
   t.device = gpu(d.device);
   t.steps = a.steps;
   t.step_s = a.step_s;
+  t.window = a.window_is_steps ? "profiled steps" : "kernel span";
   t.breakdown = d.breakdown;
   t.breakdown.device = t.device;
   t.compute_per_step_s = d.compute_per_step_s;
@@ -47,23 +49,74 @@ std::vector<trace::Span64> spans(const trace::RankTimeline& t, int device, trace
   return trace::merged(std::move(s), w.first, w.second);
 }
 
-// Several ranks: DDP, unless the host ops say FSDP (its FSDP:: ranges) or tensor
-// parallelism (functional collectives, DTensor's, and no DistributedDataParallel).
-ParallelMode ranks_mode(const std::vector<trace::RankTimeline>& ranks) {
-  int64_t ddp = 0, fsdp = 0, functional = 0;
-  for (const auto& t : ranks) {
+// Several ranks: the parallelism their collectives and host ops show, with that evidence:
+//   expert          all-to-all kernels (NCCL's AllToAll, DeepEP's dispatch and combine);
+//   sharded         FSDP's host ops (FSDP2's FSDP:: ranges, FSDP1's forward), or both
+//                   all-gathers and reduce-scatters;
+//   tensor          DTensor's functional collectives without DistributedDataParallel, or
+//                   all-reduces in a job that runs no backward (inference: they can only
+//                   be activations');
+//   data            DistributedDataParallel's forward, or all-reduces with a backward;
+//   point-to-point  send/recv kernels (pipeline stages, or an all-to-all built from them);
+// joined with " + " where several hold; "unknown" where no collective ran. The mode the
+// rules read is the nearest of dpbench's: fsdp for sharded, tp for tensor without data,
+// else ddp.
+ParallelMode ranks_mode(const std::vector<trace::RankTimeline>& ranks, const std::vector<trace::RankAnalysis>& analyses,
+                        std::string* kind, std::string* evidence) {
+  int64_t ddp = 0, fsdp = 0, functional = 0, backward = 0;
+  std::map<trace::CollectiveKind, int64_t> kernels;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const auto& t = ranks[i];
     ddp += t.ddp_forwards;
     fsdp += t.fsdp_ops;
     functional += t.functional_collectives;
+    backward += static_cast<int64_t>(t.optimizer_steps.size());
+    for (size_t n = 0; n < t.names.size() && backward == 0; ++n)
+      if (t.names.name(static_cast<uint32_t>(n)).rfind("autograd::engine::evaluate_function", 0) == 0) ++backward;
+    for (const auto& d : analyses[i].devices)
+      for (const auto& c : d.collectives) kernels[c.kind] += c.kernels;
   }
-  if (fsdp > 0) return ParallelMode::fsdp;
-  if (ddp == 0 && functional > 0) return ParallelMode::tp;
+  auto has = [&](trace::CollectiveKind k) { return kernels.count(k) ? kernels[k] : 0; };
+  std::vector<std::string> kinds, why;
+  if (has(trace::CollectiveKind::all_to_all) > 0) {
+    kinds.push_back("expert");
+    why.push_back(fmt::format("{} all-to-all kernels", has(trace::CollectiveKind::all_to_all)));
+  }
+  const bool sharded = fsdp > 0 || (has(trace::CollectiveKind::all_gather) > 0 && has(trace::CollectiveKind::reduce_scatter) > 0);
+  if (sharded) {
+    kinds.push_back("sharded");
+    why.push_back(fsdp > 0 ? fmt::format("{} FSDP host ops", fsdp)
+                           : fmt::format("{} all-gathers and {} reduce-scatters", has(trace::CollectiveKind::all_gather),
+                                         has(trace::CollectiveKind::reduce_scatter)));
+  }
+  const int64_t all_reduce = has(trace::CollectiveKind::all_reduce);
+  const bool tensor = (functional > 0 && ddp == 0) || (all_reduce > 0 && backward == 0 && ddp == 0);
+  if (tensor) {
+    kinds.push_back("tensor");
+    why.push_back(functional > 0 && ddp == 0 ? fmt::format("{} functional collectives (DTensor), no DDP", functional)
+                                              : fmt::format("{} all-reduces and no backward", all_reduce));
+  }
+  if (ddp > 0 || (all_reduce > 0 && backward > 0 && !sharded)) {
+    kinds.push_back("data");
+    why.push_back(ddp > 0 ? fmt::format("{} DistributedDataParallel forwards", ddp)
+                          : fmt::format("{} all-reduces with a backward", all_reduce));
+  }
+  if (has(trace::CollectiveKind::send_recv) > 0) {
+    kinds.push_back("point-to-point");
+    why.push_back(fmt::format("{} send/recv kernels", has(trace::CollectiveKind::send_recv)));
+  }
+  *kind = kinds.empty() ? "unknown" : kinds[0];
+  for (size_t k = 1; k < kinds.size(); ++k) *kind += " + " + kinds[k];
+  *evidence = why.empty() ? "no collective kernel or parallel wrapper's op recorded" : why[0];
+  for (size_t k = 1; k < why.size(); ++k) *evidence += "; " + why[k];
+  if (sharded) return ParallelMode::fsdp;
+  if (tensor && std::find(kinds.begin(), kinds.end(), "data") == kinds.end()) return ParallelMode::tp;
   return ParallelMode::ddp;
 }
 
 Evidence ranks_evidence(const std::vector<trace::RankTimeline>& ranks, const std::vector<trace::RankAnalysis>& analyses) {
   Evidence e;
-  e.mode = ranks_mode(ranks);
+  e.mode = ranks_mode(ranks, analyses, &e.parallelism, &e.parallelism_evidence);
   e.world = static_cast<int>(ranks.size());
   e.visible = INT32_MAX;
   for (const auto& t : ranks) {
@@ -92,6 +145,10 @@ Evidence ranks_evidence(const std::vector<trace::RankTimeline>& ranks, const std
     auto b = te.breakdown;
     b.rank = r;
     e.breakdown.push_back(b);
+    auto k = d.hta_breakdown;
+    k.rank = r;
+    k.device = te.device;
+    e.kernel_span.push_back(k);
     if (i == 0) {  // overlap as dpbench reports it: the first rank's
       e.overlap = d.breakdown.overlap.value_or(-1);
       if (d.breakdown.overlap && a.step_s && *a.step_s > 0)
@@ -133,6 +190,9 @@ Evidence process_evidence(const trace::RankTimeline& t, const trace::RankAnalysi
     const auto* da = a.device(d);
     e.device.push_back({gpu(d), da->busy_share(), 0});
     e.breakdown.push_back(timeline_evidence(a, *da).breakdown);
+    auto k = da->hta_breakdown;
+    k.device = gpu(d);
+    e.kernel_span.push_back(k);
     e.timelines.push_back(timeline_evidence(a, *da));
   }
   e.mode = t.dp_forwards > 0 ? ParallelMode::dp : used.size() >= 2 ? ParallelMode::pipeline : ParallelMode::single;
@@ -229,6 +289,15 @@ Evidence evidence_from_timelines(const std::vector<trace::RankTimeline>& ranks) 
                                     static_cast<double>(x.end_spread_ns) * 1e-6));
     e.cross = std::move(x);
   }
+  // A window that is the kernel span, not the steps: host time before the first kernel and
+  // after the last is outside it.
+  for (const auto& t : e.timelines)
+    if (t.window == "kernel span") {
+      e.notes.push_back(fmt::format("{} records no profiler step (ProfilerStep#N): its window is the span from its "
+                                    "first to its last kernel, so host time before and after them is not counted",
+                                    t.who()));
+      break;
+    }
   // What the trace lost lowers confidence in what it says.
   for (const auto& t : ranks)
     if (auto note = sampled_steps(t)) e.notes.push_back(*note);

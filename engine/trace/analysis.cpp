@@ -153,11 +153,19 @@ RankAnalysis analyze_rank(const RankTimeline& t, const AnalysisOptions& o) {
   a.host = t.host;
   std::vector<bool> eligible;
   const bool hta = !o.window;
-  a.window = hta ? hta_window(t, &eligible) : *o.window;
+  a.hta_window = hta ? hta_window(t, &eligible) : *o.window;
   if (!hta) eligible.assign(t.work.size(), true);
-  const Span64 w = a.window;
-  const auto steps = window_steps(t, w, hta);
+  const auto steps = window_steps(t, a.hta_window, hta);
   a.steps = static_cast<int>(steps.size());
+  // The model of a step: the profiled steps the kernel span falls in, host time before a
+  // step's first kernel and after its last included; the kernel span where no step was
+  // recorded.
+  a.window = a.hta_window;
+  if (hta && !t.steps.empty() && !steps.empty() && !t.work.empty()) {
+    a.window_is_steps = true;
+    a.window = {std::min(a.hta_window.first, steps.front().first), std::max(a.hta_window.second, steps.back().second)};
+  }
+  const Span64 w = a.window;
 
   // Steps without their wait for data (no profiler steps: the window is one step).
   {
@@ -178,8 +186,9 @@ RankAnalysis analyze_rank(const RankTimeline& t, const AnalysisOptions& o) {
     return o.launches_known ? host.call_of(x.correlation) : nullptr;
   };
   const Iterations iterations = find_iterations(t, w);
-  // The profiler's start: the first step's time before the device's first work.
-  const int64_t lead_in = !steps.empty() && !t.work.empty() ? std::max<int64_t>(0, w.first - steps.front().first) : 0;
+  // The first step's time before the device's first work (inside the window now).
+  const int64_t lead_in =
+      !steps.empty() && !t.work.empty() ? std::max<int64_t>(0, a.hta_window.first - steps.front().first) : 0;
 
   // Per device: breakdown, idle by cause, per-step compute and communication.
   int64_t most = -1;
@@ -190,6 +199,13 @@ RankAnalysis analyze_rank(const RankTimeline& t, const AnalysisOptions& o) {
     da.breakdown = breakdown_of(s, w);
     da.breakdown.rank = t.rank;
     da.breakdown.host = t.host;
+    if (a.window_is_steps) {
+      da.hta_breakdown = breakdown_of(spans_of(t, eligible, d, a.hta_window), a.hta_window);
+      da.hta_breakdown.rank = t.rank;
+      da.hta_breakdown.host = t.host;
+    } else {
+      da.hta_breakdown = da.breakdown;
+    }
     if (total_length(s.all) > most) {
       most = total_length(s.all);
       a.main_device = d;

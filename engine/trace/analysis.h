@@ -3,10 +3,15 @@
 // Analysis' definitions so that figures agree with it, for dpbench runs and PyTorch
 // traces alike:
 //
-//   window            HTA's: from the first to the last device work launched by host
-//                     calls made before the last profiler step began (the last step's
-//                     work may be cut off by the profiler); or the window the caller gives
-//                     (dpbench's measured steps).
+//   window            the profiled steps: from the first to the end of the last profiler
+//                     step the kernel span falls in (the last step left out, as HTA does:
+//                     the profiler may cut off its work), widened to the kernel span, so
+//                     host time before a step's first kernel and after its last is inside;
+//                     where no step is recorded, HTA's: from the first to the last device
+//                     work launched by host calls made before the last profiler step
+//                     began. Or the window the caller gives (dpbench's measured steps).
+//                     The breakdown over HTA's window is kept beside (hta_breakdown), to
+//                     compare with HTA.
 //   temporal breakdown per device: compute, communication and memory shares of the
 //                     window (each instant counted once, in that order of precedence),
 //                     idle the rest (breakdown.h).
@@ -45,7 +50,8 @@ struct StreamIdle {
 
 struct DeviceAnalysis {
   int device = 0;
-  Breakdown breakdown;
+  Breakdown breakdown;      // over the window
+  Breakdown hta_breakdown;  // over HTA's window (the kernel span; the same where no step is recorded)
   std::vector<StreamIdle> streams;
   // Per step (medians over the window's steps): the device's compute, its communication
   // and the part of that not hidden behind compute.
@@ -109,6 +115,8 @@ struct RankAnalysis {
   std::optional<int> rank;
   std::string host;
   Span64 window{0, 0};
+  Span64 hta_window{0, 0};            // HTA's: the kernel span (see the header)
+  bool window_is_steps = false;       // the window is the profiled steps (else the kernel span or the caller's)
   int steps = 0;                      // steps in the window
   std::optional<double> step_s;       // median step, without its wait for data
   double data_wait_share = 0;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <string>
 #include <set>
 
 namespace dpb::trace {
@@ -11,18 +13,49 @@ bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.
 bool contains(std::string_view s, std::string_view p) { return s.find(p) != std::string_view::npos; }
 }  // namespace
 
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return out;
+}
+
+// Communication kernels that are not NCCL's, by what they do (names lower-cased):
+// PyTorch's symmetric memory (multimem_all_reduce, one_shot/two_shot_all_reduce,
+// multimem_all_gather), the custom all-reduces of inference engines (vLLM's
+// cross_device_reduce_1stage/2stage, TensorRT-LLM's oneShotAllReduceKernel,
+// twoShotAllReduceKernel, allreduce_fusion), DeepEP's dispatch and combine (an
+// all-to-all), NVSHMEM's kernels, and any kernel named for an all-to-all.
+std::optional<CollectiveKind> other_collective(const std::string& n) {
+  if (contains(n, "deep_ep::") || contains(n, "all_to_all") || contains(n, "alltoall")) return CollectiveKind::all_to_all;
+  if (contains(n, "all_reduce") || contains(n, "allreduce") || contains(n, "cross_device_reduce"))
+    return CollectiveKind::all_reduce;
+  if (contains(n, "multimem_all_gather") || contains(n, "all_gather_kernel"))
+    return CollectiveKind::all_gather;
+  if (contains(n, "reduce_scatter") || contains(n, "reducescatter")) return CollectiveKind::reduce_scatter;
+  if (contains(n, "nvshmem") || contains(n, "multimem")) return CollectiveKind::other;
+  return std::nullopt;
+}
+
+}  // namespace
+
 Work classify_kernel(std::string_view name) {
   // HTA's regular expressions, in its order: ^nccl.*Kernel, then ^(Memcpy|Memset|dma),
-  // then compute unless the name matches ^nccl.*Kernel|.*Memcpy|^Memset|.*Sync.
+  // then compute unless the name matches ^nccl.*Kernel|.*Memcpy|^Memset|.*Sync. Then,
+  // beyond HTA, communication kernels that are not NCCL's (other_collective above).
   if (starts_with(name, "nccl") && contains(name.substr(4), "Kernel")) return Work::communication;
   if (starts_with(name, "Memcpy") || starts_with(name, "Memset") || starts_with(name, "dma")) return Work::memory;
   if (contains(name, "Memcpy") || contains(name, "Sync")) return Work::other;
+  if (other_collective(lower(name))) return Work::communication;
   return Work::compute;
 }
 
 CollectiveKind collective_kind(std::string_view name) {
   const auto at = name.find("Kernel_");
-  if (!starts_with(name, "nccl") || at == std::string_view::npos) return CollectiveKind::other;
+  if (!starts_with(name, "nccl") || at == std::string_view::npos) {
+    return other_collective(lower(name)).value_or(CollectiveKind::other);
+  }
   std::string_view op = name.substr(at + 7);
   op = op.substr(0, op.find('_'));
   if (op == "AllReduce") return CollectiveKind::all_reduce;

@@ -21,7 +21,10 @@
 namespace dpb::trace {
 
 // What a piece of device work is, as Holistic Trace Analysis classifies kernels by name:
-//   communication  ^nccl.*Kernel;
+//   communication  ^nccl.*Kernel; and, beyond HTA, what other kernels communicate:
+//                  PyTorch's symmetric memory (multimem, one-shot and two-shot
+//                  all-reduce), custom all-reduces (vLLM, TensorRT-LLM), DeepEP's
+//                  dispatch and combine, NVSHMEM, all-to-all kernels;
 //   memory         copies and sets (^Memcpy, ^Memset, ^dma);
 //   compute        any other kernel, except ones named like copies or syncs (other).
 enum class Work : uint8_t { compute, communication, memory, other };
@@ -30,7 +33,9 @@ const char* work_name(Work w);
 
 // The collective a communication kernel runs, read from NCCL's kernel name: the word after
 // "Kernel_" (ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_AllGather_RING_LL,
-// ncclKernel_SendRecv, ...); other for anything else.
+// ncclKernel_SendRecv, ...), or from what another communication kernel's name says it
+// does (multimem_all_reduce_kernel: all-reduce; deep_ep::intranode::dispatch: all-to-all);
+// other for anything else.
 enum class CollectiveKind : uint8_t { all_reduce, all_gather, reduce_scatter, broadcast, reduce, send_recv,
                                       all_to_all, other };
 CollectiveKind collective_kind(std::string_view kernel_name);
@@ -82,8 +87,10 @@ struct HostCall {
 // A host operator (aten::item, aten::copy_, a module's forward): what a host call ran
 // inside, for naming the ops that block on the device, and what the host thread did
 // while a device waited for it. The optimizer's step and zero_grad annotations are kept
-// as their own kind, so that host time between launches can be put down to them.
-enum class HostOpKind : uint8_t { op, optimizer };
+// as their own kind, so that host time between launches can be put down to them; Python
+// functions (a trace recorded with_stack) as theirs: they say what the host ran where no
+// op was recorded (input preprocessing in Python, for instance).
+enum class HostOpKind : uint8_t { op, optimizer, python };
 struct HostOp {
   int64_t begin_ns = 0, end_ns = 0;
   uint32_t name = 0;

@@ -14,6 +14,29 @@ bool is_allocator_call(std::string_view name) {
          starts_with(name, "cuMemMap") || starts_with(name, "cuMemRelease");
 }
 
+bool is_input_op(std::string_view name, HostOpKind kind) {
+  if (kind == HostOpKind::op) {
+    static constexpr std::string_view kRandom[] = {
+        "aten::randn",    "aten::rand",     "aten::randint",   "aten::randperm",    "aten::normal_",
+        "aten::normal",   "aten::uniform_", "aten::bernoulli", "aten::bernoulli_",  "aten::random_",
+        "aten::multinomial", "aten::randn_like", "aten::rand_like", "aten::randint_like", "aten::exponential_",
+        "aten::poisson"};
+    for (auto r : kRandom)
+      if (name == r) return true;
+    return false;
+  }
+  if (kind != HostOpKind::python) return false;
+  std::string n(name);
+  for (char& c : n) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  static constexpr std::string_view kInput[] = {"dataloader", "collate",    "preprocess", "decode",
+                                                "read_video", "read_image", "load_image", "tokeniz",
+                                                "image_processing", "feature_extraction", "transforms/"};
+  for (auto k : kInput)
+    if (n.find(k) != std::string::npos) return true;
+  // A dataset's __getitem__ (not a module list's or a mapping's).
+  return n.find("__getitem__") != std::string::npos && n.find("data") != std::string::npos;
+}
+
 HostIndex::HostIndex(const RankTimeline& t) : t_(t) {
   for (size_t i = 0; i < t.calls.size(); ++i)
     if (t.calls[i].correlation >= 0) call_of_.emplace(t.calls[i].correlation, i);
@@ -21,36 +44,89 @@ HostIndex::HostIndex(const RankTimeline& t) : t_(t) {
     if (w.work == Work::memory && w.correlation >= 0) copy_of_.emplace(w.correlation, &w);
   data_waits_ = merged(t.data_waits, INT64_MIN, INT64_MAX);
 
-  std::unordered_map<int64_t, std::vector<Span64>> alloc, slow, block, optim, rec;
+  std::unordered_map<int64_t, std::vector<Span64>> alloc, slow, block, copy_block, optim, input, rec;
+  std::vector<Span64> any;
   for (const auto& c : t.calls) {
     Thread& th = threads_[c.thread];
     th.calls.push_back(&c);
-    const int64_t len = c.end_ns - c.begin_ns;
-    th.longest_call_ns = std::max(th.longest_call_ns, len);
-    const Span64 s{c.begin_ns, c.end_ns};
-    rec[c.thread].push_back(s);
-    const std::string& name = t.names.name(c.name);
-    if (blocking(c)) block[c.thread].push_back(s);
-    else if (is_allocator_call(name)) alloc[c.thread].push_back(s);
-    else if (len >= kSlowCallNs) slow[c.thread].push_back(s);
+    th.longest_call_ns = std::max(th.longest_call_ns, c.end_ns - c.begin_ns);
+  }
+  auto by_start = [](const auto* a, const auto* b) { return a->begin_ns < b->begin_ns; };
+  for (auto& [tid, th] : threads_) {
+    std::sort(th.calls.begin(), th.calls.end(), by_start);
+    for (size_t i = 0; i < th.calls.size(); ++i) {
+      const HostCall& c = *th.calls[i];
+      const Span64 s{c.begin_ns, c.end_ns};
+      rec[tid].push_back(s);
+      const std::string& name = t.names.name(c.name);
+      const bool h2d = c.kind == CallKind::copy ? blocking_copy(c) : i > 0 && copy_before_sync(*th.calls[i - 1], c);
+      if (h2d) copy_block[tid].push_back(s);
+      else if (blocking(c)) block[tid].push_back(s);
+      else if (is_allocator_call(name)) alloc[tid].push_back(s);
+      else if (c.end_ns - c.begin_ns >= kSlowCallNs) slow[tid].push_back(s);
+    }
   }
   for (const auto& op : t.ops) {
     Thread& th = threads_[op.thread];
-    th.ops.push_back(&op);
-    th.longest_op_ns = std::max(th.longest_op_ns, op.end_ns - op.begin_ns);
+    (op.kind == HostOpKind::python ? th.python : th.ops).push_back(&op);
+    if (op.kind != HostOpKind::python) th.longest_op_ns = std::max(th.longest_op_ns, op.end_ns - op.begin_ns);
     rec[op.thread].emplace_back(op.begin_ns, op.end_ns);
     if (op.kind == HostOpKind::optimizer) optim[op.thread].emplace_back(op.begin_ns, op.end_ns);
   }
   for (auto& [tid, th] : threads_) {
-    auto by_start = [](const auto* a, const auto* b) { return a->begin_ns < b->begin_ns; };
-    std::sort(th.calls.begin(), th.calls.end(), by_start);
     std::sort(th.ops.begin(), th.ops.end(), by_start);
+    std::sort(th.python.begin(), th.python.end(), by_start);
+    // Ops on CPU tensors call nothing on the device; input ops among them (random
+    // generation on a CPU tensor) make the input.
+    std::vector<Span64> cpu;
+    for (const HostOp* op : th.ops) {
+      if (op->kind != HostOpKind::op || t.names.name(op->name).rfind("aten::", 0) != 0) continue;
+      auto it = std::lower_bound(th.calls.begin(), th.calls.end(), op->begin_ns,
+                                 [](const HostCall* c, int64_t x) { return c->begin_ns < x; });
+      if (it != th.calls.end() && (*it)->begin_ns < op->end_ns) continue;  // it called the device
+      cpu.emplace_back(op->begin_ns, op->end_ns);
+      if (is_input_op(t.names.name(op->name), op->kind)) th.input_ops.push_back(op);
+    }
+    th.cpu_ops = merged(std::move(cpu), INT64_MIN, INT64_MAX);
+    for (const HostOp* op : th.python)
+      if (is_input_op(t.names.name(op->name), op->kind)) th.input_ops.push_back(op);
+    std::sort(th.input_ops.begin(), th.input_ops.end(), by_start);
+    for (const HostOp* op : th.input_ops) {
+      input[tid].emplace_back(op->begin_ns, op->end_ns);
+      th.longest_input_ns = std::max(th.longest_input_ns, op->end_ns - op->begin_ns);
+    }
     th.allocator = merged(std::move(alloc[tid]), INT64_MIN, INT64_MAX);
     th.slow = merged(std::move(slow[tid]), INT64_MIN, INT64_MAX);
     th.blocking = merged(std::move(block[tid]), INT64_MIN, INT64_MAX);
+    th.copy_blocking = merged(std::move(copy_block[tid]), INT64_MIN, INT64_MAX);
     th.optimizer = merged(std::move(optim[tid]), INT64_MIN, INT64_MAX);
+    th.input = merged(std::move(input[tid]), INT64_MIN, INT64_MAX);
     th.recorded = merged(std::move(rec[tid]), INT64_MIN, INT64_MAX);
+    any.insert(any.end(), th.recorded.begin(), th.recorded.end());
   }
+  recorded_any_ = merged(std::move(any), INT64_MIN, INT64_MAX);
+}
+
+bool HostIndex::copy_before_sync(const HostCall& before, const HostCall& sync) const {
+  if (sync.kind != CallKind::sync || before.kind != CallKind::copy) return false;
+  auto it = copy_of_.find(before.correlation);
+  // The synchronize follows the copy's call at once (PyTorch's copy from pageable memory:
+  // cudaMemcpyAsync, then cudaStreamSynchronize).
+  return it != copy_of_.end() && it->second->copy == CopyKind::h2d && sync.begin_ns - before.end_ns < 200'000;
+}
+
+bool HostIndex::blocking_copy(const HostCall& c) const {
+  if (c.kind == CallKind::copy) {
+    auto it = copy_of_.find(c.correlation);
+    return it != copy_of_.end() && it->second->copy == CopyKind::h2d && c.end_ns >= it->second->end_ns;
+  }
+  if (c.kind != CallKind::sync) return false;
+  const Thread* th = thread(c.thread);
+  if (!th) return false;
+  auto it = std::lower_bound(th->calls.begin(), th->calls.end(), &c,
+                             [](const HostCall* a, const HostCall* b) { return a->begin_ns < b->begin_ns; });
+  while (it != th->calls.end() && *it != &c && (*it)->begin_ns == c.begin_ns) ++it;
+  return it != th->calls.end() && it != th->calls.begin() && copy_before_sync(**(it - 1), c);
 }
 
 const HostIndex::Thread* HostIndex::thread(int64_t tid) const {
@@ -68,7 +144,8 @@ bool HostIndex::blocking(const HostCall& c) const {
   if (c.kind == CallKind::sync) return true;
   if (c.kind != CallKind::copy) return false;
   auto it = copy_of_.find(c.correlation);
-  return it != copy_of_.end() && it->second->copy == CopyKind::d2h && c.end_ns >= it->second->end_ns;
+  return it != copy_of_.end() && (it->second->copy == CopyKind::d2h || it->second->copy == CopyKind::h2d) &&
+         c.end_ns >= it->second->end_ns;
 }
 
 std::string HostIndex::op_around(int64_t thread, int64_t b, int64_t e) const {

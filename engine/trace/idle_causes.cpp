@@ -11,6 +11,9 @@ namespace {
 // A device drains inside a blocking call when the call ends at or after the gap begins;
 // host and device clocks of one trace agree to a few microseconds.
 constexpr int64_t kDrainSlackNs = 20'000;
+// Host time with nothing recorded on any thread for this long is unrecorded, not
+// Python between ops.
+constexpr int64_t kSilentNs = 1'000'000;
 
 size_t index(IdleCause c) { return static_cast<size_t>(c); }
 
@@ -158,27 +161,55 @@ class Attribution {
     const auto data = take(rest, h_.data_waits());
     charge_.add(IdleCause::data_loading, data);
     info.data_ns = total_length(data);
+    if (!data.empty()) name(IdleCause::data_loading, "DataLoader __next__", total_length(data));
     const HostCall* sync = nullptr;
     if (th) {
+      const auto input = take(rest, th->input);
+      charge_.add(IdleCause::data_loading, input);
+      for (const auto& part : input) name_input_ops(*th, part);
       charge_.add(IdleCause::allocator, take(rest, th->allocator));
       charge_.add(IdleCause::slow_call, take(rest, th->slow));
+      charge_.add(IdleCause::copy, take(rest, th->copy_blocking));
       charge_.add(IdleCause::host_sync, take(rest, th->blocking));
       sync = blocked_at(h_, *th, g0);
+      // A profiled step's ops on CPU tensors before its first launch make the step's input.
+      if (const int64_t step = step_start_in(g0, issue); step >= 0) {
+        const auto before_first = take(rest, clip(th->cpu_ops, step, issue));
+        charge_.add(IdleCause::data_loading, before_first);
+        for (const auto& part : before_first) {
+          const std::string op = h_.op_around(c.thread, part.first, part.second);
+          name(IdleCause::data_loading, op.empty() ? std::string("ops on CPU tensors") : op, part.second - part.first);
+        }
+      }
+    }
+    // Nothing recorded on any thread for 1 ms or more: unrecorded, whatever the gap.
+    std::vector<Span64> silent;
+    for (const auto& part : difference(rest, clip(h_.recorded_any(), g0, issue)))
+      if (part.second - part.first >= kSilentNs) silent.push_back(part);
+    if (!silent.empty()) {
+      rest = difference(rest, silent);
+      charge_.add(IdleCause::unrecorded, silent);
+      name(IdleCause::unrecorded, "(nothing recorded on any thread)", total_length(silent));
     }
     const auto optimizer = th ? take(rest, th->optimizer) : std::vector<Span64>{};
     const auto recorded = th ? take(rest, th->recorded) : std::vector<Span64>{};
     const bool long_gap = g1 - g0 >= IdleCauses::kLongGapNs;
+    const bool copy_drain = sync && h_.blocking_copy(*sync);
+    const IdleCause drain = copy_drain ? IdleCause::copy : IdleCause::host_sync;
     if (sync) {  // the device drained while the thread was blocked: the gap is the refill
       for (const auto* part : std::initializer_list<const std::vector<Span64>*>{&optimizer, &recorded, &rest})
-        charge_.add(IdleCause::host_sync, *part);
+        charge_.add(drain, *part);
     } else {
       out_.optimizer_ns += total_length(optimizer);
       charge_.add(long_gap ? IdleCause::host_work : IdleCause::launch_overhead, optimizer);
       charge_.add(long_gap ? IdleCause::host_work : IdleCause::launch_overhead, recorded);
       charge_.add(long_gap ? IdleCause::unrecorded : IdleCause::launch_overhead, rest);
     }
-    if (issue < g1) charge_.add(sync ? IdleCause::host_sync : IdleCause::launch_overhead, Span64{issue, g1});
+    if (issue < g1) charge_.add(sync ? drain : IdleCause::launch_overhead, Span64{issue, g1});
     info.op = h_.op_around(c.thread, c.begin_ns, c.end_ns);
+    const std::string where = info.op.empty() ? info.call : info.op;
+    for (IdleCause k : {IdleCause::launch_overhead, IdleCause::host_work})
+      if (charge_.in_gap(k) > 0) name(k, where, charge_.in_gap(k));
     if (!th) return;
     // The thread's calls within the gap: the longest for the gap's description, the
     // allocator and slow ones for the whole, a blocking one to name a sync.
@@ -194,16 +225,45 @@ class Attribution {
       if (overlap <= 0) continue;
       const std::string& name = names.name(k.name);
       add_named(in_gap, name, overlap, k.end_ns - k.begin_ns);
-      if (h_.blocking(k)) blocking_inside = &k;
+      if (h_.blocking(k) || h_.blocking_copy(k)) blocking_inside = &k;
       else if (is_allocator_call(name) || k.end_ns - k.begin_ns >= HostIndex::kSlowCallNs)
         add_named(calls_, name, overlap, k.end_ns - k.begin_ns);
     }
     info.calls = most(in_gap, 3);
-    if (const HostCall* named = sync ? sync : blocking_inside; named && charge_.in_gap(IdleCause::host_sync) > 0) {
+    if (const HostCall* named = sync ? sync : blocking_inside; named) {
       const std::string op = h_.op_around(named->thread, named->begin_ns, named->end_ns);
-      add_named(sync_ops_, op.empty() ? names.name(named->name) : op, charge_.in_gap(IdleCause::host_sync),
-                charge_.in_gap(IdleCause::host_sync));
+      const std::string what = op.empty() ? names.name(named->name) : op;
+      if (const int64_t ns = charge_.in_gap(IdleCause::host_sync); ns > 0) {
+        add_named(sync_ops_, what, ns, ns);
+        name(IdleCause::host_sync, what, ns);
+      }
+      if (const int64_t ns = charge_.in_gap(IdleCause::copy); ns > 0) name(IdleCause::copy, what, ns);
     }
+  }
+
+  // A profiled step that began within [g0, issue): its start, else -1.
+  int64_t step_start_in(int64_t g0, int64_t issue) const {
+    const auto& v = out_.iterations.step_starts;
+    auto it = std::lower_bound(v.begin(), v.end(), g0);
+    return it != v.end() && *it < issue ? *it : -1;
+  }
+
+  void name(IdleCause k, const std::string& what, int64_t ns) {
+    if (ns > 0) add_named(ops_[static_cast<size_t>(k)], what, ns, ns);
+  }
+
+  // Names the input ops (is_input_op) over `part` on the thread, by their overlap with it
+  // (the outermost where they nest: preprocess, not the helpers it calls).
+  void name_input_ops(const HostIndex::Thread& th, Span64 part) {
+    const auto& names = h_.timeline().names;
+    const auto& v = th.input_ops;
+    auto it = std::lower_bound(v.begin(), v.end(), part.first - th.longest_input_ns,
+                               [](const HostOp* op, int64_t x) { return op->begin_ns < x; });
+    const HostOp* inner = nullptr;
+    for (; it != v.end() && (*it)->begin_ns < part.second; ++it)
+      if ((*it)->end_ns > part.first && (!inner || (*it)->end_ns - (*it)->begin_ns > inner->end_ns - inner->begin_ns))
+        inner = *it;
+    name(IdleCause::data_loading, inner ? names.name(inner->name) : std::string("input ops"), part.second - part.first);
   }
 
   void keep_longest(IdleGap info) {
@@ -220,6 +280,7 @@ class Attribution {
   void finish() {
     out_.calls = most(calls_, 6);
     out_.sync_ops = most(sync_ops_, 5);
+    for (size_t k = 0; k < kIdleCauses; ++k) out_.ops[k] = most(ops_[k], 5);
   }
 
  private:
@@ -228,6 +289,7 @@ class Attribution {
   Charger charge_;
   bool launches_known_;
   std::map<std::string, NamedTime> calls_, sync_ops_;
+  std::array<std::map<std::string, NamedTime>, kIdleCauses> ops_;
   std::unordered_set<uint32_t> seen_;
 };
 
@@ -253,6 +315,8 @@ const char* idle_cause_name(IdleCause c) {
       return "device_wait";
     case IdleCause::unknown:
       return "unknown";
+    case IdleCause::copy:
+      return "copy";
   }
   return "unknown";
 }
@@ -293,6 +357,8 @@ Iterations find_iterations(const RankTimeline& t, Span64 w) {
   if (!steps.empty()) {
     it.count = static_cast<int>(steps.size());
     it.marker = "ProfilerStep";
+    for (const auto& s : steps) it.step_starts.push_back(s.first);
+    std::sort(it.step_starts.begin(), it.step_starts.end());
     // Only a profile that began with the program's first step holds its cold start.
     it.first_end_ns = t.first_step_number == 0 ? (steps.size() >= 2 ? steps[1].first : w.second) : w.first;
   } else if (loads.size() >= 2) {

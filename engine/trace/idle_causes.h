@@ -7,23 +7,35 @@
 //   its launch was not recorded: unknown (the trace lost events);
 //   else the host had not issued it yet: the gap, until the launching call returned, is
 //     charged to what the launching thread did meanwhile, first match wins:
-//       data_loading     inside the DataLoader's __next__ (on any thread);
+//       data_loading     making the input: inside the DataLoader's __next__ (on any
+//                        thread); in ops that make it on the CPU (random generation on a
+//                        CPU tensor, Python that loads, decodes or preprocesses:
+//                        is_input_op); and ops on CPU tensors (aten ops that called
+//                        nothing on the device) in a profiled step before the step's
+//                        first launch (nothing is launched yet: the host prepares what
+//                        the step will compute on);
 //       allocator        in cudaMalloc/cudaFree and the like;
 //       slow_call        in any other CUDA call of 1 ms or more: a kernel's first launch
 //                        (lazy module loading), library set-up, stream or event creation;
-//       host_sync        blocked in a synchronize or a blocking copy; and the rest of a gap
-//                        that began while the thread was blocked so: a sync explains idle
-//                        time only when the device had nothing left queued, which is when
-//                        the device drains inside it; then the device waits for the
-//                        thread to go on and launch again;
+//       copy             blocked in a copy to the device (a synchronous cudaMemcpy, or the
+//                        synchronize a copy from pageable memory ends with), and the rest
+//                        of a gap that began while the thread was blocked so: the copy's
+//                        source is not pinned, so the host waits for it and the device
+//                        then waits for the host to launch again;
+//       host_sync        blocked in a synchronize or a blocking copy from the device; and
+//                        the rest of a gap that began while the thread was blocked so: a
+//                        sync explains idle time only when the device had nothing left
+//                        queued, which is when the device drains inside it; then the
+//                        device waits for the thread to go on and launch again;
+//       unrecorded       1 ms or more in which no thread recorded anything (the profiler
+//                        starting or stopping, Python outside any op), in any gap; said as
+//                        such, never guessed;
 //       launch_overhead  host work between launches (recorded ops, the optimizer, Python
 //                        the profiler did not record) in gaps under 10 ms;
 //       host_work        recorded host work in gaps of 10 ms or more (CPU computation,
 //                        checkpoints, logging);
-//       unrecorded       nothing recorded on the thread in gaps of 10 ms or more (the
-//                        profiler starting or stopping, Python outside any op).
 //   The moment after the call returned until the work started is launch overhead (or
-//   host_sync after a drain).
+//   host_sync, or copy, after a drain).
 // The cold start is the first iteration (iterations from ProfilerStep#, else the
 // DataLoader's __next__, else the optimizer's step; without any, the window is one), and
 // any later gap whose launching thread spent 1 ms or more in a kernel's first launch
@@ -50,8 +62,9 @@ enum class IdleCause : uint8_t {
   unrecorded,
   device_wait,
   unknown,
+  copy,
 };
-inline constexpr size_t kIdleCauses = 9;
+inline constexpr size_t kIdleCauses = 10;
 const char* idle_cause_name(IdleCause c);
 
 // A call or op, and how much of the gaps it took.
@@ -74,6 +87,7 @@ struct Iterations {
   int count = 1;
   std::string marker = "none";  // ProfilerStep, DataLoader, optimizer step, none
   int64_t first_end_ns = 0;     // the end of the first iteration (the cold start)
+  std::vector<int64_t> step_starts;  // the profiled steps' starts within the window, in order
 };
 // The iterations over the window (see the header).
 Iterations find_iterations(const RankTimeline& t, Span64 window);
@@ -91,6 +105,10 @@ struct IdleCauses {
   std::vector<IdleGap> longest;     // up to 5, longest first
   std::vector<NamedTime> calls;     // allocator and slow calls in the gaps, most time first
   std::vector<NamedTime> sync_ops;  // the ops the blocking calls in or before the gaps ran in
+  // Per cause, the host ops (or calls, or "nothing recorded") its time was charged to, most
+  // time first: what a person opens the trace at.
+  std::array<std::vector<NamedTime>, kIdleCauses> ops;
+  const std::vector<NamedTime>& ops_of(IdleCause c) const { return ops[static_cast<size_t>(c)]; }
   int64_t operator[](IdleCause c) const { return ns[static_cast<size_t>(c)]; }
   int64_t cold(IdleCause c) const { return cold_ns[static_cast<size_t>(c)]; }
   // Cold-start time lost to set-up: allocator, slow calls, unrecorded long gaps.

@@ -252,8 +252,13 @@ TEST(Dpdoctor, DiagnosesAReportAndDpbenchAppendsFindings) {
   EXPECT_EQ(WEXITSTATUS(status), 1);
   const std::string text = slurp(out);
   EXPECT_NE(text.find("error[forward-bypasses-scatter]"), std::string::npos) << text;
-  EXPECT_NE(text.find("evidence:"), std::string::npos) << text;
   EXPECT_NE(text.find("fix:"), std::string::npos) << text;
+  // A headline and a fix per finding; the evidence and why with --verbose.
+  EXPECT_EQ(text.find("evidence:"), std::string::npos) << text;
+  std::system((std::string(DPDOCTOR_BIN) + " --verbose " + json + " >" + out).c_str());
+  const std::string verbose = slurp(out);
+  EXPECT_NE(verbose.find("evidence:"), std::string::npos) << verbose;
+  EXPECT_NE(verbose.find("why:"), std::string::npos) << verbose;
   // Not a report: a clear error, exit 2.
   std::ofstream(out) << "{\"hello\": 1}";
   EXPECT_EQ(WEXITSTATUS(std::system((std::string(DPDOCTOR_BIN) + " " + out + " >/dev/null 2>&1").c_str())), 2);

@@ -11,7 +11,9 @@
 namespace dpb::doctor {
 namespace {
 
-// One GPU, 10 steps of 10 ms: busy 90% unless a test says otherwise.
+// One GPU, 10 steps of 10 ms: busy 92% unless a test says otherwise (its 9% lost, idle
+// and exposed communication, stays under the 10 points a healthy verdict leaves
+// unexplained).
 TimelineEvidence gpu_timeline(int rank = 0) {
   TimelineEvidence t;
   t.rank = rank;
@@ -22,15 +24,15 @@ TimelineEvidence gpu_timeline(int rank = 0) {
   t.breakdown.rank = rank;
   t.breakdown.device = t.device;
   t.breakdown.window_s = 0.1;
-  t.breakdown.idle_share = 0.1;
-  t.breakdown.compute_share = 0.85;
-  t.breakdown.comm_share = 0.03;
+  t.breakdown.idle_share = 0.08;
+  t.breakdown.compute_share = 0.89;
+  t.breakdown.comm_share = 0.01;  // communication not under compute: 1% of the window
   t.breakdown.memory_share = 0.02;
   t.breakdown.overlap = 0.9;
   t.breakdown.idle_breakdown = {0.2, 0.5, 0.3};
   t.compute_per_step_s = 0.0085;
-  t.comm_per_step_s = 0.003;
-  t.exposed_comm_per_step_s = 0.0003;
+  t.comm_per_step_s = 0.001;
+  t.exposed_comm_per_step_s = 0.0001;
   t.host_wait_per_step_s = 0.0002;
   t.launches.kernels = 2000;
   t.launches.kernels_per_step = 200;
@@ -94,9 +96,9 @@ TEST(TimelineRules, AHealthyGpuIsHealthy) {
   EXPECT_TRUE(d.findings.empty());
   ASSERT_EQ(d.ranks.size(), 1u);  // the breakdown table travels with the verdict
   std::ostringstream text;
-  print_diagnosis(d, text);
+  print_diagnosis(d, text, /*verbose=*/true);
   EXPECT_NE(text.str().find("time per device (cupti times)"), std::string::npos) << text.str();
-  EXPECT_NE(text.str().find("cuda:0 90% busy (cupti times)"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("cuda:0 92% busy (cupti times)"), std::string::npos) << text.str();
 }
 
 TEST(TimelineRules, GpuStarvedByHost) {
@@ -106,8 +108,9 @@ TEST(TimelineRules, GpuStarvedByHost) {
   t.launches.short_kernel_share = 0.8;
   EXPECT_EQ(ids(single_gpu(t)), std::vector<std::string>{"gpu-starved-by-host"});
   // Idle, but not for the host: work queued on the device waited on something else.
+  // (The 4% between launches is said, as advice, and claims its share.)
   attribute(t, {{IdleCause::launch_overhead, 0.04}, {IdleCause::device_wait, 0.74}});
-  EXPECT_EQ(ids(single_gpu(t)), std::vector<std::string>{"unexplained-idle"});
+  EXPECT_EQ(problems_of(diagnose(single_gpu(t))), std::vector<std::string>{"unexplained-idle"});
   // Between launches 8% of the window: said as advice, not a warning.
   attribute(t, {{IdleCause::launch_overhead, 0.08}, {IdleCause::device_wait, 0.04}});
   const auto d = diagnose(single_gpu(t));
@@ -127,13 +130,15 @@ TEST(TimelineRules, HostSyncStallsNameTheirOps) {
   attribute(t, {{IdleCause::host_sync, 0.33}, {IdleCause::launch_overhead, 0.03}, {IdleCause::device_wait, 0.04}});
   t.idle.sync_ops = {{"aten::item", 30'000'000, 10, 4'000'000}, {"aten::to", 3'000'000, 1, 3'000'000}};
   const auto d = diagnose(single_gpu(t));
-  ASSERT_EQ(d.findings.size(), 1u);
+  ASSERT_EQ(problems_of(d), std::vector<std::string>{"host-sync-stalls"});
   EXPECT_EQ(d.findings[0].id, "host-sync-stalls");
   EXPECT_NE(d.findings[0].title.find("aten::item"), std::string::npos) << d.findings[0].title;
   // The host blocks as long, but on a busy device (the gaps did not begin while it
   // blocked): harmless, whatever the time it spent blocked.
   attribute(t, {{IdleCause::launch_overhead, 0.03}, {IdleCause::device_wait, 0.02}});
-  EXPECT_TRUE(ids(single_gpu(t)).empty());
+  const auto busy = ids(single_gpu(t));
+  EXPECT_EQ(std::count(busy.begin(), busy.end(), "host-sync-stalls"), 0);
+  EXPECT_TRUE(diagnose(single_gpu(t)).healthy);
 }
 
 TEST(TimelineRules, PageableCopiesAndCopyBoundInput) {
@@ -182,10 +187,10 @@ TEST(TimelineRules, ExposedCommunicationFromNcclKernels) {
   ASSERT_EQ(d.findings.size(), 1u);
   EXPECT_EQ(d.findings[0].id, "exposed-communication");
   EXPECT_EQ(d.primary, "exposed-communication");
-  // It accounts for the exposed 40% of each rank's window; the 10% idle is left over.
+  // It accounts for the exposed 40% of each rank's window; the 8% idle is left over.
   ASSERT_EQ(d.budget.size(), 2u);
   EXPECT_NEAR(d.budget[0].explained.at(0).second, 0.4, 1e-9);
-  EXPECT_NEAR(d.budget[0].unexplained_share, 0.1, 1e-9);
+  EXPECT_NEAR(d.budget[0].unexplained_share, 0.08, 1e-9);
 }
 
 TEST(TimelineRules, StragglersOfBothKindsAtTwentyPercent) {
@@ -241,22 +246,38 @@ TEST(TimelineRules, DataParallelOnFewerGpusThanVisibleNamesTheIdleOnes) {
   EXPECT_TRUE(ids(e).empty());
 }
 
-TEST(TimelineRules, NeverHealthyWhileADeviceIdlesAQuarter) {
+// The verdict follows the budget: never healthy while a device loses a quarter of its
+// window, or while more than 10 points of it are unexplained.
+TEST(TimelineRules, NeverHealthyWhileADeviceLosesAQuarterOrTenPointsAreUnexplained) {
   using trace::IdleCause;
   auto t = gpu_timeline();
-  attribute(t, {{IdleCause::device_wait, 0.24}});
+  attribute(t, {{IdleCause::device_wait, 0.09}});
   EXPECT_TRUE(diagnose(single_gpu(t)).healthy);
+  attribute(t, {{IdleCause::device_wait, 0.12}});  // 12 points no finding explains
+  EXPECT_FALSE(diagnose(single_gpu(t)).healthy);
+  EXPECT_EQ(problems_of(diagnose(single_gpu(t))), std::vector<std::string>{"unexplained-idle"});
   attribute(t, {{IdleCause::device_wait, 0.26}});
   const auto d = diagnose(single_gpu(t));
   EXPECT_FALSE(d.healthy);
   ASSERT_EQ(d.findings.size(), 1u);
   EXPECT_EQ(d.findings[0].id, "unexplained-idle");
   EXPECT_NEAR(d.findings[0].evidence["idle_causes"]["device_wait"].get<double>(), 0.26, 1e-9);
+  // A quarter lost to idle time and exposed communication together: not healthy, and the
+  // finding that explains the most of it is the warning, though each is under its own line.
+  attribute(t, {{IdleCause::launch_overhead, 0.13}});
+  t.breakdown.comm_share = 0.13;
+  t.breakdown.overlap = 0.2;
+  const auto both = diagnose(single_gpu(t));
+  EXPECT_FALSE(both.healthy);
+  EXPECT_EQ(both.budget.at(0).unexplained_share, 0.0);
+  EXPECT_EQ(problems_of(both).size(), 1u);
+  t.breakdown.comm_share = 0.01;
+  t.breakdown.overlap = 0.9;
   // An explained idle device gets its explanation, not "unexplained".
   attribute(t, {{IdleCause::data_loading, 0.24}, {IdleCause::device_wait, 0.02}});
   EXPECT_EQ(ids(single_gpu(t)), std::vector<std::string>{"input-bound"});
   // Small causes that add up: the one that explains the most becomes the warning.
-  attribute(t, {{IdleCause::data_loading, 0.04}, {IdleCause::launch_overhead, 0.12}, {IdleCause::device_wait, 0.12}});
+  attribute(t, {{IdleCause::data_loading, 0.04}, {IdleCause::launch_overhead, 0.12}, {IdleCause::device_wait, 0.09}});
   const auto small = diagnose(single_gpu(t));
   EXPECT_FALSE(small.healthy);
   EXPECT_EQ(small.primary, "gpu-starved-by-host");

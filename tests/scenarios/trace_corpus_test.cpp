@@ -1,6 +1,6 @@
 // dpdoctor on real PyTorch profiler traces (tests/data/traces):
 //   cpu-*:   traces this project recorded with PyTorch 2.15 (its README says how);
-//   public/: 27 GPU traces of 13 public jobs recorded by others with PyTorch 1.8 to 2.x
+//   public/: 33 GPU traces of 19 public jobs recorded by others with PyTorch 1.8 to 2.x
 //            (public/README.md: sources, licences, what each job is).
 // Every real file is read (the reader's guards must accept all of them), files are
 // grouped into jobs and runs as they were recorded, and each job or run gets the
@@ -143,9 +143,9 @@ TEST(TraceCorpus, EveryPublicTraceIsReadGroupedAndAccountedFor) {
       for (const auto& f : e.job->files) EXPECT_TRUE(seen.insert(f.path).second) << f.path << " is in two jobs";
       EXPECT_TRUE(e.device_activity) << entry.path();
       for (const auto& t : e.timelines) {
-        // Epoch times in nanoseconds: 2020 to 2025, wherever the trace put its time base.
+        // Epoch times in nanoseconds: 2020 to 2026, wherever the trace put its time base.
         EXPECT_GT(t.idle.cold_start.first, int64_t{1577836800} * 1'000'000'000) << entry.path();
-        EXPECT_LT(t.idle.cold_start.first, int64_t{1767225600} * 1'000'000'000) << entry.path();
+        EXPECT_LT(t.idle.cold_start.first, int64_t{1798761600} * 1'000'000'000) << entry.path();
       }
       // Every public trace records its steps back to back: none reads as sampled.
       for (const auto& n : e.notes) EXPECT_EQ(n.find("sampled or paused"), std::string::npos) << entry.path() << ": " << n;
@@ -162,8 +162,8 @@ TEST(TraceCorpus, EveryPublicTraceIsReadGroupedAndAccountedFor) {
     EXPECT_EQ(seen.size(), in_folder.size()) << entry.path();
     files += seen.size();
   }
-  EXPECT_EQ(folders, 13u);
-  EXPECT_EQ(files, 27u);
+  EXPECT_EQ(folders, 19u);
+  EXPECT_EQ(files, 33u);
 }
 
 TEST(TraceCorpus, SeparateRunsAreNotRanks) {
@@ -193,7 +193,8 @@ TEST(TraceCorpus, InputBoundJobs) {
   }
   const Diagnosis api = diagnose_all(public_job("kineto_resnet50_profiler_api_nw0_2021jan")).at(0);
   EXPECT_EQ(api.primary, "input-bound") << text(api);
-  EXPECT_NEAR(find(api, "input-bound")->evidence["share_of_idle"].get<double>(), 0.67, 0.05);
+  // Over its profiled steps (the first step's load before its first kernel inside).
+  EXPECT_NEAR(find(api, "input-bound")->evidence["share_of_idle"].get<double>(), 0.73, 0.05);
 
   // Input-bound, after a 1.85 s cold-start gap in the first iteration, named as such.
   const Diagnosis resnet = diagnose_all(public_job("param_resnet_rtx2080ti")).at(0);
@@ -221,7 +222,8 @@ TEST(TraceCorpus, LaunchBoundJobs) {
     EXPECT_EQ(d->primary, "gpu-starved-by-host") << text(*d);
     EXPECT_EQ(problems(*d).count("input-bound"), 0u) << text(*d);
   }
-  EXPECT_GT(find(nw4, "gpu-starved-by-host")->evidence["small_gaps_share_of_idle"].get<double>(), 0.95);
+  // Over its profiled steps, a few longer gaps at their starts too.
+  EXPECT_GT(find(nw4, "gpu-starved-by-host")->evidence["small_gaps_share_of_idle"].get<double>(), 0.85);
   // Evidence keeps its precision: 14 us kernels are not 0.0 s.
   EXPECT_NEAR(find(linear, "gpu-starved-by-host")->evidence["median_kernel_s"].get<double>(), 14e-6, 3e-6);
 }
@@ -314,6 +316,92 @@ TEST(TraceCorpus, DlrmOnEightGpusWaitsInExposedCommunicationForLateRanks) {
   // (aten::item on CPU tensors, and the long stream syncs run while NCCL kernels run).
   EXPECT_EQ(problems(d).count("gpu-starved-by-host"), 1u);
   EXPECT_EQ(problems(d).count("host-sync-stalls"), 0u);
+}
+
+// TraceLens' H100 and B200 inference traces (PyTorch 2.x, with Python stacks).
+// Timesformer: ~217 ms of video preprocessing in Python inside the profiled step, before
+// its first kernel, then a forward with the GPU 99% busy. Over the kernel span it looks
+// healthy; over the step it waits ~60% of the time for its input, and says which host
+// work made it.
+TEST(TraceCorpus, HostPreprocessingBeforeTheFirstKernelIsInputBound) {
+  const Diagnosis d = diagnose_all(public_job("tracelens_h100_timesformer_infer")).at(0);
+  EXPECT_EQ(d.primary, "input-bound") << text(d);
+  const auto* f = find(d, "input-bound");
+  EXPECT_GT(f->evidence["data_loading_share"].get<double>(), 0.5);
+  ASSERT_FALSE(f->evidence["host_ops"].empty());
+  EXPECT_NE(f->evidence["host_ops"][0]["op"].get<std::string>().find("preprocess"), std::string::npos)
+      << f->evidence["host_ops"].dump();
+  EXPECT_EQ(d.budget.at(0).window, "profiled steps");
+  EXPECT_GT(d.budget.at(0).idle_share, 0.5);
+  // HTA's window, the kernel span, beside: idle under 1%.
+  ASSERT_EQ(d.ranks_kernel_span.size(), 1u);
+  EXPECT_LT(*d.ranks_kernel_span[0].idle_share, 0.02);
+}
+
+// A rank of an 8-GPU tensor-parallel prefill on a B200: launch-bound, and its all-reduces
+// are PyTorch's symmetric memory (multimem_all_reduce kernels, not NCCL's): counted as
+// communication, exposed, and the job's parallelism said as tensor from them.
+TEST(TraceCorpus, SymmetricMemoryAllReducesAreCommunication) {
+  const Diagnosis d = diagnose_all(public_job("tracelens_b200_tp8_rank0_prefill")).at(0);
+  EXPECT_EQ(d.primary, "gpu-starved-by-host") << text(d);
+  EXPECT_EQ(d.summary.parallelism, "tensor") << d.summary.parallelism_evidence;
+  EXPECT_EQ(d.summary.mode, ParallelMode::tp);
+  const auto* comm = find(d, "exposed-communication");
+  ASSERT_NE(comm, nullptr) << text(d);
+  std::map<std::string, int64_t> kernels;
+  for (const auto& k : comm->evidence["by_collective"]) kernels[k["kind"].get<std::string>()] = k["kernels"].get<int64_t>();
+  EXPECT_EQ(kernels["all-reduce"], 73) << comm->evidence.dump();
+  EXPECT_GT(d.budget.at(0).exposed_comm_share, 0.01);
+}
+
+TEST(TraceCorpus, TraceLensInferenceJobs) {
+  for (const char* job : {"tracelens_h100_bert_small_infer", "tracelens_h100_falconsai_infer"}) {
+    const Diagnosis d = diagnose_all(public_job(job)).at(0);
+    EXPECT_EQ(d.primary, "gpu-starved-by-host") << job << "\n" << text(d);
+    EXPECT_EQ(problems(d).count("input-bound"), 0u) << job;
+  }
+  const Diagnosis owl = diagnose_all(public_job("tracelens_h100_owlv2_infer")).at(0);
+  EXPECT_EQ(owl.primary, "input-bound") << text(owl);
+  const Diagnosis qwen = diagnose_all(public_job("tracelens_h100_qwen15_05b_infer")).at(0);
+  EXPECT_TRUE(qwen.healthy) << text(qwen);
+}
+
+// The budget is an invariant, on every real trace (public and recorded here): per rank,
+// lost = idle + exposed communication, each point of it charged to a finding or to
+// unexplained, the parts adding to the total; and the verdict follows it: never healthy
+// while a device loses a quarter of its window or more than 10 points of it are
+// unexplained, and never a finding that says nothing explains time a finding explains.
+TEST(TraceCorpus, EveryVerdictFollowsItsBudget) {
+  std::vector<std::string> folders;
+  for (const auto& entry : fs::directory_iterator(corpus("public")))
+    if (entry.is_directory() && entry.path().filename() != "LICENSES") folders.push_back(entry.path().string());
+  for (const char* cpu : {"cpu-ddp-gloo", "cpu-fsdp2-gloo", "cpu-healthy", "cpu-slow-loader", "cpu-tp-gloo"})
+    folders.push_back(corpus(cpu));
+  int jobs = 0;
+  for (const auto& folder : folders)
+    for (const auto& d : diagnose_all(folder)) {
+      ++jobs;
+      bool must_warn = false;
+      for (const auto& b : d.budget) {
+        const double lost = std::min(1.0, b.idle_share + b.exposed_comm_share);
+        double parts = b.unexplained_share;
+        for (const auto& [id, share] : b.explained) {
+          parts += share;
+          EXPECT_NE(id, "unexplained-idle") << folder;  // only what the others leave
+        }
+        EXPECT_NEAR(parts, lost, 0.01) << folder << " " << b.device;
+        must_warn = must_warn || lost >= 0.25 || b.unexplained_share > 0.10;
+      }
+      if (must_warn) EXPECT_FALSE(d.healthy) << folder << "\n" << text(d);
+      // A warning that nothing explains the time is there only when some time is unexplained.
+      if (const auto* u = find(d, "unexplained-idle")) {
+        double most = 0;
+        for (const auto& b : d.budget) most = std::max(most, b.unexplained_share);
+        EXPECT_GT(most + 1e-9, 0.10) << folder << "\n" << text(d);
+        EXPECT_NE(u->severity, Severity::info);
+      }
+    }
+  EXPECT_GE(jobs, 30);
 }
 
 }  // namespace

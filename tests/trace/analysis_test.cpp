@@ -67,6 +67,29 @@ TEST(KernelClasses, CollectiveKindFromNcclNames) {
   EXPECT_EQ(collective_kind("ncclDevKernel_Reduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
             CollectiveKind::reduce);
   EXPECT_EQ(collective_kind("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"), CollectiveKind::other);
+  // Communication that is not NCCL's, by what the kernel does: PyTorch's symmetric memory
+  // (as in the corpus' B200 trace), vLLM's and TensorRT-LLM's custom all-reduces, DeepEP's
+  // dispatch and combine (an all-to-all), NVSHMEM.
+  for (const char* k : {"void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, "
+                        "unsigned long, unsigned int**, unsigned long, unsigned long)",
+                        "void c10d::symmetric_memory::one_shot_all_reduce_kernel<float, 16, 8>(float**, float*)",
+                        "void c10d::symmetric_memory::two_shot_all_reduce_kernel<c10::BFloat16, 16, 8>()",
+                        "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*)",
+                        "void tensorrt_llm::kernels::oneShotAllReduceKernel<__nv_bfloat16, 8>(AllReduceParams)"}) {
+    EXPECT_EQ(classify_kernel(k), Work::communication) << k;
+    EXPECT_EQ(collective_kind(k), CollectiveKind::all_reduce) << k;
+  }
+  for (const char* k : {"void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*)",
+                        "void deep_ep::internode_ll::combine<true, 7168>(void*, void*, int*)",
+                        "void at::native::all_to_all_kernel<float>(float*)"}) {
+    EXPECT_EQ(classify_kernel(k), Work::communication) << k;
+    EXPECT_EQ(collective_kind(k), CollectiveKind::all_to_all) << k;
+  }
+  EXPECT_EQ(classify_kernel("void nvshmemi_transfer_kernel<float>(float*)"), Work::communication);
+  // Names that only look alike stay compute: a gather, a reduction.
+  EXPECT_EQ(classify_kernel("void at::native::vectorized_gather_kernel<16, long>(char*, char*, long*, int)"),
+            Work::compute);
+  EXPECT_EQ(classify_kernel("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>"), Work::compute);
   EXPECT_EQ(collective_kind("void cutlass::Kernel<AllGather_fused>"), CollectiveKind::other);
   EXPECT_STREQ(collective_kind_name(CollectiveKind::reduce_scatter), "reduce-scatter");
 }
@@ -103,9 +126,14 @@ TEST(TemporalBreakdown, HtaWindowLeavesOutTheLastStepsWork) {
   b.work("gemm", 110, 160, 7, 0, 105, 108);  // step 1
   b.work("gemm", 210, 290, 7, 0, 205, 208);  // step 2: the last, left out
   const RankAnalysis a = analyze_rank(b.t);
-  EXPECT_EQ(a.window, (Span64{10 * us, 160 * us}));
+  EXPECT_EQ(a.hta_window, (Span64{10 * us, 160 * us}));
   EXPECT_EQ(a.steps, 2);
-  EXPECT_NEAR(*a.devices[0].breakdown.idle_share, 50.0 / 150.0, 1e-12);
+  EXPECT_NEAR(*a.devices[0].hta_breakdown.idle_share, 50.0 / 150.0, 1e-12);
+  // The window the doctor reads is the two profiled steps, [0, 200] us: host time before
+  // each step's first kernel and after its last is in it.
+  EXPECT_TRUE(a.window_is_steps);
+  EXPECT_EQ(a.window, (Span64{0, 200 * us}));
+  EXPECT_NEAR(*a.devices[0].breakdown.idle_share, 100.0 / 200.0, 1e-12);
   EXPECT_NEAR(*a.devices[0].compute_per_step_s, 50e-6, 1e-15);
   EXPECT_EQ(a.launches.kernels, 2);
 }

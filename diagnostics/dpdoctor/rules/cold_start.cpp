@@ -13,7 +13,8 @@ namespace dpb::doctor::check {
 
 std::optional<Finding> cold_start(const Evidence& e) {
   const auto [t, share] = worst(e, [](const TimelineEvidence& x) { return x.share(x.idle.warmup_ns()); });
-  if (!t || share < 0.10) return std::nullopt;
+  // Below 10% of the window it is said as advice: the budget charges it to set-up.
+  if (!t || share < 0.01) return std::nullopt;
   const auto& c = t->idle;
   int64_t cold_idle = 0;
   for (auto v : c.cold_ns) cold_idle += v;
@@ -30,7 +31,7 @@ std::optional<Finding> cold_start(const Evidence& e) {
   if (!whole && after_len > 0) after_idle = static_cast<double>(c.idle_ns - cold_idle) / static_cast<double>(after_len);
 
   Finding f;
-  f.severity = Severity::warning;
+  f.severity = share >= 0.10 ? Severity::warning : Severity::info;
   f.title = fmt::format("{} is a cold start: {} of CUDA and library set-up in its {}{}, {:.0f}% of the window "
                         "({:.0f}% of the idle time)",
                         t->who(), duration_text(warmup_s), whole ? "only iteration" : "first iteration",

@@ -117,6 +117,19 @@ nlohmann::json calls_table(const std::vector<trace::NamedTime>& calls) {
   return t;
 }
 
+nlohmann::json ops_table(const std::vector<trace::NamedTime>& ops) {
+  nlohmann::json t = nlohmann::json::array();
+  for (const auto& o : ops) t.push_back({{"op", o.name}, {"idle_s", figure(o.ns * 1e-9)}, {"gaps", o.count}});
+  return t;
+}
+
+std::string ops_text(const std::vector<trace::NamedTime>& ops, size_t most) {
+  std::string s;
+  for (size_t i = 0; i < ops.size() && i < most; ++i)
+    s += fmt::format("{}{} {}", s.empty() ? "" : ", ", ops[i].name.substr(0, 80), duration_text(ops[i].ns * 1e-9));
+  return s;
+}
+
 nlohmann::json gaps_table(const TimelineEvidence& t, bool cold) {
   nlohmann::json rows = nlohmann::json::array();
   const auto& c = t.idle;

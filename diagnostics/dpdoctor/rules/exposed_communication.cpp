@@ -81,13 +81,16 @@ std::optional<Finding> on_timelines(const Evidence& e) {
   const auto exposed = [](const TimelineEvidence& t) { return t.breakdown.overlap ? t.breakdown.comm_share.value_or(0) : 0.0; };
   const auto waited = [](const TimelineEvidence& t) { return t.wait_exposed_s && t.window_s() > 0 ? *t.wait_exposed_s / t.window_s() : 0.0; };
   const auto [t, share] = worst(e, exposed);
-  if (!t || share < 0.20) return std::nullopt;
+  // Below the warning (20% of a window), advice from kAdviceShare on: the budget charges
+  // the time to communication, not to nothing.
+  if (!t || share < kAdviceShare) return std::nullopt;
+  const bool warn = share >= 0.20;
   const auto late = late_arrivals(e);
   const bool others_late = late && late->significant;
   const double step = t->step_s.value_or(0);
   const double wait = waited(*t);
   Finding f;
-  f.severity = Severity::warning;
+  f.severity = warn ? Severity::warning : Severity::info;
   f.title = fmt::format("{:.0f}% of {}'s window is communication that compute does not hide{}", 100 * share, t->who(),
                         others_late && wait > 0
                             ? fmt::format(" ({:.0f} points of it waiting for a late rank to arrive)", 100 * wait)

@@ -15,7 +15,9 @@ std::optional<Finding> gpu_starved_by_host(const Evidence& e) {
   const auto [t, share] = worst(e, [](const TimelineEvidence& x) {
     return x.launches_known ? x.share(IdleCause::launch_overhead) : 0.0;
   });
-  if (!t || share < 0.05 || t->breakdown.idle_share.value_or(0) < 0.10) return std::nullopt;
+  // Advice from 1% of the window, a warning from 15%: the budget charges the time to the
+  // launch gaps either way.
+  if (!t || share < 0.01) return std::nullopt;
   const auto& c = t->idle;
   const double idle = t->breakdown.idle_share.value_or(0);
   const double small = c.idle_ns > 0 ? static_cast<double>(c.small_gap_ns) / static_cast<double>(c.idle_ns) : 0.0;

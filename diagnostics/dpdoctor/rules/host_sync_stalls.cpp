@@ -14,7 +14,8 @@ namespace dpb::doctor::check {
 
 std::optional<Finding> host_sync_stalls(const Evidence& e) {
   const auto [t, share] = worst(e, [](const TimelineEvidence& x) { return x.share(trace::IdleCause::host_sync); });
-  if (!t || share < 0.10) return std::nullopt;
+  // Below 10% of the window, advice: the budget charges the time to the syncs.
+  if (!t || share < 0.01) return std::nullopt;
   const double steps = std::max(1, t->steps);
   nlohmann::json ops = nlohmann::json::array();
   std::string names;
@@ -23,7 +24,7 @@ std::optional<Finding> host_sync_stalls(const Evidence& e) {
     names += (names.empty() ? "" : ", ") + op.name;
   }
   Finding f;
-  f.severity = Severity::warning;
+  f.severity = share >= 0.10 ? Severity::warning : Severity::info;
   f.title = fmt::format("{} idles {:.0f}% of the window after its host blocked on it ({})", t->who(), 100 * share,
                         names.empty() ? "synchronize calls" : names);
   f.evidence = {{"device", t->who()},

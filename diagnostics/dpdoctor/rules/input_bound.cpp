@@ -13,11 +13,12 @@ namespace {
 
 constexpr const char* kFix =
     "load ahead in parallel (DataLoader num_workers > 0 with prefetch, pin_memory; in dpbench --workers=N), cache "
-    "decoded data, or move augmentation to the device";
+    "decoded data, or make the input on the device (torch.randn(..., device=\"cuda\"), augmentation and "
+    "preprocessing on the GPU)";
 
 std::optional<Finding> from_timelines(const Evidence& e) {
   const auto [t, share] = worst(e, [](const TimelineEvidence& x) { return x.share(trace::IdleCause::data_loading); });
-  if (!t || share < 0.02) return std::nullopt;
+  if (!t || share < 0.01) return std::nullopt;
   const auto& c = t->idle;
   const int64_t data = c[trace::IdleCause::data_loading];
   // After a cold start (which cold-start names), judged on the steady state: the window
@@ -32,9 +33,11 @@ std::optional<Finding> from_timelines(const Evidence& e) {
   const double steady = cold ? static_cast<double>(steady_data) / static_cast<double>(c.window_ns - cold_len) : share;
   Finding f;
   f.severity = std::max(share, steady) >= 0.05 && of_idle >= 0.25 ? Severity::warning : Severity::info;
+  const auto& ops = c.ops_of(trace::IdleCause::data_loading);
   f.title = fmt::format("{} waits for the input: {:.0f}% of the window ({:.0f}% of its idle time{}) passes while "
-                        "the host is in the DataLoader's __next__",
-                        t->who(), 100 * share, 100 * of_idle, cold ? " after the cold start" : "");
+                        "the host makes the next input ({})",
+                        t->who(), 100 * share, 100 * of_idle, cold ? " after the cold start" : "",
+                        ops.empty() ? std::string("DataLoader __next__") : ops_text(ops, 2));
   f.evidence = {{"device", t->who()},
                 {"data_loading_share", figure(share)},
                 {"share_of_idle", figure(of_idle)},
@@ -43,12 +46,15 @@ std::optional<Finding> from_timelines(const Evidence& e) {
                 {"iterations", c.iterations.count},
                 {"wait_per_iteration_s", figure(data * 1e-9 / std::max(1, c.iterations.count))},
                 {"loop_data_wait_share", figure(e.data_wait_share)},
+                {"host_ops", ops_table(ops)},
                 {"time_source", trace::timeline_source_name(e.timeline_source)}};
   f.explanation = fmt::format(
-      "Between iterations the device idled {} (about {} an iteration) while the training loop waited for its next "
-      "batch: loading and augmenting run in the training process, behind the compute, so a faster GPU would not "
-      "help.",
-      duration_text(data * 1e-9), duration_text(data * 1e-9 / std::max(1, c.iterations.count)));
+      "Between iterations the device idled {} (about {} an iteration) while the host made the next input: the "
+      "DataLoader's __next__, ops that make the input on the CPU (random generation on CPU tensors, decoding, "
+      "preprocessing), and host work in a profiled step before its first launch. Loading and preparing run in the "
+      "training process, behind the compute, so a faster GPU would not help. The host ops charged: {}.",
+      duration_text(data * 1e-9), duration_text(data * 1e-9 / std::max(1, c.iterations.count)),
+      ops.empty() ? std::string("none named") : ops_text(ops, 5));
   f.fix = kFix;
   for (const auto& x : e.timelines) f.explains.push_back(claim(x, x.share(trace::IdleCause::data_loading)));
   return f;

@@ -14,7 +14,8 @@ namespace dpb::doctor::check {
 
 std::optional<Finding> long_host_gaps(const Evidence& e) {
   const auto [t, share] = worst(e, [](const TimelineEvidence& x) { return x.share(x.idle.one_off_ns()); });
-  if (!t || share < 0.10) return std::nullopt;
+  // Below 10% of the window, advice: the budget charges the time to these gaps.
+  if (!t || share < 0.01) return std::nullopt;
   const auto& c = t->idle;
   using trace::IdleCause;
   auto after = [&](IdleCause k) { return (c[k] - c.cold(k)) * 1e-9; };
@@ -27,7 +28,7 @@ std::optional<Finding> long_host_gaps(const Evidence& e) {
   const auto top = std::max_element(kinds.begin(), kinds.end(),
                                     [&](const auto& a, const auto& b) { return after(a.first) < after(b.first); });
   Finding f;
-  f.severity = Severity::warning;
+  f.severity = share >= 0.10 ? Severity::warning : Severity::info;
   f.title = fmt::format("{} idles {:.0f}% of the window in long one-off gaps, mostly {}", t->who(), 100 * share,
                         top->second.substr(0, top->second.find(" (")));
   f.evidence = {{"device", t->who()},

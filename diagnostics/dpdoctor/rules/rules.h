@@ -45,6 +45,7 @@ std::optional<Finding> exposed_allgather(const Evidence& e);
 std::optional<Finding> fsdp_unit_too_large(const Evidence& e);
 std::optional<Finding> tp_across_slow_link(const Evidence& e);
 std::optional<Finding> small_batch_batchnorm(const Evidence& e);
+std::optional<Finding> scaling_efficiency(const Evidence& e);
 // Runs last, over the budget the other findings leave: a device idle a quarter of its
 // window or more that no warning explains, or a sweep whose efficiency is lost without
 // a warning that says where.
@@ -90,6 +91,10 @@ std::string duration_text(double seconds);
 // the longest gaps (offset from the window's start, length, cause, what the host did).
 nlohmann::json calls_table(const std::vector<trace::NamedTime>& calls);
 nlohmann::json gaps_table(const TimelineEvidence& t, bool cold);
+// The host ops an idle cause was charged to ([{op, idle_s, gaps}]), and the first `most`
+// of them as text ("aten::randn 41.0 ms, aten::normal_ 3.2 ms").
+nlohmann::json ops_table(const std::vector<trace::NamedTime>& ops);
+std::string ops_text(const std::vector<trace::NamedTime>& ops, size_t most = 3);
 
 // The ddp rank that holds the others back, of either kind:
 //   slow device  its device computes longer per step than the others' median;

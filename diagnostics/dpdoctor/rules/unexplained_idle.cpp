@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "diagnostics/dpdoctor/rules/rules.h"
 
@@ -14,28 +15,40 @@ std::optional<Finding> unexplained_idle(const Evidence& e, const std::vector<Fin
                                         const std::vector<reports::RankBudget>& budget) {
   const bool warned =
       std::any_of(others.begin(), others.end(), [](const Finding& f) { return f.severity != Severity::info; });
-  // The row with the most unexplained time, and the most idle one.
+  // The row with the most unexplained time, and the one that lost the most.
   const reports::RankBudget* gap = nullptr;
   const reports::RankBudget* idlest = nullptr;
+  auto lost = [](const reports::RankBudget& b) { return b.idle_share + b.exposed_comm_share; };
   for (const auto& b : budget) {
     if (!gap || b.unexplained_share > gap->unexplained_share) gap = &b;
-    if (!idlest || b.idle_share > idlest->idle_share) idlest = &b;
+    if (!idlest || lost(b) > lost(*idlest)) idlest = &b;
   }
-  // What is left unexplained is named beside other warnings only where the idle time was
-  // charged to causes (device timelines); on host timelines the warnings stand for it.
+  // The verdict follows the budget: more than 10 points of a window that no finding
+  // explains is a problem; so is a quarter of a window lost
+  // with no warning at all. A sweep's lost efficiency is named here only where its own
+  // budget (the sweep row) leaves more than 10 points of it unexplained, or no warning
+  // says where it went.
+  // Beside other warnings, only where the idle time was charged to causes (device
+  // timelines): on host timelines the idle time has no causes of its own, and the
+  // warnings there stand for it; without any warning it is a problem everywhere.
   const bool attributed = std::any_of(e.timelines.begin(), e.timelines.end(),
                                       [](const TimelineEvidence& t) { return t.launches_known && t.idle.window_ns > 0; });
-  const bool unexplained = attributed && gap && gap->unexplained_share >= 0.25 && gap->idle_share >= 0.25;
-  const bool idle_unwarned = !warned && idlest && idlest->idle_share >= 0.25;
-  const bool efficiency_lost = !warned && e.scaling_efficiency && *e.scaling_efficiency < 0.85;
+  const bool unexplained = gap && gap->unexplained_share > 0.10 && (attributed || !warned);
+  const bool idle_unwarned = !warned && idlest && lost(*idlest) >= 0.25;
+  // A sweep whose budget says where its efficiency went (scaling-efficiency) is explained
+  // unless its parts leave more than 10 points they cannot account for.
+  bool sweep_unexplained = true;
+  if (e.sweep_budget)
+    for (const auto& r : e.sweep_budget->ranks) sweep_unexplained = sweep_unexplained && std::abs(r.residual) > 0.10;
+  const bool efficiency_lost = !warned && e.scaling_efficiency && *e.scaling_efficiency < 0.85 && sweep_unexplained;
   if (!unexplained && !idle_unwarned && !efficiency_lost) return std::nullopt;
   const reports::RankBudget* row = unexplained ? gap : idlest;
   const std::string who = row ? (row->rank ? fmt::format("rank {} ({})", *row->rank, row->device) : row->device) : "";
   Finding f;
   f.severity = Severity::warning;
   if (unexplained || idle_unwarned)
-    f.title = fmt::format("{} idles {:.0f}% of the window and no finding explains {:.0f}% of it", who,
-                          100 * row->idle_share, 100 * row->unexplained_share);
+    f.title = fmt::format("{} loses {:.0f}% of the window and no finding explains {:.0f}% of it", who,
+                          100 * lost(*row), 100 * row->unexplained_share);
   else
     f.title = fmt::format("the sweep's scaling efficiency is {:.2f} at {} devices and no finding says where the "
                           "rest went",
