@@ -219,10 +219,43 @@ std::optional<Finding> on_host(const Evidence& e) {
 
 }  // namespace
 
+// Tensor parallelism and FSDP on logical CPU devices: each rank's window shows its
+// collectives not under compute. Said as advice from kAdviceShare of a window, so that the
+// budget charges it to communication; the warnings are tp-across-slow-link's and
+// exposed-allgather's, which say why (or the verdict's, when a quarter is lost).
+std::optional<Finding> on_host_ranks(const Evidence& e) {
+  if ((e.mode != ParallelMode::tp && e.mode != ParallelMode::fsdp) || e.world < 2 || e.breakdown.empty())
+    return std::nullopt;
+  const trace::Breakdown* worst = nullptr;
+  for (const auto& b : e.breakdown)
+    if (!worst || b.comm_share.value_or(0) > worst->comm_share.value_or(0)) worst = &b;
+  const double share = worst->comm_share.value_or(0);
+  if (share < kAdviceShare) return std::nullopt;
+  const std::string who = worst->rank ? fmt::format("rank {} ({})", *worst->rank, worst->device) : worst->device;
+  Finding f;
+  f.severity = Severity::info;  // the warning is the mode's own rule's, which says why
+  f.title = fmt::format("{:.0f}% of {}'s window is communication that compute does not hide", 100 * share, who);
+  f.evidence = {{"device", who},
+                {"exposed_share", figure(share)},
+                {"measured_on", "each rank's timeline (host = device)"},
+                {"time_source", trace::timeline_source_name(e.timeline_source)},
+                {"per_rank", breakdown_table(e)}};
+  f.explanation = fmt::format(
+      "The {}'s collectives run with nothing computing beside them for {:.0f}% of {}'s window; on a machine the "
+      "ranks share, part of it is a rank waiting for another that was slowed by its neighbours.",
+      e.mode == ParallelMode::tp ? "tensor-parallel all-reduces" : "FSDP all-gathers and reduce-scatters", 100 * share,
+      who);
+  f.fix = mode_fix(e, false);
+  for (const auto& b : e.breakdown) f.explains.push_back({b.rank, b.device, b.comm_share.value_or(0)});
+  return f;
+}
+
 std::optional<Finding> exposed_communication(const Evidence& e) {
   const bool device = std::any_of(e.timelines.begin(), e.timelines.end(),
                                   [](const TimelineEvidence& t) { return t.breakdown.overlap.has_value(); });
-  return device ? on_timelines(e) : on_host(e);
+  if (device) return on_timelines(e);
+  if (e.mode == ParallelMode::tp || e.mode == ParallelMode::fsdp) return on_host_ranks(e);
+  return on_host(e);
 }
 
 }  // namespace dpb::doctor::check
