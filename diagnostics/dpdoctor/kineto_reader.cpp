@@ -35,11 +35,6 @@ constexpr const char* kHint = "write traces with torch.profiler's export_chrome_
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // What one event says, as far as the analyses care.
 struct Event {
@@ -186,7 +181,7 @@ class Builder {
   void keep(JsonStream& in, const Event& e) {
     if (e.ph != "X" || !e.has_ts || !e.has_dur || e.dur < 0) return;
     auto& t = out_.timeline;
-    const std::string cat = lower(e.cat);
+    const std::string cat = ascii_lower(e.cat);
     const int64_t begin = e.ts;
     int64_t end = 0;
     if (__builtin_add_overflow(begin, e.dur, &end)) in.fail("has an event that ends beyond what int64 nanoseconds hold at byte " + in.at());

@@ -22,4 +22,10 @@ std::string escape_untrusted(std::string_view text, size_t max_chars) {
   return out;
 }
 
+std::string ascii_lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return out;
+}
+
 }  // namespace dpb

@@ -11,4 +11,7 @@ namespace dpb {
 
 std::string escape_untrusted(std::string_view text, size_t max_chars = 120);
 
+// ASCII letters lower-cased, every other byte as it is (names matched case-insensitively).
+std::string ascii_lower(std::string_view text);
+
 }  // namespace dpb

@@ -1,5 +1,7 @@
 #include "engine/trace/device_timeline.h"
 
+#include "engine/core/text.h"
+
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -14,12 +16,6 @@ bool contains(std::string_view s, std::string_view p) { return s.find(p) != std:
 }  // namespace
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return out;
-}
 
 // Communication kernels that are not NCCL's, by what they do (names lower-cased):
 // PyTorch's symmetric memory (multimem_all_reduce, one_shot/two_shot_all_reduce,
@@ -47,14 +43,14 @@ Work classify_kernel(std::string_view name) {
   if (starts_with(name, "nccl") && contains(name.substr(4), "Kernel")) return Work::communication;
   if (starts_with(name, "Memcpy") || starts_with(name, "Memset") || starts_with(name, "dma")) return Work::memory;
   if (contains(name, "Memcpy") || contains(name, "Sync")) return Work::other;
-  if (other_collective(lower(name))) return Work::communication;
+  if (other_collective(ascii_lower(name))) return Work::communication;
   return Work::compute;
 }
 
 CollectiveKind collective_kind(std::string_view name) {
   const auto at = name.find("Kernel_");
   if (!starts_with(name, "nccl") || at == std::string_view::npos) {
-    return other_collective(lower(name)).value_or(CollectiveKind::other);
+    return other_collective(ascii_lower(name)).value_or(CollectiveKind::other);
   }
   std::string_view op = name.substr(at + 7);
   op = op.substr(0, op.find('_'));

@@ -1,5 +1,7 @@
 #include "engine/trace/host_index.h"
 
+#include "engine/core/text.h"
+
 #include <algorithm>
 
 namespace dpb::trace {
@@ -26,8 +28,7 @@ bool is_input_op(std::string_view name, HostOpKind kind) {
     return false;
   }
   if (kind != HostOpKind::python) return false;
-  std::string n(name);
-  for (char& c : n) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  const std::string n = ascii_lower(name);
   static constexpr std::string_view kInput[] = {"dataloader", "collate",    "preprocess", "decode",
                                                 "read_video", "read_image", "load_image", "tokeniz",
                                                 "image_processing", "feature_extraction", "transforms/"};
@@ -59,9 +60,12 @@ HostIndex::HostIndex(const RankTimeline& t) : t_(t) {
       const Span64 s{c.begin_ns, c.end_ns};
       rec[tid].push_back(s);
       const std::string& name = t.names.name(c.name);
-      const bool h2d = c.kind == CallKind::copy ? blocking_copy(c) : i > 0 && copy_before_sync(*th.calls[i - 1], c);
-      if (h2d) copy_block[tid].push_back(s);
-      else if (blocking(c)) block[tid].push_back(s);
+      if (waits_for_copy_to_device(c, i > 0 ? th.calls[i - 1] : nullptr)) {
+        copy_waits_.insert(&c);
+        copy_block[tid].push_back(s);
+      } else if (blocking(c)) {
+        block[tid].push_back(s);
+      }
       else if (is_allocator_call(name)) alloc[tid].push_back(s);
       else if (c.end_ns - c.begin_ns >= kSlowCallNs) slow[tid].push_back(s);
     }
@@ -107,27 +111,22 @@ HostIndex::HostIndex(const RankTimeline& t) : t_(t) {
   recorded_any_ = merged(std::move(any), INT64_MIN, INT64_MAX);
 }
 
-bool HostIndex::copy_before_sync(const HostCall& before, const HostCall& sync) const {
-  if (sync.kind != CallKind::sync || before.kind != CallKind::copy) return false;
-  auto it = copy_of_.find(before.correlation);
-  // The synchronize follows the copy's call at once (PyTorch's copy from pageable memory:
-  // cudaMemcpyAsync, then cudaStreamSynchronize).
-  return it != copy_of_.end() && it->second->copy == CopyKind::h2d && sync.begin_ns - before.end_ns < 200'000;
+bool HostIndex::waits_for_copy_to_device(const HostCall& c, const HostCall* before) const {
+  auto to_device = [&](const HostCall& k) {
+    auto it = copy_of_.find(k.correlation);
+    return it != copy_of_.end() && it->second->copy == CopyKind::h2d ? it->second : nullptr;
+  };
+  if (c.kind == CallKind::copy) {  // a synchronous copy: it returned once its copy was done
+    const DeviceWork* w = to_device(c);
+    return w && c.end_ns >= w->end_ns;
+  }
+  // The synchronize that follows a copy's call at once (PyTorch's copy from pageable
+  // memory: cudaMemcpyAsync, then cudaStreamSynchronize).
+  return c.kind == CallKind::sync && before && before->kind == CallKind::copy && to_device(*before) &&
+         c.begin_ns - before->end_ns < 200'000;
 }
 
-bool HostIndex::blocking_copy(const HostCall& c) const {
-  if (c.kind == CallKind::copy) {
-    auto it = copy_of_.find(c.correlation);
-    return it != copy_of_.end() && it->second->copy == CopyKind::h2d && c.end_ns >= it->second->end_ns;
-  }
-  if (c.kind != CallKind::sync) return false;
-  const Thread* th = thread(c.thread);
-  if (!th) return false;
-  auto it = std::lower_bound(th->calls.begin(), th->calls.end(), &c,
-                             [](const HostCall* a, const HostCall* b) { return a->begin_ns < b->begin_ns; });
-  while (it != th->calls.end() && *it != &c && (*it)->begin_ns == c.begin_ns) ++it;
-  return it != th->calls.end() && it != th->calls.begin() && copy_before_sync(**(it - 1), c);
-}
+bool HostIndex::blocking_copy(const HostCall& c) const { return copy_waits_.count(&c) > 0; }
 
 const HostIndex::Thread* HostIndex::thread(int64_t tid) const {
   auto it = threads_.find(tid);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/trace/device_timeline.h"
@@ -72,7 +73,9 @@ class HostIndex {
   std::unordered_map<int64_t, const DeviceWork*> copy_of_;
   std::vector<Span64> data_waits_;
   std::vector<Span64> recorded_any_;
-  bool copy_before_sync(const HostCall& before, const HostCall& sync) const;
+  std::unordered_set<const HostCall*> copy_waits_;  // the calls blocking_copy() names
+  // Whether `c` (after `before` on its thread, if any) waited for a copy to the device.
+  bool waits_for_copy_to_device(const HostCall& c, const HostCall* before) const;
 };
 
 // The part of disjoint, ordered `spans` within [lo, hi), clipped.

@@ -225,7 +225,7 @@ class Attribution {
       if (overlap <= 0) continue;
       const std::string& name = names.name(k.name);
       add_named(in_gap, name, overlap, k.end_ns - k.begin_ns);
-      if (h_.blocking(k) || h_.blocking_copy(k)) blocking_inside = &k;
+      if (h_.blocking(k)) blocking_inside = &k;
       else if (is_allocator_call(name) || k.end_ns - k.begin_ns >= HostIndex::kSlowCallNs)
         add_named(calls_, name, overlap, k.end_ns - k.begin_ns);
     }
@@ -259,11 +259,11 @@ class Attribution {
     const auto& v = th.input_ops;
     auto it = std::lower_bound(v.begin(), v.end(), part.first - th.longest_input_ns,
                                [](const HostOp* op, int64_t x) { return op->begin_ns < x; });
-    const HostOp* inner = nullptr;
+    const HostOp* outer = nullptr;
     for (; it != v.end() && (*it)->begin_ns < part.second; ++it)
-      if ((*it)->end_ns > part.first && (!inner || (*it)->end_ns - (*it)->begin_ns > inner->end_ns - inner->begin_ns))
-        inner = *it;
-    name(IdleCause::data_loading, inner ? names.name(inner->name) : std::string("input ops"), part.second - part.first);
+      if ((*it)->end_ns > part.first && (!outer || (*it)->end_ns - (*it)->begin_ns > outer->end_ns - outer->begin_ns))
+        outer = *it;
+    name(IdleCause::data_loading, outer ? names.name(outer->name) : std::string("input ops"), part.second - part.first);
   }
 
   void keep_longest(IdleGap info) {

@@ -7,39 +7,49 @@
 // budget charges it to the copies and not to nothing.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "diagnostics/dpdoctor/rules/rules.h"
 
 namespace dpb::doctor::check {
 
+namespace {
+
+// A timeline's copy figures: the share of its steps its pageable copies took, its window's
+// copies, and its idle time charged to blocking copies.
+struct CopyShares {
+  double pageable = 0, memory = 0, idle = 0;
+  bool pageable_warns = false, warns = false;
+  explicit CopyShares(const TimelineEvidence& t) {
+    const double step = t.step_s.value_or(0);
+    pageable = step > 0 ? t.copies.pageable_s / std::max(1, t.steps) / step : 0.0;
+    memory = t.breakdown.memory_share.value_or(0);
+    idle = t.share(trace::IdleCause::copy);
+    pageable_warns = t.copies.pageable_bytes > 0 && pageable >= 0.05;
+    warns = pageable_warns || memory >= 0.25 || idle >= 0.10;
+  }
+  double weight() const { return std::max({idle, pageable, memory}); }
+};
+
+}  // namespace
+
 std::optional<Finding> pageable_copies(const Evidence& e) {
   using trace::IdleCause;
   const TimelineEvidence* pick = nullptr;
-  double pick_share = -1;
-  bool warn = false;
+  std::optional<CopyShares> picked;
   for (const auto& t : e.timelines) {
-    const double steps = std::max(1, t.steps);
-    const double step = t.step_s.value_or(0);
-    const double pageable_share = step > 0 ? t.copies.pageable_s / steps / step : 0.0;
-    const double memory = t.breakdown.memory_share.value_or(0);
-    const double idle = t.share(IdleCause::copy);
-    const bool w = (t.copies.pageable_bytes > 0 && pageable_share >= 0.05) || memory >= 0.25 || idle >= 0.10;
-    const bool advice = idle >= 0.005;
-    if (!w && !advice) continue;
-    const double weight = std::max({idle, pageable_share, memory});
-    if (w > warn || (w == warn && weight > pick_share)) {
+    const CopyShares c(t);
+    if (!c.warns && c.idle < 0.005) continue;
+    if (!picked || c.warns > picked->warns || (c.warns == picked->warns && c.weight() > picked->weight())) {
       pick = &t;
-      pick_share = weight;
-      warn = w;
+      picked = c;
     }
   }
   if (!pick) return std::nullopt;
   const auto& t = *pick;
   const double steps = std::max(1, t.steps);
-  const double step = t.step_s.value_or(0);
-  const double pageable_share = step > 0 ? t.copies.pageable_s / steps / step : 0.0;
-  const double memory = t.breakdown.memory_share.value_or(0);
-  const double idle = t.share(IdleCause::copy);
-  const bool pageable = t.copies.pageable_bytes > 0 && pageable_share >= 0.05;
+  const double pageable_share = picked->pageable, memory = picked->memory, idle = picked->idle;
+  const bool warn = picked->warns, pageable = picked->pageable_warns;
   const auto& ops = t.idle.ops_of(IdleCause::copy);
   Finding f;
   f.severity = warn ? Severity::warning : Severity::info;
