@@ -42,7 +42,7 @@ std::optional<SweepBudget> sweep_budget(const reports::RunReport& report, const 
     SweepBudget::Rank r;
     r.rank = b.rank.value_or(static_cast<int>(k));
     const double comm = b.comm_share.value_or(0);
-    double wait = 0;
+    std::optional<double> wait;
     if (run.ranks)
       for (const auto& rs : *run.ranks)
         if (rs.rank == r.rank && rs.wait_for_peers_s && s.step_s > 0) wait = std::min(comm, *rs.wait_for_peers_s / s.step_s);
@@ -50,10 +50,10 @@ std::optional<SweepBudget> sweep_budget(const reports::RunReport& report, const 
     const double idle = *b.idle_share - *b1.idle_share * e;
     r.parts = {{"compute slower than alone", compute},
                {"waiting for the slower rank", wait},
-               {"exposed communication", comm - wait},
+               {"exposed communication", comm - wait.value_or(0)},
                {"idle", idle}};
     double sum = 0;
-    for (const auto& p : r.parts) sum += p.share;
+    for (const auto& p : r.parts) sum += p.share.value_or(0);
     r.residual = (1 - e) - sum;
     r.compute_s = (*b.compute_share + b.memory_share.value_or(0)) * s.step_s;
     r.one_rank_compute_s = one_busy * s.one_rank_step_s;

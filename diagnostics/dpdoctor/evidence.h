@@ -77,11 +77,12 @@ struct TimelineEvidence {
 //   exposed communication        the rest of its exposed communication (the transfer)
 //   idle                         idle_N - idle_1 * E (waiting for data, for the host)
 // The parts add to 1 - E exactly where each window's shares add to 1; `residual` is what
-// they leave (measurement that does not add up), said, never hidden.
+// they leave (measurement that does not add up), said, never hidden. Where the ranks'
+// waits were not measured, the wait is unknown and stays inside exposed communication.
 struct SweepBudget {
   struct Part {
     std::string cause;
-    double share = 0;
+    std::optional<double> share;  // unknown where the run did not measure it (a rank's wait)
   };
   struct Rank {
     int rank = 0;

@@ -374,6 +374,15 @@ TEST(DoctorRules, ASweepSaysWhereItsEfficiencyWent) {
     EXPECT_NEAR(row["waiting for the slower rank"].get<double>(), 0.08, 1e-3) << row;
     EXPECT_NEAR(row["one_rank_compute_per_step_s"].get<double>(), 0.0099, 1e-6) << row;
   }
+  // Waits not measured: the wait is unknown (null), not 0, and stays inside the exposed
+  // communication.
+  for (auto& rs : *r.runs.back().ranks) rs.wait_for_peers_s.reset();
+  const Finding* unknown = find(diagnose(r), "scaling-efficiency");
+  ASSERT_NE(unknown, nullptr);
+  for (const auto& row : unknown->evidence["per_rank"]) {
+    EXPECT_TRUE(row["waiting for the slower rank"].is_null()) << row;
+    EXPECT_NEAR(row["exposed communication"].get<double>(), 0.12, 1e-3) << row;
+  }
   // A sweep that keeps 97% of its efficiency: nothing to say.
   r.runs.back().scaling_efficiency = 0.97;
   EXPECT_EQ(find(diagnose(r), "scaling-efficiency"), nullptr);

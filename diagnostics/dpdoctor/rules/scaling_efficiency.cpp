@@ -22,16 +22,18 @@ std::optional<Finding> scaling_efficiency(const Evidence& e) {
   const SweepBudget::Rank* worst = &s.ranks.front();
   auto largest = [](const SweepBudget::Rank& r) {
     double m = 0;
-    for (const auto& p : r.parts) m = std::max(m, p.share);
+    for (const auto& p : r.parts) m = std::max(m, p.share.value_or(0));
     return m;
   };
   for (const auto& r : s.ranks)
     if (largest(r) > largest(*worst)) worst = &r;
   auto parts = worst->parts;
-  std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.share > b.share; });
+  std::sort(parts.begin(), parts.end(),
+            [](const auto& a, const auto& b) { return a.share.value_or(-1) > b.share.value_or(-1); });
   std::string said;
   for (const auto& p : parts)
-    if (p.share >= 0.005) said += fmt::format("{}{} {:.1f} points", said.empty() ? "" : ", ", p.cause, 100 * p.share);
+    if (p.share && *p.share >= 0.005)
+      said += fmt::format("{}{} {:.1f} points", said.empty() ? "" : ", ", p.cause, 100 * *p.share);
   Finding f;
   f.severity = s.efficiency < 0.85 ? Severity::warning : Severity::info;
   f.title = fmt::format("the sweep's scaling efficiency is {:.2f} at {} devices: of the {:.1f} points lost, rank {} "
