@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 
@@ -14,6 +15,7 @@
 #include "benchmarks/dpbench/verify.h"
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/backend/device_info.h"
+#include "engine/comm/launcher.h"
 #include "engine/comm/rendezvous.h"
 #include "engine/core/log.h"
 #include "reports/collectives_report.h"
@@ -27,22 +29,16 @@ comm::Millis timeout_of(const BenchOptions& o) {
   return comm::Millis(static_cast<int64_t>(o.ranks.timeout_s * 1000.0));
 }
 
-// The address other ranks reach this one at: loopback when every rank is on this node.
-std::string gloo_host(const RankEnv& env) {
-  const bool loopback = env.master_addr.empty() || comm::is_loopback_address(env.master_addr);
-  if (env.world_size == env.local_world_size && loopback) return "127.0.0.1";
-  char name[256] = {0};
-  ::gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
 comm::GroupOptions group_options(const BenchOptions& o, const RankEnv& env) {
   comm::GroupOptions go;
   go.timeout = timeout_of(o);
   go.debug_collectives = o.ranks.debug_collectives;
   go.spin = comm::Millis(o.ranks.spin_ms);
   go.shared_memory = o.ranks.shared_memory;
-  go.host = gloo_host(env);
+  const comm::LocalAddress self = comm::advertised_address(env);
+  if (env.world_size > env.local_world_size)
+    log::info("rank {}: the other ranks reach this one at {} ({})", env.rank, self.address, self.why);
+  go.host = self.address;
   return go;
 }
 
@@ -93,6 +89,7 @@ RankEnv rank_env(const BenchOptions& o) {
 int run_ddp_rank(const BenchOptions& o_in, const std::vector<std::string>& argv) {
   BenchOptions o = o_in;
   const RankEnv env = rank_env(o);
+  comm::end_with_launcher(std::getenv);
   // The cores shared out over the ranks of this node (the sweep passes its own budget).
   o.device.threads = threads_per_device(o, env.local_world_size);
   const Device device = place_rank(o, env);
@@ -116,6 +113,7 @@ int run_ddp_rank(const BenchOptions& o_in, const std::vector<std::string>& argv)
 
 int run_collectives_rank(const BenchOptions& o, const std::vector<std::string>& argv) {
   const RankEnv env = rank_env(o);
+  comm::end_with_launcher(std::getenv);
   DPB_CHECK(o.collectives.kill_rank < env.world_size)
       << "--kill-rank=" << o.collectives.kill_rank << " but there are " << env.world_size << " rank(s)";
   apply_process_settings(o, env.local_world_size);

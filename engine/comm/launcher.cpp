@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -229,6 +230,23 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
   }
   result.exit_code = result.failure.empty() ? 0 : 1;
   return result;
+}
+
+std::string end_with_launcher(const std::function<const char*(const char*)>& getenv) {
+  auto set = [&](const char* name) {
+    const char* v = getenv(name);
+    return v && *v;
+  };
+  std::string launcher;
+  if (set("DPB_LAUNCHED")) launcher = "dpbench";
+  else if (set("TORCHELASTIC_RUN_ID")) launcher = "torchrun";
+  else if (set("SLURM_STEP_ID")) launcher = "srun";
+  else if (set("OMPI_COMM_WORLD_RANK") || set("PMIX_RANK")) launcher = "mpirun";
+  else return {};
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  // The launcher may have died before the call: this process was then handed to init.
+  if (::getppid() == 1) ::raise(SIGTERM);
+  return launcher;
 }
 
 }  // namespace dpb::comm

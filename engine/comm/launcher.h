@@ -12,6 +12,7 @@
 // report window (SIGTERM with SIGCONT, so that it can act on it).
 // SIGINT/SIGTERM sent to the launcher are passed on to the ranks.
 #include <chrono>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -41,5 +42,15 @@ LaunchResult launch(const LaunchOptions& options, std::ostream& err);
 
 // "exit code 3", "killed by signal 9 (SIGKILL)"
 std::string describe_exit(int wait_status);
+
+// A rank that a launcher started (this one: DPB_LAUNCHED; torchrun's agent:
+// TORCHELASTIC_RUN_ID; srun: SLURM_STEP_ID; mpirun: OMPI_COMM_WORLD_RANK or PMIX_RANK)
+// ends when the launcher does: the kernel sends it SIGTERM when its parent exits
+// (PR_SET_PDEATHSIG), and a rank whose launcher is already gone by then ends at once.
+// Without it a rank whose launcher died waits out its timeout, or for ever where nothing
+// bounds the wait. Ranks started by hand (torchrun's variables set in a shell, `nohup
+// dpbench &`) are left alone: their parent may be a shell that has already exited.
+// Returns the launcher's name, empty when none was recognised.
+std::string end_with_launcher(const std::function<const char*(const char*)>& getenv);
 
 }  // namespace dpb::comm

@@ -38,8 +38,9 @@ struct GroupOptions {
   // number, element count, dtype, root): a mismatch is an error naming the ranks, not a
   // hang (as TORCH_DISTRIBUTED_DEBUG=DETAIL). Costs one small all-gather per collective.
   bool debug_collectives = false;
-  // Gloo: the host name or address this rank is reached at (empty: this machine's name,
-  // or 127.0.0.1 when the store is local). GLOO_SOCKET_IFNAME picks an interface.
+  // Where the other ranks reach this one (rendezvous.h's advertised_address): Gloo
+  // listens there, and NCCL bootstraps over its interface unless NCCL_SOCKET_IFNAME says
+  // otherwise. Empty: GLOO_SOCKET_IFNAME's interface when set, else 127.0.0.1.
   std::string host;
   // Gloo: how long a thread waiting for a collective polls (yielding its core) before it
   // sleeps. A rank that sleeps through a short collective pays for waking: on virtual

@@ -29,17 +29,37 @@ std::string wildcard_for(const std::string& master_addr) {
 
 }  // namespace
 
-bool is_loopback_address(const std::string& a) { return a == "localhost" || a.rfind("127.", 0) == 0 || a == "::1"; }
-
 StoreBind store_bind_address(const RankEnv& env) {
   if (!env.store_bind.empty()) return {env.store_bind, "--store-bind/DPB_STORE_BIND"};
   if (is_loopback_address(env.master_addr)) return {env.master_addr, "MASTER_ADDR is a loopback address"};
-  if (env.world_size > env.local_world_size)
+  if (env.world_size > env.local_world_size) {
+    for (const std::string& a : resolve_addresses(env.master_addr))
+      if (!is_loopback_address(a))
+        if (const std::string itf = interface_holding(a); !itf.empty())
+          return {a, "the job spans nodes and MASTER_ADDR " + env.master_addr + " is this node's address on " + itf};
     return {wildcard_for(env.master_addr),
             "the job spans nodes (" + std::to_string(env.world_size) + " ranks, " +
                 std::to_string(env.local_world_size) + " on this node): every address, since MASTER_ADDR may resolve "
                 "to loopback here while other nodes reach this one at its network address"};
+  }
   return {env.master_addr, "every rank is on this node: MASTER_ADDR's address"};
+}
+
+LocalAddress advertised_address(const RankEnv& env) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+    LocalAddress a = interface_address(ifname);
+    a.why = "GLOO_SOCKET_IFNAME=" + std::string(ifname);
+    return a;
+  }
+  const bool one_node = env.world_size == env.local_world_size;
+  if (env.master_addr.empty() || (one_node && is_loopback_address(env.master_addr)))
+    return {"127.0.0.1", "lo", "every rank is on this node"};
+  LocalAddress a = address_toward(env.master_addr);
+  if (!one_node && is_loopback_address(a.address) && !is_loopback_address(env.master_addr))
+    log::warn("rank {}: MASTER_ADDR {} resolves to this node's loopback ({}), but the job spans nodes: the other "
+              "nodes cannot reach this rank there; set MASTER_ADDR to node 0's network address, or GLOO_SOCKET_IFNAME",
+              env.rank, env.master_addr, a.address);
+  return a;
 }
 
 std::shared_ptr<Store> rendezvous_store(const RankEnv& env, Millis timeout) {

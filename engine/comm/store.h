@@ -36,6 +36,10 @@ class Store {
   void wait(const std::vector<std::string>& keys, Millis timeout);
   // What the store is, for messages ("file store /run/x", "tcp store host:port").
   virtual std::string describe() const = 0;
+  // Why the store can no longer be reached, found without waiting (its host closed the
+  // connection); empty while it can. A rank waiting on something else (Gloo's connect,
+  // NCCL's bootstrap) asks this to end the wait at once when the store's host is gone.
+  virtual std::string lost() { return {}; }
 };
 
 class MemoryStore : public Store {
@@ -75,6 +79,7 @@ class PrefixStore : public Store {
   int64_t add(const std::string& key, int64_t delta) override { return base_->add(prefix_ + key, delta); }
   bool check(const std::string& key) override { return base_->check(prefix_ + key); }
   std::string describe() const override { return base_->describe(); }
+  std::string lost() override { return base_->lost(); }
 
  private:
   std::string prefix_;

@@ -338,6 +338,44 @@ void TcpStoreServer::serve() {
   for (const auto& c : conns) ::close(c.fd);
 }
 
+namespace {
+
+// connect(), bounded by `deadline`: where the server's accept queue is full the kernel
+// drops the SYNs and a blocking connect would wait out its own timeout (minutes).
+bool connect_within(int fd, const sockaddr* addr, socklen_t len, std::chrono::steady_clock::time_point deadline,
+                    std::string* error) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  int rc = ::connect(fd, addr, len);
+  if (rc != 0 && errno == EINPROGRESS) {
+    for (;;) {
+      const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now()).count();
+      if (left <= 0) {
+        if (error->empty()) *error = "no answer to the connection request";  // else the last attempt's reason
+        return false;
+      }
+      pollfd p{fd, POLLOUT, 0};
+      const int n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+      if (n < 0 && errno != EINTR) break;
+      if (n <= 0) continue;
+      int err = 0;
+      socklen_t el = sizeof(err);
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+      errno = err;
+      rc = err == 0 ? 0 : -1;
+      break;
+    }
+  }
+  if (rc != 0) {
+    *error = std::strerror(errno);
+    return false;
+  }
+  ::fcntl(fd, F_SETFL, flags);
+  return true;
+}
+
+}  // namespace
+
 TcpStore::TcpStore(const std::string& host, int port, const TcpStoreOptions& o) : host_(host), port_(port) {
   if (o.host_server) {
     server_ = std::make_unique<TcpStoreServer>(o.bind.empty() ? host : o.bind, port, o.token);
@@ -359,8 +397,7 @@ TcpStore::TcpStore(const std::string& host, int port, const TcpStoreOptions& o) 
     for (addrinfo* a = res; a && fd_ < 0; a = a->ai_next) {
       const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
       if (fd < 0) continue;
-      if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-        last_error = std::strerror(errno);
+      if (!connect_within(fd, a->ai_addr, a->ai_addrlen, deadline, &last_error)) {
         ::close(fd);
         continue;
       }
@@ -463,5 +500,20 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
 }
 
 bool TcpStore::check(const std::string& key) { return !request(kCheck, key, "").empty(); }
+
+std::string TcpStore::lost() {
+  // Never blocks: a request in flight holds mu_ while it reads its reply.
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (lock.owns_lock() && !broken_.empty()) return broken_;
+  // Between requests the server sends nothing, so a readable end or a hang-up on this
+  // socket is the server's side closed (rank 0 gone). A request in flight may be reading
+  // its reply now: its bytes are left alone (poll does not consume them), and a hang-up
+  // is reported by that request too.
+  pollfd p{fd_, POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) != 1 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR))) return {};
+  const std::string why = describe() + ": the store's host (rank 0) is gone (it closed this rank's connection)";
+  if (lock.owns_lock() && broken_.empty()) broken_ = why;
+  return why;
+}
 
 }  // namespace dpb::comm

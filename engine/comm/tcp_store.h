@@ -78,6 +78,7 @@ class TcpStore : public Store {
   int64_t add(const std::string& key, int64_t delta) override;
   bool check(const std::string& key) override;
   std::string describe() const override;
+  std::string lost() override;
   int port() const { return port_; }
 
  private:

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "engine/comm/gloo/gloo_rendezvous.h"
 #include "engine/comm/gloo/shm_allreduce.h"
+#include "engine/comm/net_address.h"
 #include "engine/core/log.h"
 
 #include <sched.h>
@@ -18,7 +20,9 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <csignal>
+#include <exception>
 #include <cstdlib>
 #include <sstream>
 
@@ -29,49 +33,6 @@
 namespace dpb::comm {
 
 namespace {
-
-// Our store as Gloo's rendezvous store, with our timeout on every wait.
-class GlooStore : public gloo::rendezvous::Store {
- public:
-  GlooStore(std::shared_ptr<comm::Store> s, Millis timeout) : s_(std::move(s)), timeout_(timeout) {}
-  void set(const std::string& key, const std::vector<char>& data) override {
-    s_->set(key, std::string(data.begin(), data.end()));
-  }
-  std::vector<char> get(const std::string& key) override {
-    try {
-      const std::string v = s_->get(key, timeout_);
-      return {v.begin(), v.end()};
-    } catch (const Error& e) {
-      name_missing({key}, e);
-    }
-  }
-  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
-    try {
-      s_->wait(keys, timeout);
-    } catch (const Error& e) {
-      name_missing(keys, e);
-    }
-  }
-
- private:
-  // Gloo's full mesh keys each rank's address by its number: a wait that timed out says
-  // which ranks never joined, where the store can still tell.
-  [[noreturn]] void name_missing(const std::vector<std::string>& keys, const Error& e) {
-    std::string missing;
-    try {
-      for (const auto& k : keys)
-        if (!k.empty() && k.find_first_not_of("0123456789") == std::string::npos && !s_->check(k))
-          missing += (missing.empty() ? "" : ", ") + k;
-    } catch (const Error&) {
-    }
-    if (missing.empty()) throw e;
-    DPB_FAIL() << "rank(s) " << missing << " never joined the group (not started, dead, or turned away by the "
-               << "store): " << e.what();
-  }
-  std::shared_ptr<comm::Store> s_;
-  Millis timeout_;
-};
 
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
@@ -262,15 +223,22 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
     struct sigaction old {};
     if (::sigaction(SIGPIPE, nullptr, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
   }
+  // Gloo is given a numeric address: a name it cannot resolve crashes its device.
+  std::string host = options_.host;
+  if (host.empty()) {
+    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+    host = ifname && *ifname ? interface_address(ifname).address : "127.0.0.1";
+  }
+  const std::vector<std::string> resolved = resolve_addresses(host);
+  DPB_CHECK(!resolved.empty()) << "gloo: rank " << rank << " cannot listen at '" << host
+                               << "': the name does not resolve on this node";
   gloo::transport::tcp::attr attr;
-  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) attr.iface = ifname;
-  else attr.hostname = options_.host.empty() ? "127.0.0.1" : options_.host;
+  attr.hostname = resolved.front();
   try {
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
     ctx->setTimeout(options_.timeout);
-    GlooStore gs(std::make_shared<PrefixStore>("gloo/", store_), options_.timeout);
-    ctx->connectFullMesh(gs, device);
+    connect_full_mesh(ctx, device, store_, options_.timeout, rank, size, attr.hostname);
     context_ = ctx;
   } catch (const Error&) {
     throw;

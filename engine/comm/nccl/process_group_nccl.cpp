@@ -3,12 +3,15 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "engine/backend/cuda/caching_allocator.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_context.h"
+#include "engine/comm/net_address.h"
+#include "engine/core/log.h"
 
 namespace dpb::comm {
 
@@ -107,6 +110,16 @@ class NcclWork : public Work {
 ProcessGroupNccl::ProcessGroupNccl(std::shared_ptr<Store> store, int rank, int size, GroupOptions options, int device)
     : ProcessGroup(rank, size, std::move(options)), store_(std::move(store)), device_(device) {
   cuda::set_device(device_);
+  // NCCL bootstraps over the first interface it likes, which on a node with several need
+  // not be the one the other nodes reach: use the interface of this rank's advertised
+  // address, unless the user named one. Read when NCCL first opens a socket (below).
+  if (const char* named = std::getenv("NCCL_SOCKET_IFNAME"); (!named || !*named) && !options_.host.empty() &&
+                                                              !is_loopback_address(options_.host)) {
+    if (const std::string itf = interface_holding(options_.host); !itf.empty()) {
+      ::setenv("NCCL_SOCKET_IFNAME", ("=" + itf).c_str(), 0);
+      log::info("nccl: rank {} bootstraps over {} ({})", rank_, itf, options_.host);
+    }
+  }
   ncclUniqueId id;
   if (rank_ == 0) {
     DPB_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -138,6 +151,14 @@ void ProcessGroupNccl::wait_ready(const char* what, int64_t seq) {
     ncclResult_t state = ncclSuccess;
     ncclCommGetAsyncError(comm_, &state);
     if (state == ncclSuccess) return;
+    if (seq < 0 && state == ncclInProgress) {
+      if (const std::string lost = store_->lost(); !lost.empty()) {
+        const std::string why = std::string("nccl ") + what + " on rank " + std::to_string(rank_) +
+                                " ended: the store went away: " + lost;
+        abort(why);
+        throw Error(why);
+      }
+    }
     if (state != ncclInProgress) {
       const std::string why = std::string("nccl ") + what + " failed on rank " + std::to_string(rank_) + ": " +
                               ncclGetErrorString(state);
