@@ -3,6 +3,7 @@
 #include <netdb.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -32,16 +33,23 @@ std::string wildcard_for(const std::string& master_addr) {
 StoreBind store_bind_address(const RankEnv& env) {
   if (!env.store_bind.empty()) return {env.store_bind, "--store-bind/DPB_STORE_BIND"};
   if (is_loopback_address(env.master_addr)) return {env.master_addr, "MASTER_ADDR is a loopback address"};
-  if (env.world_size > env.local_world_size) {
-    for (const std::string& a : resolve_addresses(env.master_addr))
-      if (!is_loopback_address(a))
-        if (const std::string itf = interface_holding(a); !itf.empty())
-          return {a, "the job spans nodes and MASTER_ADDR " + env.master_addr + " is this node's address on " + itf};
+  const std::vector<std::string> resolved = resolve_addresses(env.master_addr);
+  for (const std::string& a : resolved)
+    if (!is_loopback_address(a))
+      if (const std::string itf = interface_holding(a); !itf.empty())
+        return {a, "MASTER_ADDR " + env.master_addr + " is this node's address on " + itf};
+  const bool to_loopback = !resolved.empty() && std::all_of(resolved.begin(), resolved.end(), [](const auto& a) {
+    return is_loopback_address(a);
+  });
+  if (env.world_size > env.local_world_size || to_loopback)
     return {wildcard_for(env.master_addr),
-            "the job spans nodes (" + std::to_string(env.world_size) + " ranks, " +
-                std::to_string(env.local_world_size) + " on this node): every address, since MASTER_ADDR may resolve "
-                "to loopback here while other nodes reach this one at its network address"};
-  }
+            to_loopback ? "MASTER_ADDR " + env.master_addr + " resolves to loopback here (" + resolved.front() +
+                              "), where no other node could reach it, while other nodes may reach this one at its "
+                              "network address (a launcher that does not say how many ranks each node runs makes "
+                              "a job of several nodes look like one): every address"
+                        : "the job spans nodes (" + std::to_string(env.world_size) + " ranks, " +
+                              std::to_string(env.local_world_size) + " on this node) and MASTER_ADDR " +
+                              env.master_addr + " is none of this node's addresses: every address"};
   return {env.master_addr, "every rank is on this node: MASTER_ADDR's address"};
 }
 
@@ -55,10 +63,25 @@ LocalAddress advertised_address(const RankEnv& env) {
   if (env.master_addr.empty() || (one_node && is_loopback_address(env.master_addr)))
     return {"127.0.0.1", "lo", "every rank is on this node"};
   LocalAddress a = address_toward(env.master_addr);
-  if (!one_node && is_loopback_address(a.address) && !is_loopback_address(env.master_addr))
-    log::warn("rank {}: MASTER_ADDR {} resolves to this node's loopback ({}), but the job spans nodes: the other "
-              "nodes cannot reach this rank there; set MASTER_ADDR to node 0's network address, or GLOO_SOCKET_IFNAME",
-              env.rank, env.master_addr, a.address);
+  if (is_loopback_address(a.address) && !is_loopback_address(env.master_addr)) {
+    // MASTER_ADDR names this node but resolves to loopback here (Debian's 127.0.1.1):
+    // the other nodes reach this one at the address of its default route. Nothing is
+    // sent; where there is no such route, loopback stays (a job on one node).
+    try {
+      LocalAddress out = address_toward("203.0.113.1");
+      if (!is_loopback_address(out.address)) {
+        out.why = "MASTER_ADDR " + env.master_addr + " resolves to loopback here (" + a.address +
+                  "): the address of this node's default route" +
+                  (out.interface.empty() ? "" : " (" + out.interface + ")");
+        return out;
+      }
+    } catch (const Error&) {
+    }
+    if (!one_node)
+      log::warn("rank {}: MASTER_ADDR {} resolves to this node's loopback ({}) and the node has no default route, but "
+                "the job spans nodes: the other nodes cannot reach this rank there; set GLOO_SOCKET_IFNAME",
+                env.rank, env.master_addr, a.address);
+  }
   return a;
 }
 

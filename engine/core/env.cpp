@@ -1,6 +1,8 @@
 #include "engine/core/env.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <string>
 
 #include "engine/core/error.h"
 
@@ -25,6 +27,44 @@ void master_from_env(const GetEnv& getenv, RankEnv& r) {
     DPB_CHECK(end && *end == '\0' && port > 0 && port < 65536) << "MASTER_PORT='" << p << "' is not a port number";
     r.master_port = static_cast<int>(port);
   }
+}
+
+// Tasks on this node: SLURM_NTASKS_PER_NODE (set only with --ntasks-per-node), else the
+// step's or the job's tasks per node ("2(x3),1": two on each of the first three nodes, one
+// on the fourth), indexed by SLURM_NODEID; where none is set, the world shared out over
+// SLURM_NNODES (so that a job of several nodes is never taken to be on this one), at least
+// enough for this task's local id.
+int slurm_tasks_on_this_node(const GetEnv& getenv, int world, int local_rank) {
+  auto set = [&](const char* n) -> const char* {
+    const char* v = getenv(n);
+    return v && *v ? v : nullptr;
+  };
+  const char* node_id = set("SLURM_NODEID");
+  const int node = node_id ? std::atoi(node_id) : 0;
+  for (const char* name : {"SLURM_NTASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+    const char* spec = set(name);
+    if (!spec) continue;
+    if (std::string(name) == "SLURM_NTASKS_PER_NODE") return std::max(1, std::atoi(spec));  // one count for all
+    int first = 0;  // the first node of the current entry
+    for (const char* p = spec; *p;) {
+      char* end = nullptr;
+      const long count = std::strtol(p, &end, 10);
+      if (end == p) break;
+      long repeat = 1;
+      p = end;
+      if (*p == '(' && p[1] == 'x') {
+        repeat = std::strtol(p + 2, &end, 10);
+        p = *end == ')' ? end + 1 : end;
+      }
+      if (node < first + repeat) return std::max(1, static_cast<int>(count));
+      first += static_cast<int>(repeat);
+      if (*p == ',') ++p;
+      else break;
+    }
+  }
+  const char* nodes_text = set("SLURM_NNODES") ? set("SLURM_NNODES") : set("SLURM_JOB_NUM_NODES");
+  const int nodes = nodes_text ? std::max(1, std::atoi(nodes_text)) : 1;
+  return std::max((world + nodes - 1) / nodes, local_rank + 1);
 }
 
 }  // namespace
@@ -53,9 +93,7 @@ RankEnv resolve_rank_env(const RankFlags& f, const GetEnv& getenv) {
     r.rank = parse_int(getenv, "SLURM_PROCID", "Slurm");
     r.world_size = parse_int(getenv, "SLURM_NTASKS", "Slurm");
     r.local_rank = parse_int(getenv, "SLURM_LOCALID", "Slurm");
-    // SLURM_NTASKS_PER_NODE is "4" or "4(x2)"; the leading count is this node's.
-    const char* per = getenv("SLURM_NTASKS_PER_NODE");
-    r.local_world_size = per && *per ? std::atoi(per) : r.world_size;
+    r.local_world_size = slurm_tasks_on_this_node(getenv, r.world_size, r.local_rank);
     master_from_env(getenv, r);
     if (r.master_addr.empty())
       if (const char* ip = getenv("SLURM_LAUNCH_NODE_IPADDR"); ip && *ip) r.master_addr = ip;

@@ -173,5 +173,57 @@ TEST(StoreBind, BoundToWhereTheNameResolvesOnItsOwnNodeTheStoreTurnsOtherNodesAw
   EXPECT_NE(node0, kJoined);
 }
 
+
+// A name that resolves to loopback here (a stock Debian host's own name) is never where
+// the store listens or where a rank says it can be reached, even where the launcher did
+// not say that the job spans nodes (Slurm without --ntasks-per-node, --rank/--world-size).
+TEST(StoreBind, ANameThatResolvesToLoopbackIsNeitherBoundNorAdvertised) {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  const std::vector<std::string> addrs = resolve_addresses(host);
+  if (addrs.empty() || !is_loopback_address(addrs.front()))
+    GTEST_SKIP() << "this machine's name (" << host << ") does not resolve to loopback";
+  RankEnv e = node_env(0, host, 29500);
+  e.local_world_size = 2;  // the launcher says: every rank on this node
+  const StoreBind b = store_bind_address(e);
+  EXPECT_TRUE(b.address == "0.0.0.0" || b.address == "::") << b.address;
+  EXPECT_NE(b.why.find("resolves to loopback here"), std::string::npos) << b.why;
+  ::unsetenv("GLOO_SOCKET_IFNAME");
+  LocalAddress gateway;
+  try {
+    gateway = address_toward("203.0.113.1");
+  } catch (const Error&) {
+    GTEST_SKIP() << "this machine has no default route to advertise";
+  }
+  const LocalAddress self = advertised_address(e);
+  EXPECT_EQ(self.address, gateway.address) << self.why;
+  EXPECT_FALSE(is_loopback_address(self.address)) << self.why;
+}
+
+TEST(StoreBind, TheAdvertisedAddressIsTheOneThatRoutesToTheStoreOrTheNamedInterface) {
+  RankEnv e = node_env(1, "127.0.0.1", 29500);
+  e.local_world_size = 2;
+  ::unsetenv("GLOO_SOCKET_IFNAME");
+  EXPECT_EQ(advertised_address(e).address, "127.0.0.1");  // every rank here, on loopback
+  ::setenv("GLOO_SOCKET_IFNAME", "lo", 1);
+  EXPECT_EQ(advertised_address(e).address, "127.0.0.1");
+  EXPECT_NE(advertised_address(e).why.find("GLOO_SOCKET_IFNAME"), std::string::npos);
+  ::setenv("GLOO_SOCKET_IFNAME", "no-such-nic0", 1);
+  try {
+    advertised_address(e);
+    ADD_FAILURE() << "an interface that does not exist must be an error";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("'no-such-nic0' has no address"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("lo"), std::string::npos) << "the interfaces there are: " << err.what();
+  }
+  ::unsetenv("GLOO_SOCKET_IFNAME");
+  try {
+    address_toward("no-such-host.invalid");
+    ADD_FAILURE() << "a MASTER_ADDR that does not resolve must be an error";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("no-such-host.invalid"), std::string::npos) << err.what();
+  }
+}
+
 }  // namespace
 }  // namespace dpb::comm

@@ -36,6 +36,20 @@ TEST(RankEnv, TorchrunSlurmOpenMpiAndFlags) {
   EXPECT_EQ(s.local_world_size, 4);
   EXPECT_EQ(s.master_addr, "10.0.0.1");
 
+  // Without --ntasks-per-node Slurm sets no SLURM_NTASKS_PER_NODE: the tasks per node
+  // come from the job's layout, this node's entry by SLURM_NODEID, and a job of several
+  // nodes is never taken to be all on this one (its store would bind loopback).
+  auto slurm_local = [&](std::map<std::string, std::string> v) {
+    v.insert({{"SLURM_PROCID", "4"}, {"SLURM_LOCALID", "0"}, {"SLURM_NTASKS", "5"}});
+    return resolve_rank_env({}, from(v)).local_world_size;
+  };
+  EXPECT_EQ(slurm_local({{"SLURM_TASKS_PER_NODE", "2(x2),1"}, {"SLURM_NODEID", "2"}}), 1);
+  EXPECT_EQ(slurm_local({{"SLURM_TASKS_PER_NODE", "2(x2),1"}, {"SLURM_NODEID", "1"}}), 2);
+  EXPECT_EQ(slurm_local({{"SLURM_STEP_TASKS_PER_NODE", "3,2"}, {"SLURM_TASKS_PER_NODE", "5"}, {"SLURM_NODEID", "1"}}),
+            2);
+  EXPECT_EQ(slurm_local({{"SLURM_NNODES", "3"}}), 2);  // nothing else: 5 tasks over 3 nodes
+  EXPECT_EQ(slurm_local({}), 5);                       // one node
+
   RankEnv m = resolve_rank_env({}, from({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "3"},
                                          {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}}));
   EXPECT_EQ(m.source, "openmpi");
