@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <csignal>
 #include <charconv>
 #include <iostream>
 #include <sstream>
@@ -468,6 +469,9 @@ BenchOptions parse_options(const std::vector<std::string>& args) {
 }
 
 int main_cli(int argc, char** argv) {
+  // A write past the file-size limit (ulimit -f) fails with EFBIG, said as "File too
+  // large" by whatever was writing, instead of killing the process with SIGXFSZ.
+  ::signal(SIGXFSZ, SIG_IGN);
   try {
     check_words(std::vector<std::string>(argv, argv + argc));
   } catch (const std::exception& e) {

@@ -50,6 +50,12 @@ int run(BenchOptions o, const std::vector<std::string>& argv) {
   }
   if (!o.sweep.empty()) {
     DPB_CHECK(o.bench == BenchKind::train && !o.verify.enabled) << "--gpus lists and --repeat are for training benchmarks";
+    // A sweep runs each point (and each repeat) as a job of its own; a rank of a job that
+    // another launcher started cannot: its peers would wait for it in vain.
+    if (const RankEnv env = rank_env(o); env.source != "none")
+      DPB_FAIL() << "--repeat and --gpus lists run each point as a job of its own, but this process is rank "
+                 << env.rank << " of " << env.world_size << " of a job started by " << env.source
+                 << ": run that job once per repeat, or let dpbench start the ranks (--gpus=N, --nnodes)";
     DPB_CHECK(o.mode != ParallelMode::single || o.sweep.size() == 1)
         << "--mode=single runs on one device; sweep --gpus with --mode=dp, ddp or mp";
     // Every point checked before any runs.

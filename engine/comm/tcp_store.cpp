@@ -183,8 +183,9 @@ TcpStoreServer::TcpStoreServer(const std::string& bind_host, int port, std::stri
   DPB_CHECK(listen_fd_ >= 0) << "tcp store: cannot listen on " << escape_untrusted(bind_host) << ":" << port << ": "
                              << why << " (another run on this MASTER_PORT? pick another with --master-port; "
                              << "MASTER_ADDR must be an address of the node that runs rank 0)";
-  log::info("tcp store: listening on {}:{}{}", address_, port_,
-            address_ == "0.0.0.0" || address_ == "::" ? " (every address of this node)" : "");
+  // An IPv6 address in brackets ("[::]:29500"), as in a URL.
+  log::info("tcp store: listening on {}:{}{}", address_.find(':') != std::string::npos ? "[" + address_ + "]" : address_,
+            port_, address_ == "0.0.0.0" || address_ == "::" ? " (every address of this node)" : "");
   ::fcntl(listen_fd_, F_SETFL, ::fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
   DPB_CHECK(::pipe2(wake_, O_CLOEXEC) == 0) << "tcp store: pipe(): " << std::strerror(errno);
   thread_ = std::thread([this] { serve(); });
@@ -437,6 +438,11 @@ TcpStore::~TcpStore() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+std::string TcpStore::gone() const {
+  // The rank that hosts the store is not gone itself: its server dropped this connection.
+  return server_ ? "the store this rank hosts dropped its own connection" : "the store's host (rank 0) is gone";
+}
+
 std::string TcpStore::describe() const { return "tcp store " + host_ + ":" + std::to_string(port_); }
 
 std::string TcpStore::request(uint8_t op, const std::string& key, const std::string& value, bool* found_out) {
@@ -444,7 +450,7 @@ std::string TcpStore::request(uint8_t op, const std::string& key, const std::str
   DPB_CHECK(broken_.empty()) << broken_;
   const std::string req = encode_request(static_cast<Op>(op), key, value);
   if (!write_all(fd_, req.data(), req.size())) {
-    broken_ = describe() + ": the store's host (rank 0) is gone (" + std::strerror(errno) +
+    broken_ = describe() + ": " + gone() + " (" + std::strerror(errno) +
               " sending a request for '" + escape_untrusted(key) + "')";
     DPB_FAIL() << broken_;
   }
@@ -467,7 +473,7 @@ std::string TcpStore::request(uint8_t op, const std::string& key, const std::str
     const std::string why = e == 0                                ? "the connection closed"
                             : e == EAGAIN || e == EWOULDBLOCK ? "no reply within the timeout"
                                                               : std::string(std::strerror(e));
-    broken_ = describe() + ": the store's host (rank 0) is gone (" + why + " waiting for the reply about '" +
+    broken_ = describe() + ": " + gone() + " (" + why + " waiting for the reply about '" +
               escape_untrusted(key) + "')";
     DPB_FAIL() << broken_;
   }
@@ -511,7 +517,7 @@ std::string TcpStore::lost() {
   // is reported by that request too.
   pollfd p{fd_, POLLRDHUP, 0};
   if (::poll(&p, 1, 0) != 1 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR))) return {};
-  const std::string why = describe() + ": the store's host (rank 0) is gone (it closed this rank's connection)";
+  const std::string why = describe() + ": " + gone() + " (it closed this rank's connection)";
   if (lock.owns_lock() && broken_.empty()) broken_ = why;
   return why;
 }

@@ -83,6 +83,7 @@ class TcpStore : public Store {
 
  private:
   std::string request(uint8_t op, const std::string& key, const std::string& value, bool* found = nullptr);
+  std::string gone() const;  // why the connection ended, from where this rank stands
   std::string host_;
   int port_;
   std::unique_ptr<TcpStoreServer> server_;

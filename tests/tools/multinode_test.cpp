@@ -212,6 +212,16 @@ TEST(StartUp, AcrossTwoNodesARankThatCannotBeReachedEndsTheJobWithinTheTimeout) 
   std::remove((base + ".code").c_str());
 }
 
+TEST(StartUp, ARankOfAnotherLaunchersJobDoesNotTurnItsRepeatsIntoJobsOfItsOwn) {
+  // --repeat runs each repeat as a job of its own: from a rank torchrun started, that job
+  // had one rank and the peer waited for it in vain, until its timeout.
+  const Proc r = sh(torchrun_env(0, 2, "127.0.0.1", free_port()) + bin() +
+                    " --mode=ddp --model=lenet --batch=8 --steps=2 --threads=1 --timeout=60 --repeat=2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("this process is rank 0 of 2 of a job started by torchrun"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 10);
+}
+
 TEST(StartUp, RanksEndWhenTheirLauncherDies) {
   // The launcher killed outright cannot pass anything on: the kernel tells its ranks.
   const std::string cmd = bin() + " --mode=ddp --gpus=2 --model=lenet --batch=8 --steps=100000 --threads=1 "
