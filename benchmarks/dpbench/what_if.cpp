@@ -153,6 +153,29 @@ std::optional<nlohmann::json> bucket_what_if(const reports::RunReport& report, s
   }
   const double gain = (now - best) / now;
   const double miss = std::fabs(now - measured) / measured;
+  // The other remedies, simulated the same way. Gradient accumulation over k batches:
+  // k - 1 of them without the all-reduce (one rank's forward and backward), then one
+  // step as now. A link k times as fast: the fitted bandwidth multiplied, its latency kept.
+  constexpr int kAccum = 4;
+  constexpr double kFaster = 10;
+  const double accum_per_batch = ((kAccum - 1) * std::max(0.0, one - optimizer) + now) / kAccum;
+  sim::LinkModel fast = link;
+  fast.fitted[world].bus_bandwidth *= kFaster;
+  const double fast_step = sim::simulate_point(profile, fast, world, o).step_s;
+  nlohmann::json alternatives = nlohmann::json::array(
+      {{{"fix", "--accum-steps=" + std::to_string(kAccum)},
+        {"time_per_batch_s", accum_per_batch},
+        {"gain", (now - accum_per_batch) / now},
+        {"method", "k - 1 batches without the all-reduce (one rank's forward and backward), then one step as "
+                   "simulated"}},
+       {{"fix", fmt::format("a link {:g} x as fast", kFaster)},
+        {"step_s", fast_step},
+        {"gain", (now - fast_step) / now},
+        {"method", "the same simulation with the fitted bus bandwidth multiplied, its latency kept"}}});
+  const nlohmann::json link_ev{{"bus_bandwidth_bytes_per_s", f.bus_bandwidth},
+                               {"bus_bandwidth_gbit_per_s", f.bus_bandwidth * 8e-9},
+                               {"latency_s", f.alpha_s},
+                               {"from", fmt::format("{} bucket all-reduce(s) of this run", points.size())}};
   // How far the slowest of this run's ranks runs behind the median step (0.02: 2 %).
   const double lag = (sim::rank_stretch(profile, o, world) - 1) * profile.compute_s() / profile.step_s();
   const char* lag_from = one_rank ? "the one-rank run's steps" : "the ranks' compute in each step";
@@ -178,6 +201,8 @@ std::optional<nlohmann::json> bucket_what_if(const reports::RunReport& report, s
                     {"best_bucket_mb", best_mb},
                     {"best_step_s", best},
                     {"gain", gain},
+                    {"link", link_ev},
+                    {"alternatives", alternatives},
                     {"reproduces_measured_step", miss <= 0.15},
                     {"contention_fitted_to_this_run", fitted}};
   // A fitted contention was chosen so that the simulation gives this run's step: matching
@@ -198,14 +223,24 @@ std::optional<nlohmann::json> bucket_what_if(const reports::RunReport& report, s
                              "{:.2f} ms measured; the all-reduces overlap too little compute for contention to cost "
                              "more.)",
                              link.contention, now * 1e3, measured * 1e3);
+  const std::string rate = fmt::format(" The link moved {} (the bus bandwidth of this run's all-reduces).",
+                                       f.bus_bandwidth * 8 >= 1e9 ? fmt::format("{:.2f} Gbit/s", f.bus_bandwidth * 8e-9)
+                                                                  : fmt::format("{:.0f} Mbit/s", f.bus_bandwidth * 8e-6));
+  const std::string others =
+      fmt::format(" Predicted: --accum-steps={} takes {} a batch instead of {} ({:.0f} % less per sample); a link {:g} "
+                  "x as fast, {} a step ({:.0f} % faster).",
+                  kAccum, duration_text(accum_per_batch), duration_text(now), 100 * (now - accum_per_batch) / now,
+                  kFaster, duration_text(fast_step), 100 * (now - fast_step) / now);
   if (miss > 0.15) {
-    *fix_text = fmt::format(" (The simulation does not reproduce this run: {:.1f} ms a step against {:.1f} ms "
+    *fix_text = fmt::format("{} (The simulation does not reproduce this run: {:.1f} ms a step against {:.1f} ms "
                             "measured, so no simulated gain is quoted.)",
-                            now * 1e3, measured * 1e3);
-  } else if (gain > 0.02) {
+                            rate, now * 1e3, measured * 1e3);
+    return ev;
+  }
+  if (gain > 0.02) {
     *fix_text = fmt::format(" Simulated on this run: --bucket-mb={:g} gives {:.1f} ms a step against {:.1f} ms at "
-                            "{:g} MiB ({:.0f} % faster).{}",
-                            best_mb, best * 1e3, now * 1e3, bucket_mb, 100 * gain, contention);
+                            "{:g} MiB ({:.0f} % faster).{}{}{}",
+                            best_mb, best * 1e3, now * 1e3, bucket_mb, 100 * gain, rate, others, contention);
   } else {
     const std::string range = fmt::format("no bucket size from {:g} to {:g} MiB gains more than 2 %",
                                           std::clamp(bucket_mb / 8, 1.0 / 1024, 1024.0),
@@ -231,8 +266,8 @@ std::optional<nlohmann::json> bucket_what_if(const reports::RunReport& report, s
       limit = "the ranks' slower compute costs more than any bucket size: they share the machine's cores, caches "
               "and memory bandwidth (fewer ranks per machine, one per physical core), and on a shared machine its "
               "speed also varies between the runs (--repeat measures each point several times)";
-    *fix_text = fmt::format(" Simulated on this run: {}. Of the {} the step takes beyond one rank's, {}: {}.{}", range,
-                            duration_text(now - one), parts, limit, contention);
+    *fix_text = fmt::format(" Simulated on this run: {}. Of the {} the step takes beyond one rank's, {}: {}.{}{}{}",
+                            range, duration_text(now - one), parts, limit, rate, others, contention);
   }
   return ev;
 }

@@ -53,6 +53,23 @@ TEST(WhatIf, QuotesTheBucketSizeThatHelpsAndItsSimulatedGain) {
   EXPECT_GT(s["gain"].get<double>(), 0.02) << s.dump();
   EXPECT_NE(findings[0].fix.find("Simulated on this run: --bucket-mb="), std::string::npos) << findings[0].fix;
   EXPECT_NE(findings[0].fix.find("was fitted to this run's own step"), std::string::npos) << findings[0].fix;
+  // The link's rate, from the run's own all-reduces: 60 kB in 10.05 ms and 100 kB in
+  // 10.08 ms are mostly latency: a ring of 2 ranks takes 2 steps of ~5 ms each.
+  const auto& link = s["link"];
+  EXPECT_NEAR(link["latency_s"].get<double>(), 0.005, 0.0005) << link.dump();
+  EXPECT_GT(link["bus_bandwidth_gbit_per_s"].get<double>(), 0) << link.dump();
+  EXPECT_NE(findings[0].fix.find("The link moved"), std::string::npos) << findings[0].fix;
+  // Each other remedy with its predicted gain: accumulation amortises the all-reduces (a
+  // gain), a faster link cannot help a latency-bound exchange much.
+  ASSERT_EQ(s["alternatives"].size(), 2u) << s.dump();
+  const auto& accum = s["alternatives"][0];
+  EXPECT_EQ(accum["fix"], "--accum-steps=4");
+  EXPECT_GT(accum["gain"].get<double>(), 0.2) << accum.dump();
+  EXPECT_LT(accum["time_per_batch_s"].get<double>(), s["simulated_step_s"].get<double>());
+  const auto& faster = s["alternatives"][1];
+  EXPECT_GE(faster["gain"].get<double>(), -1e-9) << faster.dump();
+  EXPECT_LT(faster["gain"].get<double>(), accum["gain"].get<double>()) << faster.dump();
+  EXPECT_NE(findings[0].fix.find("Predicted: --accum-steps=4 takes"), std::string::npos) << findings[0].fix;
 }
 
 TEST(WhatIf, SaysSoWhenItCannotReproduceTheRunAndLeavesOtherFindingsAlone) {
