@@ -16,8 +16,8 @@
 # "$DPB_CLUSTER-sw". The addresses exist only inside these namespaces, with no route out
 # of them. The rate (tc's tbf) caps both directions of each node's link: what the node
 # sends on eth0 and what the switch sends to it. `run` gives the command a UTS namespace
-# of its own named after the node, so that each node has its own host name, as real
-# nodes do (processes of one node share the name, the network and nothing else).
+# of its own named after the node, so that each node has its own host name, and the
+# node's share of the cores (node_cores), as real nodes have their own.
 #
 # `up` removes the cluster first if one of the same name exists, and a cluster whose
 # creator (recorded at `up`) is gone; `up` that fails half way removes what it made. Needs
@@ -52,6 +52,20 @@ node_ns() { echo "$name-n$1"; }
 
 nodes() { cat "$state/$name/nodes" 2>/dev/null || echo 0; }
 
+# Node K's cores: the machine's cores (those this process may use) shared out, each node
+# its own where there are enough, as separate machines have (ranks pin themselves to the
+# cores they are given: two nodes' rank 0 would otherwise both take the first core).
+node_cores() {
+  local all n per first k list=""
+  all=($(taskset -cp $$ | sed 's/.*: //' | tr ',' '\n' | awk -F- '{ if (NF == 2) for (i = $1; i <= $2; i++) print i; else print $1 }'))
+  n="$(nodes)"
+  per=$(( ${#all[@]} / n ))
+  [ "$per" -ge 1 ] || per=1
+  first=$(( ($1 * per) % ${#all[@]} ))
+  for ((k = 0; k < per; k++)); do list="$list${list:+,}${all[$(( (first + k) % ${#all[@]} ))]}"; done
+  echo "$list"
+}
+
 check_node() {
   local n
   n="$(nodes)"
@@ -63,13 +77,15 @@ check_rate() {
   [[ "$1" =~ ^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)$ ]] || die "rate '$1' is not a rate such as 100mbit, 1gbit or 10gbit"
 }
 
-# tbf on DEV in NS at RATE: a bucket of 10 ms of traffic (at least 64 KiB, so that a
-# 64 KiB segment passes at any rate), a queue of 100 ms.
+# tbf on DEV in NS at RATE: a bucket of 1 ms of traffic (at least 16 KiB, ten frames),
+# so that a message is paced at the rate from its first bytes, as on a real link (a
+# bucket of 10 ms let 125 KB through at the speed of memory at 100 Mbit/s); a queue of
+# 100 ms (tbf splits a segmentation-offload packet larger than the bucket into frames).
 cap() {
   local ns="$1" dev="$2" rate="$3" bps burst
   bps="$(rate_bits "$rate")"
-  burst=$((bps / 8 / 100))
-  [ "$burst" -ge 65536 ] || burst=65536
+  burst=$((bps / 8 / 1000))
+  [ "$burst" -ge 16384 ] || burst=16384
   tc -n "$ns" qdisc replace dev "$dev" root tbf rate "$rate" burst "$burst" latency 100ms
 }
 
@@ -169,7 +185,8 @@ case "$cmd" in
     check_node "$1"
     node="$1"
     shift 2
-    exec ip netns exec "$(node_ns "$node")" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$name-n$node" "$@"
+    exec ip netns exec "$(node_ns "$node")" unshare --uts taskset -c "$(node_cores "$node")" \
+      sh -c 'hostname "$0" && exec "$@"' "$name-n$node" "$@"
     ;;
   rate)
     need

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Checks `dpbench --simulate` where the link is what the job pays for: two nodes in one
+box (scripts/cluster.sh: network namespaces, one rank each, --threads=1), their link
+capped at each --rates value. Per rate:
+
+- the link across the nodes (--bench=collectives: all-reduce, all-gather and
+  reduce-scatter, idle and --load), with each size's bus bandwidth against the set rate;
+- for each case, E(2) measured (the two-node run's samples/s over twice the one-rank
+  run's, each the median of --repeat runs) and predicted by --simulate from the one-rank
+  --layer-profile and that link;
+- at the slowest rate, the bucket-size sweep (--bucket-mb 1, 25, 100): the simulator's
+  order of the three against the measured one;
+- the doctor on the DDP run (ResNet-18): its primary finding and the link rate in its
+  evidence.
+
+Writes a Markdown table (--out) and leaves every file in a work directory per rate, which
+validate_local.py --replay reads. Needs root (network namespaces); exits 1 when a
+prediction is more than --tolerance off or the bucket order differs.
+
+  sudo python3 benchmarks/simulate/validate_multinode.py --out reports/results/multinode-DATE.md
+"""
+import argparse
+import datetime
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import validate_local  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLUSTER = os.path.join(ROOT, "scripts/cluster.sh")
+RATE_BITS = {"100mbit": 100e6, "1gbit": 1e9, "10gbit": 10e9}
+
+# (mode, model, batch, steps, flags of the runs and the prediction, data flags)
+CASES = [
+    ("ddp", "resnet18", 16, 8, [], []),
+    ("ddp", "gpt2-tiny", 8, 20, ["--seq=64"], ["--data=synthetic"]),
+    ("fsdp", "resnet18", 16, 8, [], []),
+    ("fsdp", "gpt2-tiny", 8, 20, ["--seq=64"], ["--data=synthetic"]),
+]
+BUCKETS = ["1", "25", "100"]
+
+
+def cluster(*args):
+    r = subprocess.run([CLUSTER, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env={**os.environ, "DPB_CLUSTER": "val", "DPB_CLUSTER_OWNER": str(os.getpid())})
+    if r.returncode != 0:
+        sys.exit("validate_multinode: scripts/cluster.sh " + " ".join(args) + ": " + r.stdout)
+    return r.stdout
+
+
+def on_two_nodes(argv):
+    """`argv` as rank 0 on node 0 and rank 1 on node 1 (torchrun's variables); rank 0's output."""
+    port = random.randint(20000, 40000)
+    base = {**os.environ, "DPB_CLUSTER": "val", "MASTER_ADDR": "10.99.0.1", "MASTER_PORT": str(port),
+            "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "LOCAL_RANK": "0", "DPB_STORE_TOKEN": "validate"}
+    procs = []
+    for rank in (1, 0):
+        env = {**base, "RANK": str(rank), "NODE_RANK": str(rank)}
+        procs.append(subprocess.Popen([CLUSTER, "run", str(rank), "--", *argv], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate()[0] for p in procs]
+    if any(p.returncode != 0 for p in procs):
+        sys.exit("validate_multinode: failed across the nodes: " + " ".join(argv) + "\n" + "\n".join(outs))
+    return outs[1]
+
+
+def on_node0(argv):
+    r = subprocess.run([CLUSTER, "run", "0", "--", *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, env={**os.environ, "DPB_CLUSTER": "val"})
+    if r.returncode != 0:
+        sys.exit("validate_multinode: failed: " + " ".join(argv) + "\n" + r.stdout)
+    return r.stdout
+
+
+def throughput(paths):
+    return statistics.median(json.load(open(p))["runs"][0]["throughput_samples_per_s"] for p in paths)
+
+
+def repeated(launch, argv, path, repeat):
+    """`argv` run `repeat` times through `launch`, each writing path.K.json; the paths.
+    (Each run is a job of its own: --repeat would make a rank of a job started by another
+    launcher into a sweep of its own.)"""
+    paths = []
+    for k in range(repeat):
+        paths.append(f"{path[:-5]}.{k}.json")
+        launch([*argv, "--json=" + paths[-1]])
+    return paths
+
+
+def measured_sweep(d, work, tag, one, two, mode):
+    """A dpbench report whose sweep holds E(2) from the two runs (what validate_local's replay reads)."""
+    t1, t2 = throughput(one), throughput(two)
+    doc = {"config": {"mode": mode}, "sweep": [{"world_size": 1, "scaling_efficiency": 1.0},
+                                                {"world_size": 2, "scaling_efficiency": t2 / (2 * t1)}],
+           "sources": [os.path.basename(p) for p in one + two]}
+    path = os.path.join(work, f"measured_{tag}.json")
+    json.dump(doc, open(path, "w"), indent=1)
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dpbench", default=os.path.join(ROOT, "build/benchmarks/dpbench/dpbench"))
+    ap.add_argument("--rates", default="10gbit,1gbit,100mbit")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement (median)")
+    ap.add_argument("--tolerance", type=float, default=0.05)
+    ap.add_argument("--only", help="cases whose mode/model contain this text (e.g. ddp, gpt2)")
+    ap.add_argument("--out", help="Markdown results file")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("validate_multinode: needs root (network namespaces)")
+    rates = a.rates.split(",")
+    for r in rates:
+        if r not in RATE_BITS:
+            sys.exit(f"validate_multinode: rate '{r}' is not one of {', '.join(RATE_BITS)}")
+    d = os.path.abspath(a.dpbench)
+    cases = [c for c in CASES if not a.only or a.only in c[0] + " " + c[1]]
+    top = tempfile.mkdtemp(prefix="dpb-multinode-")
+    common = ["--threads=1", "--warmup=3", "--progress=none"]
+    cluster("up", "2")
+    lines, worst, failures = [], 0.0, []
+    try:
+        # The one-rank profiles, on node 0 with its link idle (they do not depend on it).
+        profiles = {}
+        for mode, model, batch, steps, extra, data in cases:
+            if model in profiles:
+                continue
+            single = [d, "--mode=single", f"--model={model}", f"--batch={batch}", *extra, *data, *common]
+            prof = os.path.join(top, f"profile_{model}.json")
+            on_node0([*single, "--layer-profile", "--json=" + prof, f"--steps={steps * 2}"])
+            # Again with a second rank training on node 1 the whole time: the nodes share
+            # this machine's cores, caches and memory bandwidth, as validate_local's ranks do.
+            crowded = os.path.join(top, f"crowded_{model}.json")
+            companion = subprocess.Popen([CLUSTER, "run", "1", "--", *single, f"--steps={steps * 20}"],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         env={**os.environ, "DPB_CLUSTER": "val"})
+            on_node0([*single, "--layer-profile", "--json=" + crowded, f"--steps={steps * 2}"])
+            companion.kill()
+            companion.wait()
+            profiles[model] = prof
+            profiles[model + "/crowded"] = crowded
+        for rate in rates:
+            cluster("rate", "0", rate)
+            cluster("rate", "1", rate)
+            work = os.path.join(top, rate)
+            os.makedirs(work)
+            for model, prof in profiles.items():
+                os.symlink(prof, os.path.join(work, os.path.basename(prof)))
+            # The link: large sizes cost seconds at 100 Mbit/s; the fit is linear in size.
+            top_size = {"100mbit": "16M", "1gbit": "64M", "10gbit": "64M"}[rate]
+            sizes = ["--bench=collectives", "-b", "1K", "-e", top_size, "-f", "4", "-n", "5", "--warmup=2",
+                     "--threads=1", "--timeout=600"]
+            link = os.path.join(work, "gloo2.json")
+            on_two_nodes([d, *sizes, "--ops=allreduce,allgather,reduce_scatter", "--json=" + link])
+            on_two_nodes([d, *sizes[:4], "4M", *sizes[5:], "--ops=allreduce", "--load",
+                          "--json=" + os.path.join(work, "gloo2-load.json")])
+            big = max((r for r in json.load(open(link))["results"] if r["op"] == "allreduce"),
+                      key=lambda r: r["bytes"])
+            busbw_bits = big["busbw_gbps"] * 8e9
+            lines.append(f"\n### {rate}\n")
+            lines.append(f"All-reduce of {big['bytes'] / 2**20:.0f} MiB across the nodes: bus bandwidth "
+                         f"{busbw_bits / 1e6:.0f} Mbit/s, {busbw_bits / RATE_BITS[rate]:.1%} of the set rate.\n")
+            lines.append("| mode | case | E(2) measured | E(2) predicted | difference |")
+            lines.append("| --- | --- | --- | --- | --- |")
+            listed = []
+            for mode, model, batch, steps, extra, data in cases:
+                tag = f"{mode}_{model}"
+                run = [d, f"--mode={mode}", f"--model={model}", f"--batch={batch}", f"--steps={steps}",
+                       "--timeout=600", *extra, *data, *common]
+                doctor = ["--doctor"] if (mode, model) == ("ddp", "resnet18") else []
+                one = repeated(on_node0, [*run, "--gpus=1"], os.path.join(work, f"one_{tag}.json"), a.repeat)
+                two = repeated(on_two_nodes, [*run, *doctor], os.path.join(work, f"two_{tag}.json"), a.repeat)
+                measured = measured_sweep(d, work, tag, one, two, mode)
+                predicted = os.path.join(work, f"predicted_{tag}.json")
+                validate_local.run([*validate_local.simulate_argv(d, work, mode, model, extra), "--json=" + predicted])
+                e_meas, e_pred = validate_local.efficiency(measured), validate_local.efficiency(predicted)
+                worst = max(worst, abs(e_pred - e_meas))
+                if abs(e_pred - e_meas) > a.tolerance:
+                    failures.append(f"{rate} {mode} {model}: {e_meas:.3f} measured, {e_pred:.3f} predicted")
+                lines.append(f"| {mode} | {model} b{batch} {' '.join(extra)} | {e_meas:.3f} | {e_pred:.3f} | "
+                             f"{e_pred - e_meas:+.3f} |")
+                print(lines[-1], flush=True)
+                listed.append({"mode": mode, "model": model, "extra": extra, "measured": os.path.basename(measured)})
+                if (mode, model) == ("ddp", "resnet18"):
+                    doc = json.load(open(two[0]))
+                    primary = next((f for f in doc.get("findings", []) if f.get("severity") != "info"), None)
+                    lines.append(f"\nDoctor on the DDP ResNet-18 run: "
+                                 + (f"`{primary['rule']}` ({primary['severity']}): {primary['title']}" if primary
+                                    else "no warning") + "\n")
+            json.dump(listed, open(os.path.join(work, "cases.json"), "w"), indent=1)
+            if rate == "100mbit" and any(c[:2] == ("ddp", "resnet18") for c in cases):
+                order_meas, order_pred = [], []
+                for mb in BUCKETS:
+                    run = [d, "--mode=ddp", "--model=resnet18", "--batch=16", "--steps=8", f"--bucket-mb={mb}",
+                           "--timeout=600", *common]
+                    two = repeated(on_two_nodes, run, os.path.join(work, f"two_bucket{mb}.json"), a.repeat)
+                    pred = os.path.join(work, f"predicted_bucket{mb}.json")
+                    validate_local.run([*validate_local.simulate_argv(d, work, "ddp", "resnet18", [f"--bucket-mb={mb}"]),
+                                        "--json=" + pred])
+                    step_pred = next(p["step_time_s"] for p in json.load(open(pred))["sweep"] if p["world_size"] == 2)
+                    order_meas.append((statistics.median(json.load(open(p))["runs"][0]["step_time_s"]["median"]
+                                                         for p in two), mb))
+                    order_pred.append((step_pred, mb))
+                ranked_meas = [mb for _, mb in sorted(order_meas)]
+                ranked_pred = [mb for _, mb in sorted(order_pred)]
+                lines.append(f"\nBucket sizes at {rate}, fastest first: measured {', '.join(ranked_meas)} MiB "
+                             f"({', '.join(f'{t:.2f} s' for t, _ in sorted(order_meas))}); predicted "
+                             f"{', '.join(ranked_pred)} MiB ({', '.join(f'{t:.2f} s' for t, _ in sorted(order_pred))}).\n")
+                if ranked_meas != ranked_pred:
+                    failures.append(f"bucket order at {rate}: measured {ranked_meas}, predicted {ranked_pred}")
+    finally:
+        cluster("down")
+    head = [f"# Two nodes in one box: E(2) measured against --simulate, {datetime.date.today()}", "",
+            f"`python3 benchmarks/simulate/validate_multinode.py --rates={a.rates} --repeat={a.repeat}`; "
+            f"two network namespaces joined by a bridge, each link capped both ways with tc tbf; one rank per node "
+            f"with --threads=1 on a {os.cpu_count()}-vCPU machine; files in {top}.", ""]
+    text = "\n".join(head + lines) + f"\n\nWorst difference {worst:.3f} (tolerance {a.tolerance}).\n"
+    if failures:
+        text += "\nOutside the tolerance:\n" + "".join(f"- {f}\n" for f in failures)
+    print(text)
+    if a.out:
+        open(a.out, "w").write(text)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
