@@ -33,6 +33,9 @@ int launch_ranks(const BenchOptions& o, const std::vector<std::string>& argv) {
   lo.master_addr = o.ranks.master_addr;
   lo.master_port = o.ranks.master_port;
   lo.argv = argv;
+  // Past the ranks' timeout, by when a sibling waiting on a stopped rank has failed and
+  // named it (then the usual path ends the job); 2 s more leaves it time to say so.
+  lo.stopped_limit = std::chrono::milliseconds(static_cast<int64_t>(o.ranks.timeout_s * 1000) + 2000);
   if (o.ranks.nnodes == 1)
     lo.run_dir = (std::filesystem::temp_directory_path() / ("dpbench-run-" + std::to_string(::getpid()))).string();
   log::info("launching {} rank(s) on this node (node {} of {}){}", o.device.count, o.ranks.node_rank, o.ranks.nnodes,

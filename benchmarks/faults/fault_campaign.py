@@ -18,6 +18,14 @@ The TCP store's faults run the job as two nodes of one rank each (two launchers,
   partition                  one rank's ports drop every packet mid-run (a NIC or link
                              gone): its peers hear nothing until their timeout
 (the last two need iptables and root; without them they are skipped, and said so).
+Network faults run the job on two nodes in one box (scripts/cluster.sh: network
+namespaces joined by a bridge, one launcher and one rank each, rank 0 on node 0 hosting
+the store at node 0's address, the links capped at 1 Gbit/s):
+  link-down                  a node's link is cut mid-run, and restored after the timeout
+  node1-killed, node0-killed every process of node 1 (node 0: the store's host) killed
+  brown-out                  a node's link capped to 1 Mbit/s mid-run: the run finishes,
+                             or ends with a timeout that names the slow peer; never hangs
+(they need root and `ip netns`; without them they are skipped, and said so).
 
 A run counts only where its fault landed, as seen from outside: the victim existed and
 was signalled, the store's directory or the trace's was there and removed, the disk
@@ -52,7 +60,10 @@ import time
 import uuid
 
 KINDS = ["sigkill", "sigterm", "sigstop", "hang", "store", "disk-full", "trace-unwritable",
-         "store-host-killed", "store-refused", "store-wrong-token", "connection-dropped", "partition"]
+         "store-host-killed", "store-refused", "store-wrong-token", "connection-dropped", "partition",
+         "link-down", "node1-killed", "node0-killed", "brown-out"]
+# Faults of a job on two network-namespace nodes (scripts/cluster.sh).
+NET_NODES = {"link-down", "node1-killed", "node0-killed", "brown-out"}
 # Faults of a job of two nodes (two launchers) around the TCP store.
 TWO_NODES = {"store-host-killed", "store-refused", "store-wrong-token", "connection-dropped", "partition"}
 NEED_IPTABLES = {"connection-dropped", "partition"}
@@ -572,6 +583,139 @@ class Campaign:
         result["said"] = {n: t[-600:] for n, t in texts.items()} if problems else None
         return result, problems
 
+    def cluster(self, *args):
+        """scripts/cluster.sh, for the network faults' nodes; its exit code and output."""
+        r = subprocess.run([os.path.join(repo_root(), "scripts/cluster.sh"), *args], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True,
+                           env=dict(os.environ, DPB_CLUSTER="faults", DPB_CLUSTER_OWNER=str(os.getpid())))
+        return r.returncode, r.stdout
+
+    def cluster_up(self):
+        if os.geteuid() != 0:
+            self.net_why = "nodes in one box need root"
+            return False
+        code, out = self.cluster("up", "2", "--rate=1gbit")
+        self.net_why = None if code == 0 else "scripts/cluster.sh up failed: " + out.strip()
+        return code == 0
+
+    def net_command(self, node, port, paths):
+        a = self.a
+        return [os.path.join(repo_root(), "scripts/cluster.sh"), "run", str(node), "--", a.dpbench, "--mode=ddp",
+                "--gpus=1", "--nnodes=2", f"--node-rank={node}", "--master-addr=10.99.0.1", f"--master-port={port}",
+                "--model=mlp", "--batch=64", f"--steps={a.steps}", "--warmup=1", "--threads=1", "--workers=0",
+                f"--timeout={a.timeout}", "--progress=none", "--json=" + paths["report"], "--trace=" + paths["trace"],
+                "--save=" + paths["checkpoint"]]
+
+    def start_net(self, node, port, paths, marker):
+        return self.start(self.net_command(node, port, paths), marker,
+                          env_extra={"DPB_STORE_TOKEN": "job-token", "DPB_CLUSTER": "faults"})
+
+    def calibrate_net(self):
+        paths = self.paths("calibrate")
+        port = free_port()
+        t0 = time.monotonic()
+        nodes = [self.start_net(n, port, paths, "calibrate-net") for n in (0, 1)]
+        codes = [p.wait(timeout=600) for p, _, _ in nodes]
+        self.duration_net = time.monotonic() - t0
+        if any(codes):
+            sys.exit("fault campaign: the run on two namespace nodes without a fault failed:\n" +
+                     "".join(e.text() for _, _, e in nodes))
+        self.restore(paths)
+        print(f"calibration: two namespace nodes without a fault take {self.duration_net:.2f} s", flush=True)
+
+    def node_pids(self, node):
+        r = subprocess.run(["ip", "netns", "pids", f"faults-n{node}"], stdout=subprocess.PIPE, text=True)
+        return [int(x) for x in r.stdout.split()]
+
+    def one_net(self, i, kind, rng):
+        """A network fault of a job on two namespace nodes (NET_NODES)."""
+        a = self.a
+        paths = self.paths(kind)
+        self.restore(paths)
+        if self.net_why:
+            return {"fault": kind, "victim": None, "exit": None, "outcome": "skipped: " + self.net_why}, []
+        victim = {"node1-killed": 1, "node0-killed": 0}.get(kind, rng.randrange(2))
+        port = free_port()
+        marker = f"{uuid.uuid4().hex}-{i}"
+        t0 = time.monotonic()
+        nodes = {n: self.start_net(n, port, paths, marker) for n in (0, 1)}
+        fault_in = rng.uniform(0.25, 0.85) * self.duration_net
+        while time.monotonic() - t0 < fault_in and all(p.poll() is None for p, _, _ in nodes.values()):
+            time.sleep(0.005)
+        fault_at, restored = None, False
+        if all(p.poll() is None for p, _, _ in nodes.values()):
+            if kind in ("node1-killed", "node0-killed"):
+                pids = self.node_pids(victim)
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                fault_at = time.monotonic() if pids else None
+            elif kind == "link-down":
+                fault_at = time.monotonic() if self.cluster("link", str(victim), "down")[0] == 0 else None
+            elif kind == "brown-out":
+                fault_at = time.monotonic() if self.cluster("rate", str(victim), "1mbit")[0] == 0 else None
+        hard = t0 + self.duration_net * 3 + a.timeout + 30
+        while any(p.poll() is None for p, _, _ in nodes.values()) and time.monotonic() < hard:
+            if fault_at is not None:
+                hard = min(hard, fault_at + a.timeout + 8)
+                if kind == "link-down" and not restored and time.monotonic() > fault_at + a.timeout + 1:
+                    restored = self.cluster("link", str(victim), "up")[0] == 0
+            time.sleep(0.01)
+        hung = [n for n, (p, _, _) in nodes.items() if p.poll() is None]
+        for n in hung:
+            os.killpg(nodes[n][0].pid, signal.SIGKILL)
+            nodes[n][0].wait()
+        end = time.monotonic()
+        self.cluster("link", str(victim), "up")
+        self.cluster("rate", str(victim), "1gbit")
+        texts = {}
+        for n, (p, out, err) in nodes.items():
+            out.thread.join(5)
+            err.thread.join(5)
+            texts[n] = out.text() + err.text()
+        result = {"fault": kind, "victim": victim, "exit": {n: p.returncode for n, (p, _, _) in nodes.items()},
+                  "seconds": end - t0}
+        if fault_at is None:
+            result["outcome"] = "ended before the fault"
+            return result, []
+        result["after_fault_s"] = end - fault_at
+        survivors = [n for n in nodes if not (kind.endswith("-killed") and n == victim)]
+        completed = all(nodes[n][0].returncode == 0 for n in survivors)
+        complete_files = all(file_state(v, "json" if k != "checkpoint" else "safetensors") == "complete"
+                             for k, v in paths.items())
+        if kind != "brown-out" and completed and complete_files:
+            # After the job's last message (every collective had completed): nothing to bite.
+            result["outcome"] = "ended before the fault bit"
+            del result["after_fault_s"]
+            return result, []
+        problems = []
+        if hung:
+            problems.append(f"hung: node(s) {hung} killed by the campaign")
+        if end - fault_at > a.timeout + 5 and not (kind == "brown-out" and completed):
+            problems.append(f"ended {end - fault_at:.2f} s after the fault (limit {a.timeout + 5:.0f} s)")
+        peer = 1 - victim
+        lost = r"rank {r}\b|peer {r}|rank\(s\) {r} (did not arrive|never joined)|the link to rank\(s\) ([0-9]+, )*{r}\b"
+        store = r"tcp store 10\.99\.0\.1:%d" % port
+        if kind == "brown-out" and completed:
+            result["outcome"] = "completed at the slower rate"
+        else:
+            # Each survivor names what went away: the other node's rank, or the store.
+            rx = {n: lost.format(r=1 - n) + "|" + store for n in survivors}
+            named = all(re.search(x, texts.get(n, "")) for n, x in rx.items())
+            result["outcome"] = "failed, culprit named" if named else "failed"
+            for n, x in rx.items():
+                if not re.search(x, texts.get(n, "")):
+                    problems.append(f"node {n}: culprit not named (looked for /{x}/)")
+            ended_ok = [n for n in survivors if nodes[n][0].returncode == 0]
+            if ended_ok and kind != "brown-out":
+                problems.append(f"node(s) {ended_ok} exited 0 despite the fault")
+        problems += self.leftovers(marker, paths)
+        result["problems"] = problems
+        result["said"] = {n: t[-600:] for n, t in texts.items()} if problems else None
+        return result, problems
+
     def calibrate_two_nodes(self):
         paths = self.paths("calibrate")
         port = free_port()
@@ -589,6 +733,8 @@ class Campaign:
         print(f"calibration: two nodes of one rank without a fault take {self.duration_two_nodes:.2f} s", flush=True)
 
     def cleanup(self):
+        if getattr(self, "net_why", "none") is None:
+            self.cluster("down")
         if self.tmpfs:
             subprocess.run(["umount", self.disk])
         shutil.rmtree(self.work, ignore_errors=True)
@@ -615,6 +761,9 @@ def main():
         c.calibrate()
         if any(k in TWO_NODES for k in kinds):
             c.calibrate_two_nodes()
+        c.net_why = "not drawn"
+        if any(k in NET_NODES for k in kinds) and c.cluster_up():
+            c.calibrate_net()
         if not c.tmpfs and "disk-full" in kinds:
             print("disk-full: cannot mount a tmpfs here; a file-size limit stands in (set at the start)")
         if not c.firewall.cmd and any(k in NEED_IPTABLES for k in kinds):
@@ -623,7 +772,7 @@ def main():
         i = 0
         while landed < a.faults and i < 3 * a.faults:
             kind = kinds[landed % len(kinds)]
-            r, problems = (c.one_tcp if kind in TWO_NODES else c.one)(i, kind, rng)
+            r, problems = (c.one_tcp if kind in TWO_NODES else c.one_net if kind in NET_NODES else c.one)(i, kind, rng)
             i += 1
             results.append(r)
             if r["outcome"].startswith("skipped"):
@@ -659,7 +808,8 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"timeout_s": a.timeout, "calibration_s": c.duration,
-                       "calibration_two_nodes_s": getattr(c, "duration_two_nodes", None), "tmpfs": c.tmpfs,
+                       "calibration_two_nodes_s": getattr(c, "duration_two_nodes", None),
+                       "calibration_namespace_nodes_s": getattr(c, "duration_net", None), "tmpfs": c.tmpfs,
                        "iptables": c.firewall.cmd, "seed": a.seed, "landed": landed, "runs": results}, f, indent=1)
     return 1 if failed or landed < a.faults else 0
 

@@ -191,7 +191,7 @@ def main():
                     doc = json.load(open(two[0]))
                     primary = next((f for f in doc.get("findings", []) if f.get("severity") != "info"), None)
                     lines.append(f"\nDoctor on the DDP ResNet-18 run: "
-                                 + (f"`{primary['rule']}` ({primary['severity']}): {primary['title']}" if primary
+                                 + (f"`{primary['id']}` ({primary['severity']}): {primary['title']}" if primary
                                     else "no warning") + "\n")
             json.dump(listed, open(os.path.join(work, "cases.json"), "w"), indent=1)
             if rate == "100mbit" and any(c[:2] == ("ddp", "resnet18") for c in cases):

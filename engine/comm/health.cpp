@@ -115,7 +115,13 @@ std::string GroupHealth::diagnose(int64_t seq, const std::string& op) {
   }
   std::ostringstream msg;
   if (gone.empty() && behind.empty()) {
-    msg << "every rank reached " << op << " #" << seq << " (the transport failed under it)";
+    // Every peer is alive and there: what failed is the transfer itself, a link that broke
+    // or is too slow for the timeout (a brown-out), between this rank and them.
+    std::vector<int> peers;
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) peers.push_back(r);
+    msg << "every rank reached " << op << " #" << seq << " and is alive (the transport failed under it: the link "
+        << "to rank(s) " << join(peers) << " broke, or is too slow for the timeout)";
   } else {
     msg << "rank(s) " << join(gone.empty() ? behind : gone) << " did not arrive at " << op << " #" << seq;
     if (!gone.empty() && !behind.empty()) msg << "; rank(s) " << join(behind) << " are behind";

@@ -31,6 +31,7 @@ struct Rank {
   std::optional<proc::Child> child;
   std::string out_buf, err_buf;    // partial lines
   bool stopped = false;  // by SIGSTOP/SIGTSTP: it can neither take part nor report
+  std::chrono::steady_clock::time_point stopped_since{};
   bool exited() const { return child->exited(); }
 };
 
@@ -105,11 +106,14 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
       token = random_token();
   }
 
-  struct sigaction sa {}, old_int{}, old_term{};
+  // SIGHUP (the terminal or ssh session that started the job went away) as SIGTERM:
+  // the ranks are stopped and the run directory removed.
+  struct sigaction sa {}, old_int{}, old_term{}, old_hup{};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
+  sigaction(SIGHUP, &sa, &old_hup);
   g_forward_signal = 0;
 
   std::vector<Rank> children(static_cast<size_t>(o.nproc_per_node));
@@ -173,7 +177,7 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
     }
     if (const int sig = g_forward_signal.exchange(0); sig != 0) {
       if (result.failure.empty()) result.failure = "stopped by signal " + std::to_string(sig);
-      stop_others(sig);
+      stop_others(sig == SIGHUP ? SIGTERM : sig);
       stopping = true;
       kill_at = std::chrono::steady_clock::now() + o.grace;
     }
@@ -184,6 +188,7 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
         const pid_t pid = c.child->pid();
         if (WIFSTOPPED(status)) {
           c.stopped = true;
+          c.stopped_since = std::chrono::steady_clock::now();
           const char* name = sigabbrev_np(WSTOPSIG(status));
           err << "launcher: rank " << c.rank << " (pid " << pid << ") is stopped by signal " << WSTOPSIG(status)
               << (name ? std::string(" (SIG") + name + ")" : std::string()) << ": the others will wait for it\n"
@@ -208,6 +213,17 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
       all_done = all_done && c.exited() && c.child->out_fd() < 0 && c.child->err_fd() < 0;
     }
     if (all_done) break;
+    // A rank stopped longer than the ranks' timeout: its peers (on other nodes too) have
+    // given up on it, and nobody on this node may be left to fail and end it.
+    for (const auto& c : children)
+      if (!dying && !c.exited() && c.stopped && o.stopped_limit.count() > 0 &&
+          std::chrono::steady_clock::now() - c.stopped_since > o.stopped_limit) {
+        result.failure = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.child->pid()) +
+                         ") stayed stopped longer than the timeout (" + std::to_string(o.stopped_limit.count()) + " ms)";
+        err << "launcher: " << result.failure << "; stopping it and the other rank(s)\n" << std::flush;
+        dying = true;
+        term_at = std::chrono::steady_clock::now();
+      }
     // The report window is for ranks that can still say what they saw: end it when
     // every rank left is stopped.
     bool only_stopped_left = true;
@@ -224,6 +240,7 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  sigaction(SIGHUP, &old_hup, nullptr);
   if (!o.run_dir.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(o.run_dir, ec);

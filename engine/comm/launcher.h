@@ -9,8 +9,10 @@
 // after a grace period).
 // A rank stopped by a signal (SIGSTOP) is named as soon as it stops, and named again
 // when another rank fails waiting for it; it is then terminated without waiting out the
-// report window (SIGTERM with SIGCONT, so that it can act on it).
-// SIGINT/SIGTERM sent to the launcher are passed on to the ranks.
+// report window (SIGTERM with SIGCONT, so that it can act on it). One still stopped after
+// `stopped_limit` (a little past the ranks' timeout) ends the job by itself: on a node of
+// its own no sibling would fail to end it.
+// SIGINT/SIGTERM sent to the launcher are passed on to the ranks; SIGHUP as SIGTERM.
 #include <chrono>
 #include <functional>
 #include <iosfwd>
@@ -31,6 +33,9 @@ struct LaunchOptions {
   // --timeout + 5 s when a rank hangs.
   std::chrono::milliseconds report_window{3000};
   std::chrono::milliseconds grace{3000};          // after SIGTERM, before SIGKILL
+  // A rank stopped (SIGSTOP) this long ends the job (0: only when another rank fails):
+  // a little past the ranks' --timeout, by when its peers have given up on it.
+  std::chrono::milliseconds stopped_limit{0};
 };
 
 struct LaunchResult {

@@ -17,6 +17,7 @@ inline constexpr std::string_view kHelloKey = "dpbench-store/1";
 inline constexpr size_t kMaxKey = 4096;           // keys are short names
 inline constexpr size_t kMaxValue = 16u << 20;    // values: addresses, ids, ranks' metrics
 inline constexpr size_t kMaxRequest = 1 + 4 + kMaxKey + 4 + kMaxValue;
+inline constexpr size_t kMaxToken = 4096;         // DPB_STORE_TOKEN
 
 struct Request {
   Op op = kSet;

@@ -86,7 +86,11 @@ namespace {
 
 using namespace wire;
 
-constexpr size_t kMaxBuffered = 64u << 20;      // all connections together
+// What a connection that has not said the token may send: one hello, its token at most
+// kMaxToken bytes. Strangers hold at most kMaxUnadmitted such buffers, so they cannot
+// make the store hold more than a few hundred KB, and an admitted rank (up to one whole
+// request) never pays for what they sent.
+constexpr size_t kMaxHelloBytes = 1 + 4 + kHelloKey.size() + 4 + kMaxToken;
 constexpr size_t kMaxConnections = 4096;        // admitted clients (they know the token)
 constexpr size_t kMaxUnadmitted = 64;           // connections that have not said the token yet
 constexpr auto kPartialRequestLimit = std::chrono::seconds(30);  // a request sent slower is dropped
@@ -261,9 +265,7 @@ void TcpStoreServer::serve() {
   std::vector<Conn> conns;
   std::vector<pollfd> fds;
   std::vector<char> chunk(64 << 10);
-  size_t buffered = 0;  // bytes held for all connections
   auto drop = [&](size_t i) {
-    buffered -= conns[i].in.size() + conns[i].out.size();
     ::close(conns[i].fd);
     conns.erase(conns.begin() + static_cast<std::ptrdiff_t>(i));
   };
@@ -286,8 +288,7 @@ void TcpStoreServer::serve() {
           const ssize_t n = ::recv(c.fd, chunk.data(), chunk.size(), MSG_DONTWAIT);
           if (n > 0) {
             c.in.append(chunk.data(), static_cast<size_t>(n));
-            buffered += static_cast<size_t>(n);
-            if (c.in.size() > kMaxRequest || buffered > kMaxBuffered) {
+            if (c.in.size() > (c.hello ? kMaxRequest : kMaxHelloBytes)) {
               ok = false;
               break;
             }
@@ -297,9 +298,7 @@ void TcpStoreServer::serve() {
           if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) ok = false;  // gone
           break;
         }
-        const size_t before = c.in.size() + c.out.size();
         if (!handle(c)) ok = false;
-        buffered = buffered - before + c.in.size() + c.out.size();
       }
       if (ok && c.partial_since != std::chrono::steady_clock::time_point{} && now - c.partial_since > kPartialRequestLimit)
         ok = false;
@@ -308,7 +307,6 @@ void TcpStoreServer::serve() {
         const ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n > 0) {
           c.out.erase(0, static_cast<size_t>(n));
-          buffered -= static_cast<size_t>(n);
         } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
           ok = false;
         }
@@ -388,6 +386,8 @@ TcpStore::TcpStore(const std::string& host, int port, const TcpStoreOptions& o) 
   const int rc = ::getaddrinfo(host.c_str(), std::to_string(port_).c_str(), &hints, &res);
   DPB_CHECK(rc == 0) << "tcp store: cannot resolve MASTER_ADDR '" << escape_untrusted(host) << "': " << gai_strerror(rc);
   const auto deadline = std::chrono::steady_clock::now() + o.timeout;
+  DPB_CHECK(o.token.size() <= kMaxToken) << "DPB_STORE_TOKEN has " << o.token.size() << " bytes; a store token has "
+                                         << kMaxToken << " at most";
   const std::string hello = encode_request(kHello, kHelloKey, o.token);
   // A reply is bounded by the store's timeout too: a host that stops answering is an error.
   const timeval tv{static_cast<time_t>(std::max<int64_t>(o.timeout.count(), 1000) / 1000), 0};

@@ -13,7 +13,8 @@
 // listens is the caller's choice (rendezvous.h: the wildcard address for a job that spans
 // nodes, MASTER_ADDR's address otherwise, or --store-bind); it logs the address.
 // The server never blocks on a client: sockets are non-blocking, each connection's
-// unserved bytes are bounded (one request) as are all connections' together, and a
+// unserved bytes are bounded (one request; one hello's worth before it has said the
+// token, so strangers cannot make an admitted rank pay for their memory), and a
 // client with a wrong token, garbage, an oversized length or a request dribbled over more
 // than 30 s is dropped. A connection that has not said its token within 10 s of being
 // accepted is closed, and at most 64 such connections are held (a new one evicts the

@@ -183,8 +183,9 @@ TEST(Store, TcpStoreKeepsServingWhileClientsSendGarbage) {
   for (; Clock::now() - t0 < std::chrono::milliseconds(2500); ++i) {
     const auto a = Clock::now();
     EXPECT_EQ(member.add("count", 1), i + 1);
-    host.set("k" + std::to_string(i), "v");
-    EXPECT_EQ(member.get("k" + std::to_string(i), Millis(1000)), "v");
+    const std::string key = std::string("k").append(std::to_string(i));
+    host.set(key, "v");
+    EXPECT_EQ(member.get(key, Millis(1000)), "v");
     slowest = std::max(slowest, std::chrono::duration<double>(Clock::now() - a).count());
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
@@ -193,6 +194,41 @@ TEST(Store, TcpStoreKeepsServingWhileClientsSendGarbage) {
   EXPECT_GT(attacks, 5);
   EXPECT_GT(i, 100);
   EXPECT_LT(slowest, 0.5) << "hostile clients stalled the store";
+}
+
+TEST(Store, StrangersHoldingHugePartialHellosCannotStarveTheJob) {
+  // Four connections each start a hello whose token claims 16,777,212 bytes and send a
+  // few MiB of it: before, each could buffer up to 16 MiB, and the connection whose read
+  // crossed the store's 64 MiB cap was dropped, an admitted rank's included. Now a
+  // stranger is dropped past one hello's size, and the ranks never notice.
+  TcpStore host("127.0.0.1", 0, true, Millis(5000), "secret");
+  TcpStore member("127.0.0.1", host.port(), false, Millis(5000), "secret");
+  std::string header(1, static_cast<char>(wire::kHello));
+  const auto klen = static_cast<uint32_t>(wire::kHelloKey.size());
+  const uint32_t vlen = 16777212;
+  header.append(reinterpret_cast<const char*>(&klen), 4).append(wire::kHelloKey);
+  header.append(reinterpret_cast<const char*>(&vlen), 4);
+  std::vector<int> strangers;
+  const std::string megabyte(1 << 20, 'x');
+  for (int k = 0; k < 4; ++k) {
+    const int fd = test::connect_loopback(host.port());
+    ASSERT_GE(fd, 0);
+    strangers.push_back(fd);
+    (void)!::send(fd, header.data(), header.size(), MSG_NOSIGNAL);
+  }
+  // A rank keeps setting a 1 MiB value (a rank's metrics can be that large) while the
+  // strangers send their megabytes: 64 MiB of partial hellos in all, what crossed the cap.
+  for (int round = 0; round < 16; ++round) {
+    for (int fd : strangers) (void)!::send(fd, megabyte.data(), megabyte.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    member.set("big" + std::to_string(round), megabyte);
+    EXPECT_EQ(member.get("big" + std::to_string(round), Millis(1000)).size(), megabyte.size());
+  }
+  for (int fd : strangers) {
+    EXPECT_TRUE(test::closed_within(fd, 2000)) << "a stranger past one hello's size is dropped";
+    ::close(fd);
+  }
+  EXPECT_EQ(member.add("still", 1), 1);
+  EXPECT_EQ(host.get("big15", Millis(100)).size(), megabyte.size());
 }
 
 TEST(Store, TcpStoreClosesSilentConnectionsAndStillAdmitsARank) {

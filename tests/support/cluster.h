@@ -19,6 +19,7 @@ class Cluster {
   const std::string& why() const { return why_; }
   int nodes() const { return nodes_; }
   std::string addr(int node) const;  // "10.99.0.(node+1)"
+  std::string netns(int node) const { return name_ + "-n" + std::to_string(node); }  // its namespace
   // A shell command line that runs `command` (itself a shell command line, quoted here)
   // on `node`.
   std::string on(int node, const std::string& command) const;

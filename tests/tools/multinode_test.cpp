@@ -212,6 +212,39 @@ TEST(StartUp, AcrossTwoNodesARankThatCannotBeReachedEndsTheJobWithinTheTimeout) 
   std::remove((base + ".code").c_str());
 }
 
+TEST(MultiNode, AStoppedRankEndsTheJobOnBothNodesWithinTheTimeout) {
+  // dpbench's launcher on each node, one rank each; node 1's rank (then node 0's, the
+  // store's host) stopped with SIGSTOP mid-run. Before, node 1's launcher waited on its
+  // stopped child for ever (only a failing sibling on the same node ended it), and a
+  // stopped store host held node 0 until SIGCONT.
+  Cluster c(2);
+  NEED_NODES(c);
+  for (const int victim : {1, 0}) {
+    const int port = free_port();
+    const std::string base = tmp("stopped");
+    auto node = [&](int k) {
+      return "DPB_STORE_TOKEN=job " + bin() + " --mode=ddp --gpus=1 --nnodes=2 --node-rank=" + std::to_string(k) +
+             " --master-addr=" + c.addr(0) + " --master-port=" + std::to_string(port) +
+             " --model=lenet --batch=8 --steps=100000 --threads=1 --timeout=3 --progress=none";
+    };
+    std::string cmd = c.on(1, node(1) + " > " + base + ".1 2>&1") + " & n1=$!; " + c.on(0, node(0) + " > " + base +
+                      ".0 2>&1") + " & n0=$!; sleep 3; for p in $(ip netns pids " + c.netns(victim) + "); do "
+                      "grep -qz '^DPB_LAUNCHED=1$' /proc/$p/environ 2>/dev/null && victim=$p; done;";
+    cmd += " kill -STOP $victim; t0=$(date +%s.%N); wait $n0 $n1; t1=$(date +%s.%N);";
+    cmd += " kill -CONT $victim 2>/dev/null; kill -9 $victim 2>/dev/null; echo after $(echo \"$t1 - $t0\" | bc)";
+    const Proc r = sh("timeout 60 bash -c " + test::shell_quote(cmd));
+    const std::string out0 = slurp(base + ".0"), out1 = slurp(base + ".1");
+    const size_t at = r.out.find("after ");
+    ASSERT_NE(at, std::string::npos) << r.out << r.err << out0 << out1;
+    const double after = std::atof(r.out.c_str() + at + 6);
+    EXPECT_LT(after, 3 + 5) << "stopped rank " << victim << ":\n" << out0 << "\n" << out1;
+    EXPECT_NE((victim == 1 ? out1 : out0).find("stayed stopped longer than the timeout"), std::string::npos)
+        << (victim == 1 ? out1 : out0);
+    std::remove((base + ".0").c_str());
+    std::remove((base + ".1").c_str());
+  }
+}
+
 TEST(StartUp, ARankOfAnotherLaunchersJobDoesNotTurnItsRepeatsIntoJobsOfItsOwn) {
   // --repeat runs each repeat as a job of its own: from a rank torchrun started, that job
   // had one rank and the peer waited for it in vain, until its timeout.
@@ -235,6 +268,18 @@ TEST(StartUp, RanksEndWhenTheirLauncherDies) {
   // Nothing may be left running whatever happened above.
   for (size_t at = r.out.find("alive "); at != std::string::npos; at = r.out.find("alive ", at + 1))
     ::kill(std::atoi(r.out.c_str() + at + 6), SIGKILL);
+  // Hung up (its terminal or ssh session gone), the launcher stops its ranks as on SIGTERM
+  // and removes the run directory.
+  const Proc hup = sh(bin() + " --mode=ddp --gpus=2 --model=lenet --batch=8 --steps=100000 --threads=1 "
+                              "> /dev/null 2>&1 & l=$!; sleep 2; ranks=$(pgrep -P $l); kill -HUP $l; "
+                              "for i in $(seq 50); do kill -0 $l 2>/dev/null || break; sleep 0.1; done; sleep 0.5; "
+                              "kill -0 $l 2>/dev/null && echo launcher-alive; "
+                              "for p in $ranks; do [ -e /proc/$p ] && ! grep -q ') Z' /proc/$p/stat && echo alive $p; "
+                              "done; [ -e /tmp/dpbench-run-$l ] && echo run-dir-left; echo ranks: $ranks");
+  EXPECT_EQ(hup.out.find("alive"), std::string::npos) << hup.out;
+  EXPECT_EQ(hup.out.find("run-dir-left"), std::string::npos) << hup.out;
+  for (size_t at = hup.out.find("alive "); at != std::string::npos; at = hup.out.find("alive ", at + 1))
+    ::kill(std::atoi(hup.out.c_str() + at + 6), SIGKILL);
 }
 
 }  // namespace

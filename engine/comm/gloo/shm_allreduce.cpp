@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <random>
 
 #include "engine/core/error.h"
 
@@ -47,49 +46,47 @@ bool ended(int64_t pid) {
   return close != std::string::npos && close + 2 < line.size() && (line[close + 2] == 'Z' || line[close + 2] == 'X');
 }
 
-std::string random_name() {
-  std::random_device rd;
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "/dpb-shm-%08x%08x", rd(), rd());
-  return buf;
-}
-
-// A segment of `bytes` that every rank of the group maps (rank 0 makes it and unlinks
-// its name once every rank has tried to map it). Null on every rank when one failed.
+// A segment of `bytes` that every rank of the group maps. It has no name anywhere: rank 0
+// makes an anonymous memory file (memfd) and the others open it through rank 0's
+// descriptor (/proc/PID/fd/N) while rank 0 holds it open, so whatever ends the ranks
+// (a kill, a timeout, a full disk) leaves nothing behind in /dev/shm; the memory goes
+// with the last mapping. Null on every rank when one failed.
 void* map_segment(Store& store, int rank, int size, size_t bytes, Millis timeout, std::string* why) {
-  std::string name;
   int fd = -1;
   if (rank == 0) {
-    name = random_name();
-    fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-    // Reserve the pages now: a full /dev/shm is an error here, not a SIGBUS later.
+    fd = ::memfd_create("dpb-shm", MFD_CLOEXEC);
+    // Reserve the pages now: a full memory is an error here, not a SIGBUS later.
     const int err = fd < 0 ? errno : ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
     if (fd < 0 || err != 0) {
-      if (fd >= 0) {
-        ::close(fd);
-        ::shm_unlink(name.c_str());
-      }
+      if (fd >= 0) ::close(fd);
       store.set("name", "");
       *why = "no shared segment of " + std::to_string(bytes >> 20) + " MiB: " + std::strerror(err);
       return nullptr;
     }
-    store.set("name", name);
+    store.set("name", "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd));
   } else {
-    name = store.get("name", timeout);
+    const std::string name = store.get("name", timeout);
     if (name.empty()) {
       *why = "rank 0 could not make the shared segment";
       return nullptr;
     }
-    fd = ::shm_open(name.c_str(), O_RDWR, 0600);
+    fd = name.rfind("/proc/", 0) == 0 ? ::open(name.c_str(), O_RDWR | O_CLOEXEC) : -1;
   }
   void* base = fd < 0 ? MAP_FAILED : ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (fd >= 0) ::close(fd);
-  // Every rank says whether it could map the segment; rank 0 unlinks the name once all
-  // have tried (a mapping outlives the name). One that failed makes all fall back.
-  store.set("mapped/" + std::to_string(rank), base == MAP_FAILED ? std::strerror(errno) : "ok");
+  const std::string mapped = base == MAP_FAILED ? std::strerror(errno) : "ok";
+  if (fd >= 0 && rank != 0) ::close(fd);
+  // Every rank says whether it could map the segment; rank 0 closes its descriptor once
+  // all have tried (a mapping outlives it). One that failed makes all fall back.
+  store.set("mapped/" + std::to_string(rank), mapped);
   bool all = true;
-  for (int r = 0; r < size; ++r) all = store.get("mapped/" + std::to_string(r), timeout) == "ok" && all;
-  if (rank == 0) ::shm_unlink(name.c_str());
+  try {
+    for (int r = 0; r < size; ++r) all = store.get("mapped/" + std::to_string(r), timeout) == "ok" && all;
+  } catch (...) {
+    if (rank == 0 && fd >= 0) ::close(fd);
+    if (base != MAP_FAILED) ::munmap(base, bytes);
+    throw;
+  }
+  if (rank == 0) ::close(fd);
   if (!all) {
     if (base != MAP_FAILED) ::munmap(base, bytes);
     *why = "a rank could not map the shared segment";

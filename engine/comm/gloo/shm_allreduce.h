@@ -29,8 +29,9 @@
 //
 // Every wait polls (yielding the core) and is bounded by the group's timeout; a rank
 // that does not arrive is named, at once when its process has died (the ranks share a
-// host, so each knows the others' pids). The segment's name is unlinked as soon as every
-// rank has opened it, so nothing is left behind, even when a rank dies.
+// host, so each knows the others' pids). The segment has no name: an anonymous memory
+// file (memfd) that the other ranks open through rank 0's descriptor, so nothing is left
+// behind in /dev/shm whatever ends the ranks (a kill at any moment, a timeout, ulimit -f).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -49,7 +50,8 @@ class ShmAllreduce {
 
   // Collective over the group: every rank calls it. Returns null on every rank unless
   // all of them share this host (hostname and boot id) and the segment could be made
-  // (e.g. /dev/shm full: then `why` says so).
+  // (e.g. memory full, or this system lets no process open another's descriptors: then
+  // `why` says so and the group all-reduces over TCP).
   static std::unique_ptr<ShmAllreduce> create(Store& store, int rank, int size, Millis timeout, std::string* why);
   ~ShmAllreduce();
   ShmAllreduce(const ShmAllreduce&) = delete;
