@@ -254,8 +254,12 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
   ranks->add_option("--nnodes", o.ranks.nnodes, "Nodes in the run (each runs dpbench with its --node-rank)")
       ->check(CLI::Range(1, 1 << 16));
   ranks->add_option("--node-rank", o.ranks.node_rank, "This node's index")->check(CLI::Range(0, 1 << 16));
-  ranks->add_option("--master-addr", o.ranks.master_addr, "Address of node 0, where rank 0 hosts the store");
-  ranks->add_option("--master-port", o.ranks.master_port, "Port of the store on node 0")->check(CLI::Range(1, 65535));
+  ranks->add_option("--master-addr", o.ranks.master_addr,
+                    "Address of node 0, where rank 0 hosts the store (over MASTER_ADDR when given)")
+      ->each([&o](const std::string&) { o.ranks.master_addr_given = true; });
+  ranks->add_option("--master-port", o.ranks.master_port, "Port of the store on node 0 (over MASTER_PORT when given)")
+      ->check(CLI::Range(1, 65535))
+      ->each([&o](const std::string&) { o.ranks.master_port_given = true; });
   ranks->add_option("--store-bind", o.ranks.store_bind,
                     "Address rank 0's store listens on (also DPB_STORE_BIND; default: every address when the job "
                     "spans nodes, else MASTER_ADDR's)");

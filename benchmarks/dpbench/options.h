@@ -94,6 +94,9 @@ struct RankOptions {
   int nnodes = 1, node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // Given on the command line: then they win over MASTER_ADDR/MASTER_PORT in the
+  // environment of a rank another launcher started (the defaults do not).
+  bool master_addr_given = false, master_port_given = false;
   std::string store_bind;  // where rank 0's store listens (empty: engine/comm/rendezvous.h)
   std::optional<int> rank, world_size, local_rank;
 };

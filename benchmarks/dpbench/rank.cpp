@@ -83,6 +83,8 @@ RankEnv rank_env(const BenchOptions& o) {
   f.world_size = o.ranks.world_size;
   f.local_rank = o.ranks.local_rank;
   f.store_bind = o.ranks.store_bind;
+  if (o.ranks.master_addr_given) f.master_addr = o.ranks.master_addr;
+  if (o.ranks.master_port_given) f.master_port = o.ranks.master_port;
   return resolve_rank_env(f);
 }
 

@@ -1,11 +1,16 @@
 #include "tests/fuzz/targets.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string_view>
 
 #include "benchmarks/dpbench/cli.h"
@@ -13,6 +18,10 @@
 #include "diagnostics/dpdoctor/doctor.h"
 #include "diagnostics/dpdoctor/torch_trace.h"
 #include "engine/comm/store_wire.h"
+#include "engine/comm/tcp_store.h"
+#include "engine/models/model.h"
+#include "engine/optim/optimizer.h"
+#include "engine/train/checkpoint.h"
 #include "engine/core/error.h"
 #include "engine/data/cifar10.h"
 #include "engine/data/idx.h"
@@ -68,6 +77,56 @@ void safetensors_file(const uint8_t* data, size_t size) {
   double sum = 0;
   for (const auto& [name, t] : f.tensors) sum += static_cast<double>(t.numel()) + static_cast<double>(name.size());
   (void)sum;
+}
+
+void checkpoint(const uint8_t* data, size_t size) {
+  // dpbench --resume: the file read as a checkpoint of the `simple` model trained with
+  // Adam (the seeds are such checkpoints), metadata and optimizer state included.
+  const std::string path = put("resume.safetensors", data, size);
+  Generator g(0);
+  auto model = build_model("simple", g);
+  OptimizerOptions oo;
+  oo.kind = OptimizerKind::adam;
+  auto opt = make_optimizer(oo, model->parameters());
+  const TrainPosition pos = load_checkpoint(path, *model, *opt);
+  // A failed invariant is not a rejection: it escapes as something else than dpb::Error.
+  if (pos.epoch < 0 || pos.batch < 0 || pos.global_step < 0) throw std::logic_error("a negative position was accepted");
+}
+
+void store_server(const uint8_t* data, size_t size) {
+  // The store's server loop on a real socket: a connection sends the bytes and closes its
+  // side; whatever they are, the server answers or drops it, and keeps serving its job
+  // (a member admitted at the start counts up after every input).
+  static comm::TcpStoreServer server("127.0.0.1", 0, "fuzz-token", std::chrono::milliseconds(2000));
+  static comm::TcpStore member("127.0.0.1", server.port(), false, comm::Millis(5000), "fuzz-token");
+  static int64_t count = 0;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(server.port()));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+    for (size_t sent = 0; sent < size;) {
+      const ssize_t n = ::send(fd, data + sent, size - sent, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+    ::shutdown(fd, SHUT_WR);
+    char buf[4096];
+    for (;;) {  // until the server closes (it must: this side said all it had)
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 3000) != 1) throw std::logic_error("the server neither answered nor closed within 3 s");
+      if (::recv(fd, buf, sizeof(buf), 0) <= 0) break;
+    }
+  }
+  ::close(fd);
+  // Whatever a stranger sent, the job's member is still served: an error here is a bug,
+  // not a rejection of the input.
+  try {
+    if (member.add("member-count-7f3a9c", 1) != ++count) throw std::logic_error("the store lost count of its member");
+  } catch (const Error& e) {
+    throw std::logic_error(std::string("the store stopped serving its member: ") + e.what());
+  }
 }
 
 void idx(const uint8_t* data, size_t size) {
@@ -162,6 +221,8 @@ const std::vector<Target>& targets() {
       {"report", "dpbench reports: dpdoctor REPORT, dpreport show/html/export/compare", report},
       {"torch_trace", "PyTorch profiler traces: dpdoctor --torch-trace", torch_trace},
       {"safetensors", "safetensors checkpoints", safetensors_file},
+      {"checkpoint", "training checkpoints (dpbench --resume): tensors, metadata, optimizer state", checkpoint},
+      {"store_server", "the TCP store's server loop, on a socket", store_server},
       {"idx", "IDX image and label files (MNIST, Fashion-MNIST)", idx},
       {"cifar", "CIFAR-10 binary batches", cifar},
       {"collectives", "--bench=collectives reports (link models)", collectives},

@@ -99,6 +99,22 @@ TEST(DpbenchCli, UnwritableReportPathFailsBeforeWork) {
   EXPECT_EQ(lines(r.err), 1) << r.err;
 }
 
+TEST(DpbenchCli, AFileSizeLimitIsAnErrorNotASignal) {
+  // Under `ulimit -f` the write that crosses the limit raised SIGXFSZ and the process died
+  // of it, saying nothing; now the write fails and the error says "File too large".
+  const std::string json = test::temp_path("cli_fsize") + ".json";
+  const Proc r = test::run_command("ulimit -f 16; " + test::binary("DPBENCH_BIN", DPBENCH_BIN) +
+                                   " --model=mlp --steps=2 --warmup=0 --threads=1 --json=" + json + " --save=" +
+                                   json + ".safetensors; echo exit=$?");
+  const size_t at = r.out.find("exit=");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const int code = std::atoi(r.out.c_str() + at + 5);
+  EXPECT_TRUE(code == 1 || code == 2) << "a clear error, not death by a signal (153): " << code << "\n" << r.err;
+  EXPECT_NE(r.err.find("File too large"), std::string::npos) << r.err;
+  std::remove(json.c_str());
+  std::remove((json + ".safetensors").c_str());
+}
+
 TEST(DpbenchCli, TrainsOnIdxFilesAndReportsTestAccuracy) {
   const auto dir = std::filesystem::temp_directory_path() / ("dpb_cli_idx_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

@@ -255,6 +255,21 @@ TEST(StartUp, ARankOfAnotherLaunchersJobDoesNotTurnItsRepeatsIntoJobsOfItsOwn) {
   EXPECT_LT(r.seconds, 10);
 }
 
+TEST(StartUp, MasterFlagsWinOverTheEnvironment) {
+  // --master-addr/--master-port given to ranks that torchrun's variables describe: before,
+  // MASTER_PORT in the environment won silently and the ranks looked for the store there.
+  const int right = free_port(), wrong = free_port();
+  auto rank = [&](int r) {
+    return torchrun_env(r, 2, "127.0.0.9", wrong) + bin() + " --bench=collectives --ops=allreduce -b 8 -e 1K -n 2 " +
+           "--threads=1 --timeout=5 --master-addr=127.0.0.1 --master-port=" + std::to_string(right);
+  };
+  std::string both = "(";
+  both += rank(1) + " > /dev/null 2>&1) & " + rank(0) + "; code=$?; wait; exit $code";
+  const Proc r = sh(both);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("127.0.0.1:" + std::to_string(right)), std::string::npos) << r.err;
+}
+
 TEST(StartUp, RanksEndWhenTheirLauncherDies) {
   // The launcher killed outright cannot pass anything on: the kernel tells its ranks.
   const std::string cmd = bin() + " --mode=ddp --gpus=2 --model=lenet --batch=8 --steps=100000 --threads=1 "

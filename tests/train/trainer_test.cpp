@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/data/synthetic.h"
 #include "engine/data/tokens.h"
 #include "engine/train/checkpoint.h"
+#include "engine/train/safetensors.h"
 
 #include <filesystem>
 #include <unistd.h>
@@ -191,6 +193,78 @@ TEST(Trainer, CheckpointMismatchNamesTheTensor) {
   auto opt3 = make_optimizer(oo, mlp->parameters());
   EXPECT_THROW(load_checkpoint(ckpt, *mlp, *opt3), Error);
   std::remove(ckpt.c_str());
+}
+
+// A checkpoint whose numbers make no sense is refused, naming the file and the field, and
+// the model is left as it was. Before, a NaN weight trained on as NaN and exited 0, an I32
+// optimizer state or Adam's step of 1e30, NaN or -3 (a float-to-int64 cast) was taken,
+// global_step=-5 was accepted and a non-numeric epoch failed with the one word "stoll".
+TEST(Trainer, CheckpointsThatHoldNonsenseAreRefusedAndChangeNothing) {
+  cpu::CpuDeviceScope scope(0);
+  const std::string good = std::filesystem::temp_directory_path() / ("dpb_ck_good_" + std::to_string(::getpid()) +
+                                                                      ".safetensors");
+  const std::string bad = good + ".bad.safetensors";
+  Generator g(0);
+  auto lenet = build_model("lenet", g);
+  OptimizerOptions oo;
+  oo.kind = OptimizerKind::adam;
+  auto opt = make_optimizer(oo, lenet->parameters());
+  const Shape w = lenet->named_parameters().front().second->data().shape();
+  const std::string first = lenet->named_parameters().front().first;
+  const std::vector<OptimizerState> states{{0, "exp_avg", Tensor::zeros(w)},
+                                           {0, "exp_avg_sq", Tensor::zeros(w)},
+                                           {0, "step", Tensor::from_vector(Shape{}, {3.0f})}};
+  save_checkpoint(good, *lenet, "adam", states, {});
+  const std::vector<float> before = lenet->named_parameters().front().second->data().to_vector();
+  // Loads `good` changed by `edit`; the error it gives ("" when it loads).
+  auto load_edited = [&](const std::function<void(safetensors::File&)>& edit) -> std::string {
+    safetensors::File f = safetensors::load(good);
+    edit(f);
+    safetensors::save(bad, f.tensors, f.metadata);
+    auto model = build_model("lenet", g);
+    for (const auto& [name, p] : model->named_parameters()) p->data().copy_from(Tensor::zeros(p->data().shape()));
+    auto o = make_optimizer(oo, model->parameters());
+    try {
+      load_checkpoint(bad, *model, *o);
+      return "";
+    } catch (const Error& e) {
+      for (float v : model->named_parameters().front().second->data().to_vector())
+        EXPECT_EQ(v, 0.0f) << "a refused checkpoint changed the model";
+      return e.what();
+    }
+  };
+  auto tensor = [](safetensors::File& f, const std::string& name) -> Tensor& {
+    for (auto& [n, t] : f.tensors)
+      if (n == name) return t;
+    throw Error("no tensor " + name);
+  };
+  EXPECT_EQ(load_edited([](safetensors::File&) {}), "");  // the unedited file loads
+  auto expect = [&](const std::string& what, const std::string& err, const std::string& needle) {
+    EXPECT_NE(err.find(needle), std::string::npos) << what << ": " << err;
+    EXPECT_NE(err.find(bad), std::string::npos) << what << ": the file is named: " << err;
+  };
+  expect("NaN weight", load_edited([&](safetensors::File& f) {
+           std::vector<float> v = tensor(f, first).to_vector();
+           v[7] = std::nanf("");
+           tensor(f, first) = Tensor::from_vector(w, v);
+         }),
+         "tensor '" + first + "' holds nan at element 7");
+  expect("I32 state", load_edited([&](safetensors::File& f) {
+           tensor(f, "optimizer." + first + ".exp_avg") = Tensor::empty(w, Device::cpu(), DType::i32);
+         }),
+         "not floating point");
+  for (const float step : {1e30f, std::nanf(""), -3.0f, 2.5f})
+    expect("step " + std::to_string(step), load_edited([&](safetensors::File& f) {
+             tensor(f, "optimizer." + first + ".step") = Tensor::from_vector(Shape{}, {step});
+           }),
+           "optimizer." + first + ".step");
+  expect("global_step -5", load_edited([](safetensors::File& f) { f.metadata["global_step"] = "-5"; }),
+         "metadata 'global_step' is '-5', not a whole number");
+  expect("epoch abc", load_edited([](safetensors::File& f) { f.metadata["epoch"] = "abc"; }),
+         "metadata 'epoch' is 'abc'");
+  EXPECT_EQ(lenet->named_parameters().front().second->data().to_vector(), before);
+  std::remove(good.c_str());
+  std::remove(bad.c_str());
 }
 
 TEST(Trainer, EpochsEvaluateOnTheTestSplit) {
