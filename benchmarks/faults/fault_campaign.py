@@ -258,6 +258,22 @@ def fill(path):
         return e.errno == errno.ENOSPC
 
 
+def end_nodes(nodes):
+    """The nodes still running are hung: killed. Returns (hung node ids, when all had ended,
+    {node: what it printed})."""
+    hung = [n for n, (p, _, _) in nodes.items() if p.poll() is None]
+    for n in hung:
+        os.killpg(nodes[n][0].pid, signal.SIGKILL)
+        nodes[n][0].wait()
+    end = time.monotonic()
+    texts = {}
+    for n, (p, out, err) in nodes.items():
+        out.thread.join(5)
+        err.thread.join(5)
+        texts[n] = out.text() + err.text()
+    return hung, end, texts
+
+
 class Campaign:
     def __init__(self, args):
         self.a = args
@@ -525,17 +541,8 @@ class Campaign:
             if fault_at is not None:
                 hard = min(hard, fault_at + a.timeout + 8)
             time.sleep(0.01)
-        hung = [n for n, (p, _, _) in nodes.items() if p.poll() is None]
-        for n in hung:
-            os.killpg(nodes[n][0].pid, signal.SIGKILL)
-            nodes[n][0].wait()
-        end = time.monotonic()
+        hung, end, texts = end_nodes(nodes)
         self.firewall.clear()
-        texts = {}
-        for n, (p, out, err) in nodes.items():
-            out.thread.join(5)
-            err.thread.join(5)
-            texts[n] = out.text() + err.text()
         result = {"fault": kind, "victim": victim, "exit": {n: p.returncode for n, (p, _, _) in nodes.items()},
                   "seconds": end - t0}
         if fault_at is None:
@@ -663,18 +670,9 @@ class Campaign:
                 if kind == "link-down" and not restored and time.monotonic() > fault_at + a.timeout + 1:
                     restored = self.cluster("link", str(victim), "up")[0] == 0
             time.sleep(0.01)
-        hung = [n for n, (p, _, _) in nodes.items() if p.poll() is None]
-        for n in hung:
-            os.killpg(nodes[n][0].pid, signal.SIGKILL)
-            nodes[n][0].wait()
-        end = time.monotonic()
+        hung, end, texts = end_nodes(nodes)
         self.cluster("link", str(victim), "up")
         self.cluster("rate", str(victim), "1gbit")
-        texts = {}
-        for n, (p, out, err) in nodes.items():
-            out.thread.join(5)
-            err.thread.join(5)
-            texts[n] = out.text() + err.text()
         result = {"fault": kind, "victim": victim, "exit": {n: p.returncode for n, (p, _, _) in nodes.items()},
                   "seconds": end - t0}
         if fault_at is None:
