@@ -104,7 +104,16 @@ struct DeviceStats {
   std::string id;
   int64_t samples = 0;
   Num busy_fraction;
-  int64_t peak_memory_bytes = 0;
+  int64_t peak_memory_bytes = 0;  // the device allocator's peak over the run (live tensors)
+  // The allocator's cache at the end (freed blocks kept for reuse: memory the process
+  // holds that no tensor uses).
+  Num cached_memory_bytes;
+  // The resident memory of the process that drove this device (/proc/self/status):
+  // its peak over the whole process (model construction included; VmHWM), and how much
+  // of its resident memory at the end is shared memory (RssShmem: DDP's shared gradient
+  // buckets). Devices one process drives (dp, pipeline) show that one process; null
+  // where /proc is not readable.
+  Num peak_rss_bytes, shared_rss_bytes;
 };
 
 // ddp: what one rank measured (per step: medians over the measured steps).

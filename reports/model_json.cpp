@@ -213,7 +213,10 @@ json run_json(const RunMetrics& r) {
     devices.push_back({{"id", d.id},
                        {"samples", d.samples},
                        {"busy_fraction", num(d.busy_fraction)},
-                       {"peak_memory_bytes", d.peak_memory_bytes}});
+                       {"peak_memory_bytes", d.peak_memory_bytes},
+                       {"cached_memory_bytes", num(d.cached_memory_bytes)},
+                       {"peak_rss_bytes", num(d.peak_rss_bytes)},
+                       {"shared_rss_bytes", num(d.shared_rss_bytes)}});
   j["devices"] = devices;
   if (r.ranks) j["ranks"] = ranks_json(*r.ranks);
   if (r.data) j["data"] = {{"compared_steps", r.data->compared_steps}, {"identical_steps", r.data->identical_steps}};
@@ -286,7 +289,8 @@ RunMetrics run_from(const JsonView& j) {
   if (auto a = j.maybe_member("accuracy")) r.accuracy = Accuracy{a->maybe_number("test", 0, 1), a->maybe_number("test_loss", 0, kBig)};
   for (const auto& d : j.items("devices", kMaxWorld))
     r.devices.push_back({d.str("id", kName), d.integer("samples", 0, kCount), d.maybe_number("busy_fraction", 0, 1),
-                         d.integer("peak_memory_bytes", 0, kCount)});
+                         d.integer("peak_memory_bytes", 0, kCount), d.maybe_number("cached_memory_bytes", 0, kBig),
+                         d.maybe_number("peak_rss_bytes", 0, kBig), d.maybe_number("shared_rss_bytes", 0, kBig)});
   if (j.has("ranks")) {
     r.ranks.emplace();
     for (const auto& m : j.items("ranks", kMaxWorld)) r.ranks->push_back(rank_from(m));

@@ -51,9 +51,16 @@ void print_summary(const reports::RunReport& report, const SummaryExtras& extras
                   : ", MFU n/a (no known peak for this device)";
     std::string memory;
     for (const auto& d : r.devices)
-      if (d.peak_memory_bytes > 0) memory += fmt::format("{}{} {:.1f} MiB", memory.empty() ? "" : ", ", d.id,
-                                                       static_cast<double>(d.peak_memory_bytes) / (1 << 20));
-    out << line << (memory.empty() ? "" : " | peak memory " + memory) << "\n";
+      if (d.peak_memory_bytes > 0) {
+        memory += fmt::format("{}{} {:.1f} MiB", memory.empty() ? "" : ", ", d.id,
+                              static_cast<double>(d.peak_memory_bytes) / (1 << 20));
+        if (d.peak_rss_bytes && r.ranks)  // a process per device: its own resident peak
+          memory += fmt::format(" (process {:.0f} MiB)", *d.peak_rss_bytes / (1 << 20));
+      }
+    std::string process;
+    if (!r.ranks && !r.devices.empty() && r.devices.front().peak_rss_bytes)
+      process = fmt::format(" (process {:.0f} MiB resident)", *r.devices.front().peak_rss_bytes / (1 << 20));
+    out << line << (memory.empty() ? "" : " | peak memory " + memory + process) << "\n";
     if (const auto& a = r.attention) {
       if (a->unfused_calls == 0) out << "attention: fused by cuDNN (flash attention)\n";
       else if (a->fused_calls == 0) out << "attention: not fused: " << a->unfused_why.value_or("") << "\n";

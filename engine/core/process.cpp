@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +20,30 @@ extern char** environ;
 #include "engine/core/text.h"
 
 namespace dpb::proc {
+
+std::optional<ResidentMemory> resident_memory() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return std::nullopt;
+  ResidentMemory m;
+  bool rss = false, hwm = false;
+  char line[256];
+  while (std::fgets(line, sizeof(line), f)) {
+    long long kib = 0;
+    if (std::sscanf(line, "VmRSS: %lld kB", &kib) == 1) {
+      m.current_bytes = kib * 1024;
+      rss = true;
+    } else if (std::sscanf(line, "VmHWM: %lld kB", &kib) == 1) {
+      m.peak_bytes = kib * 1024;
+      hwm = true;
+    } else if (std::sscanf(line, "RssShmem: %lld kB", &kib) == 1) {
+      m.shared_bytes = kib * 1024;
+    }
+  }
+  std::fclose(f);
+  if (!rss || !hwm) return std::nullopt;
+  return m;
+}
+
 
 namespace {
 

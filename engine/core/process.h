@@ -15,6 +15,15 @@
 
 namespace dpb::proc {
 
+// This process's resident memory, from /proc/self/status (what the kernel counts, every
+// allocator and library included): now (VmRSS), its peak (VmHWM) and how much of it is
+// shared memory (RssShmem: segments shared with other ranks). Nothing where /proc is
+// not readable.
+struct ResidentMemory {
+  int64_t current_bytes = 0, peak_bytes = 0, shared_bytes = 0;
+};
+std::optional<ResidentMemory> resident_memory();
+
 enum class Output { inherit, to_stderr, pipe };
 
 struct Spec {

@@ -1,7 +1,11 @@
 #include "engine/tensor/allocator.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -22,7 +26,15 @@ struct Counters {
   std::atomic<int64_t> current{0};
   std::atomic<int64_t> peak{0};
   std::atomic<int64_t> allocations{0};
+  std::atomic<int64_t> ever{0};  // the most ever live at once (never reset)
 };
+
+// The cache may hold freed blocks while live + cached stays within the most ever live
+// plus this share of it (and kCacheFloor): a block a step frees in one size is given back
+// before a new one of another size is mapped, so the process's resident memory follows
+// what its tensors need at most, not the sum of every size's own peak.
+constexpr double kCacheSlack = 0.10;
+constexpr int64_t kCacheFloor = int64_t{64} << 20;
 
 // Freed CPU blocks by rounded size, reused by the next allocation of that size.
 struct HostCache {
@@ -35,6 +47,29 @@ HostCache& host_cache(int index) {
   // Never destroyed: tensors in static objects may be freed during exit.
   static auto* caches = new std::array<HostCache, kMaxDevices>;
   return (*caches)[static_cast<size_t>(index)];
+}
+
+// Blocks of 1 MiB and more are mapped on their own, so that freeing one (empty_cache, or
+// a block the cache has no room for) gives its pages back to the system at once. Through
+// malloc, glibc's mmap threshold rises to the size of every mapped block freed (up to
+// 32 MiB), after which such blocks come from its heap and freeing them shrinks nothing:
+// a model built, sharded and dropped would stay in the process's resident memory. Under
+// AddressSanitizer everything goes through malloc, which it checks.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr size_t kMapFrom = SIZE_MAX;
+#else
+constexpr size_t kMapFrom = size_t{1} << 20;
+#endif
+
+void* host_block_alloc(size_t rounded) {
+  if (rounded < kMapFrom) return std::aligned_alloc(kCpuAlignment, rounded);
+  void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+void host_block_free(void* p, size_t rounded) noexcept {
+  if (rounded < kMapFrom) std::free(p);
+  else ::munmap(p, rounded);
 }
 
 size_t host_block_size(size_t bytes) {
@@ -50,11 +85,16 @@ Counters& counters(const Device& d) {
   return d.is_cpu() ? cpu[static_cast<size_t>(d.index)] : cuda[static_cast<size_t>(d.index)];
 }
 
+void raise_to(std::atomic<int64_t>& a, int64_t v) {
+  int64_t seen = a.load();
+  while (v > seen && !a.compare_exchange_weak(seen, v)) {
+  }
+}
+
 void account_alloc(Counters& c, size_t bytes) {
   const int64_t now = c.current.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
-  int64_t peak = c.peak.load();
-  while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {
-  }
+  raise_to(c.peak, now);
+  raise_to(c.ever, now);
   c.allocations.fetch_add(1);
 }
 }  // namespace
@@ -75,7 +115,32 @@ void* device_alloc(const Device& device, size_t bytes) {
         cache.bytes -= static_cast<int64_t>(rounded);
       }
     }
-    if (!p) p = std::aligned_alloc(kCpuAlignment, rounded);
+    if (!p) {
+      // A new block: first give back cached ones (largest first) while live + cached +
+      // this block would pass the bound.
+      Counters& c = counters(device);
+      const int64_t need = static_cast<int64_t>(rounded);
+      const int64_t live = c.current.load();
+      const auto bound = std::max(static_cast<int64_t>(static_cast<double>(std::max(c.ever.load(), live + need)) *
+                                                       (1.0 + kCacheSlack)),
+                                  live + need + kCacheFloor);
+      std::vector<std::pair<void*, size_t>> drop;
+      {
+        std::lock_guard<std::mutex> lock(cache.mu);
+        while (cache.bytes > 0 && live + cache.bytes + need > bound) {
+          auto big = std::max_element(cache.free.begin(), cache.free.end(), [](const auto& a, const auto& b) {
+            return (a.second.empty() ? 0 : a.first) < (b.second.empty() ? 0 : b.first);
+          });
+          if (big == cache.free.end() || big->second.empty()) break;
+          drop.emplace_back(big->second.back(), big->first);
+          big->second.pop_back();
+          cache.bytes -= static_cast<int64_t>(big->first);
+          if (big->second.empty()) cache.free.erase(big);
+        }
+      }
+      for (auto [q, size] : drop) host_block_free(q, size);
+      p = host_block_alloc(rounded);
+    }
     DPB_CHECK(p != nullptr) << "out of host memory allocating " << bytes << " bytes on " << device;
   } else {
     p = device_backend(device.kind).allocate(device.index, bytes);
@@ -99,7 +164,7 @@ void device_free(const Device& device, void* ptr, size_t bytes) noexcept {
         kept = true;
       }
     }
-    if (!kept) std::free(ptr);
+    if (!kept) host_block_free(ptr, rounded);
   } else {
     if (auto* b = find_device_backend(device.kind)) b->release(device.index, ptr);
   }
@@ -149,7 +214,7 @@ void empty_cache(const Device& device) {
   HostCache& cache = host_cache(device.index);
   std::lock_guard<std::mutex> lock(cache.mu);
   for (auto& [size, blocks] : cache.free)
-    for (void* p : blocks) std::free(p);
+    for (void* p : blocks) host_block_free(p, size);
   cache.free.clear();
   cache.bytes = 0;
 }

@@ -39,7 +39,7 @@ RunReport ddp_report() {
   run.step_time_s.median = 0.016;
   run.step_time_s.count = 4;
   run.data_wait_share = 0.1;
-  run.devices = {{"cpu@rank0", 40, 0.9, 1000}, {"cpu@rank1", 40, std::nullopt, 1000}};
+  run.devices = {{"cpu@rank0", 40, 0.9, 1000, 4096.0, 3.0e9, 1.5e6}, {"cpu@rank1", 40, std::nullopt, 1000, {}, {}, {}}};
   RankStats rank;
   rank.host = "h";
   rank.device = "cpu:0 (cores 0)";

@@ -37,7 +37,7 @@ reports::RunReport base_report() {
   run.step_time_s.median = 0.01;
   run.throughput_samples_per_s = 6400.0;
   run.data_wait_share = 0.05;
-  run.devices = {{"cpu:0", 320, 0.9, 0}, {"cpu:1", 320, 0.88, 0}};
+  run.devices = {{"cpu:0", 320, 0.9, 0, {}, {}, {}}, {"cpu:1", 320, 0.88, 0, {}, {}, {}}};
   reports::DpStats dp;
   dp.scatter_calls = 10;
   dp.last_chunks = {32, 32};
@@ -541,7 +541,7 @@ TEST(DoctorRules, FsdpUnitTooLargeWhenGatheringOutweighsTheShards) {
 TEST(DoctorRules, DataParallelIdleIsExplainedNotUnexplained) {
   auto r = base_report();
   auto& run = run0(r);
-  run.devices = {{"cpu:0", 320, 0.79, 0}, {"cpu:1", 320, 0.69, 0}};
+  run.devices = {{"cpu:0", 320, 0.79, 0, {}, {}, {}}, {"cpu:1", 320, 0.69, 0, {}, {}, {}}};
   run.data_wait_share = 0.20;
   run.step_time_s.median = 0.0032;
   run.dp->primary_only_s = 0.00016;
