@@ -18,6 +18,7 @@
 #include "engine/backend/op_profile.h"
 #include "engine/core/file_io.h"
 #include "engine/core/log.h"
+#include "engine/core/process.h"
 #include "engine/core/stats.h"
 #include "engine/trace/nvtx.h"
 #include "engine/trace/timeline.h"
@@ -30,7 +31,7 @@ namespace {
 
 reports::RunConfig run_config(const BenchOptions& o, Model& model, const Trainer& trainer, const RunSetup& setup,
                               const std::vector<std::string>& ids, int world, int threads, int64_t per_device,
-                              const RankContext* rank) {
+                              const RankContext* rank, int64_t parameters) {
   const ModelSpec& spec = model.spec();
   reports::RunConfig c;
   c.mode = o.mode;
@@ -75,7 +76,7 @@ reports::RunConfig run_config(const BenchOptions& o, Model& model, const Trainer
   c.lr_scale = lr_scaling_name(o.train.lr_scale);
   c.lr_effective = trainer.base_lr();
   c.lr_schedule = lr_schedule_name(o.train.lr_schedule);
-  c.parameters = model.parameter_count();
+  c.parameters = parameters;
   if (!o.train.resume_path.empty()) c.resumed_from = o.train.resume_path;
   return c;
 }
@@ -217,6 +218,39 @@ reports::TpStats tp_stats(TensorParallel& t, const Optimizer& opt, comm::Process
   return s;
 }
 
+// A device's memory: its allocator's peak and cache, and the resident memory of the
+// process that drives it.
+struct DeviceMemory {
+  int64_t peak = 0;
+  reports::Num cached, rss_peak, rss_shared;
+};
+
+DeviceMemory device_memory(Device device) {
+  DeviceMemory m;
+  const MemoryStats a = memory_stats(device);
+  m.peak = a.peak_bytes;
+  m.cached = static_cast<double>(a.cached_bytes);
+  if (const auto r = proc::resident_memory()) {
+    m.rss_peak = static_cast<double>(r->peak_bytes);
+    m.rss_shared = static_cast<double>(r->shared_bytes);
+  }
+  return m;
+}
+
+// Every rank's DeviceMemory (a collective), exact (as JSON text, not floats).
+std::vector<DeviceMemory> gather_device_memory(comm::ProcessGroup& pg, Device device) {
+  const DeviceMemory m = device_memory(device);
+  auto opt = [](const reports::Num& v) { return v ? nlohmann::json(static_cast<int64_t>(*v)) : nlohmann::json(); };
+  const nlohmann::json mine = {{"peak", m.peak}, {"cached", opt(m.cached)}, {"rss", opt(m.rss_peak)}, {"shm", opt(m.rss_shared)}};
+  std::vector<DeviceMemory> out;
+  for (const auto& text : gather_strings(pg, mine.dump(), device)) {
+    const auto j = nlohmann::json::parse(text);
+    auto get = [&](const char* k) { return j.at(k).is_null() ? reports::Num() : reports::Num(j.at(k).get<double>()); };
+    out.push_back({j.at("peak").get<int64_t>(), get("cached"), get("rss"), get("shm")});
+  }
+  return out;
+}
+
 }  // namespace
 
 std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std::vector<std::string>& argv,
@@ -240,8 +274,14 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   const std::vector<std::string> ids = device_ids(o, rank);
   setup.train.save_path = o.train.save_path;
   setup.train.resume_path = o.train.resume_path;
+  // The report's memory is training's: the model is not gathered whole afterwards (a
+  // checkpoint still is, and --layer-profile times the whole model's layers).
+  setup.train.full_model_after_run = o.out.layer_profile;
   setup.train.progress = lead ? o.train.progress : ProgressMode::none;
-  const int64_t parameters = model.parameter_count();  // before fsdp shards them away (or tp cuts them)
+  // Before fsdp shards them away (or tp cuts them): the model stays sharded after the run.
+  const int64_t parameters = model.parameter_count();
+  const double model_flops_per_sample = static_cast<double>(model.flops_per_sample());
+  const double model_flops_per_token = model.spec().per_position ? model.flops_per_token() : 0.0;
   Trainer trainer(model, *data.train, setup.train, eval ? data.test.get() : nullptr, data.augment.get());
 
   log::info("training {} ({} parameters) on {} ({} training samples{}) in mode {} on {} device(s) with {} thread(s) "
@@ -302,6 +342,7 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   std::optional<reports::FsdpStats> fsdp;
   std::optional<reports::TpStats> tp;
   std::optional<reports::TimelineExcerpt> excerpt;
+  std::vector<DeviceMemory> memory;
   if (rank) {
     RankMetrics mine = rank_metrics(measured, result.steps, rank->device.index);
     if (device_figs) apply_device_figures(*device_figs, rank->device.index, window, mine);
@@ -316,6 +357,7 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
       fsdp = fsdp_stats(*f, trainer.optimizer(), *rank->group, rank->device, measured);
     if (auto* t = trainer.strategy().tp()) tp = tp_stats(*t, trainer.optimizer(), *rank->group, rank->device, measured);
     ranks.records = gather_rank_records(*rank->group, measured, rank->device);
+    memory = gather_device_memory(*rank->group, rank->device);
     if (!o.out.trace_path.empty()) write_trace(o, result, ids, rank, device_rows);
     excerpt = timeline_excerpt(measured.back(), source, rank, device_rows);
     if (!lead) return std::nullopt;
@@ -333,7 +375,7 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   report.tool = reports::this_tool();
   report.command = argv;
   report.env = reports::collect_environment();
-  report.config = run_config(o, model, trainer, setup, ids, world, threads, per_device, rank);
+  report.config = run_config(o, model, trainer, setup, ids, world, threads, per_device, rank, parameters);
 
   reports::RunMetrics run;
   run.world_size = world;
@@ -347,12 +389,12 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   run.wall_time_s = result.wall_seconds;
   run.loss_first = result.steps.front().loss;
   run.loss_last = result.steps.back().loss;
-  double flops_per_sample = 3.0 * static_cast<double>(model.flops_per_sample());
+  double flops_per_sample = 3.0 * model_flops_per_sample;
   if (model.spec().per_position) {
     const int64_t T = model.spec().input[0];
     run.tokens_per_sample = T;
     run.throughput_tokens_per_s = throughput * static_cast<double>(T);
-    const double per_token = model.flops_per_token();
+    const double per_token = model_flops_per_token;
     run.flops_per_token = per_token;
     flops_per_sample = per_token * static_cast<double>(T);
     // This process's forward passes (rank 0's under ddp; every rank decides alike).
@@ -388,9 +430,13 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
                       : busy_fraction(index, window);
     }
   }
-  for (int d = 0; d < world; ++d)
+  if (!rank)
+    for (int d = 0; d < world; ++d) memory.push_back(device_memory(bench_device(o, d)));
+  for (int d = 0; d < world; ++d) {
+    const DeviceMemory& m = memory[static_cast<size_t>(d)];
     run.devices.push_back({ids[static_cast<size_t>(d)], samples[static_cast<size_t>(d)], busy[static_cast<size_t>(d)],
-                           memory_stats(rank ? rank->device : bench_device(o, d)).peak_bytes});
+                           m.peak, m.cached, m.rss_peak, m.rss_shared});
+  }
   if (rank) {
     run.ranks = rank_stats(ranks);
     run.data = same_data(ranks.records);

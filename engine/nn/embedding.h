@@ -19,6 +19,8 @@ class Embedding : public Module {
   Tensor forward(const Tensor& tokens) override;
   // Returns no input gradient (tokens have none).
   Tensor backward(const Tensor& grad_out) override;
+  // Its backward scatters the output gradient into the table's gradient by token.
+  bool backward_reads_parameters() const override { return false; }
   std::string type_name() const override { return "Embedding"; }
   int64_t forward_flops(const Shape& input, Shape* output) const override;
   std::unique_ptr<Module> clone_structure() const override;

@@ -26,6 +26,9 @@ class Module {
   // Multiply-accumulates x2 of one forward pass for a single sample of `input` shape
   // (without the batch dim); sets *output to the per-sample output shape.
   virtual int64_t forward_flops(const Shape& input, Shape* output) const = 0;
+  // Whether backward reads the values of the parameters it uses (not only their shapes):
+  // FSDP frees gathered parameters once no backward still to run reads them.
+  virtual bool backward_reads_parameters() const { return true; }
 
   std::vector<std::pair<std::string, Parameter*>> named_parameters();
   std::vector<Parameter*> parameters();

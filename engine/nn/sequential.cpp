@@ -50,8 +50,10 @@ Tensor Sequential::forward(const Tensor& x) {
   return h;
 }
 
-Tensor Sequential::backward(const Tensor& grad_out) {
-  Tensor g = grad_out;
+Tensor Sequential::backward(const Tensor& grad_out) { return backward_consuming(grad_out); }
+
+Tensor Sequential::backward_consuming(Tensor grad_out) {
+  Tensor g = std::move(grad_out);
   const bool ranges = trace::nvtx_enabled();
   for (size_t i = layers_.size(); i-- > 0;) {
     if (hooks_) hooks_->before_backward(*this, i);

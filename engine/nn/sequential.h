@@ -40,6 +40,10 @@ class Sequential : public Module {
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
+  // The same, holding the output gradient only until the last layer's backward has used
+  // it (a model's logits' gradient is freed there, not when the step ends), when the
+  // caller hands over its only reference (std::move).
+  Tensor backward_consuming(Tensor grad_out);
   std::string type_name() const override { return "Sequential"; }
   int64_t forward_flops(const Shape& input, Shape* output) const override;
   void set_needs_input_grad(bool on) override;

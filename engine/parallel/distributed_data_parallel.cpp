@@ -68,21 +68,41 @@ void check_same_parameter_shapes(Module& module, comm::ProcessGroup& group, cons
 // All tensors as one flat tensor: one broadcast instead of one per tensor.
 void broadcast_from_rank0(comm::ProcessGroup& group, const std::vector<Tensor*>& tensors) {
   if (tensors.empty() || group.size() == 1) return;
-  int64_t total = 0;
-  for (const Tensor* t : tensors) total += t->numel();
+  // In pieces of at most kPiece elements: a large plain tensor is broadcast in place,
+  // small ones packed together, so the copy never holds the whole model a second time
+  // (FSDP shards right after this; a flat copy of gpt2 was 475 MiB per rank).
+  constexpr int64_t kPiece = int64_t{8} << 20;  // 32 MiB of f32
   const Device dev = tensors.front()->device();
-  Tensor flat = Tensor::empty({total}, dev);
-  int64_t off = 0;
-  for (const Tensor* t : tensors) {
-    flat.slice(off, off + t->numel()).copy_from(t->to_plain().view({t->numel()}));
-    off += t->numel();
-  }
-  group.broadcast(flat, 0)->wait();
-  off = 0;
+  std::vector<Tensor*> pack;
+  int64_t packed = 0;
+  auto flush = [&] {
+    if (pack.empty()) return;
+    Tensor flat = Tensor::empty({packed}, dev);
+    int64_t off = 0;
+    for (const Tensor* t : pack) {
+      flat.slice(off, off + t->numel()).copy_from(t->to_plain().view({t->numel()}));
+      off += t->numel();
+    }
+    group.broadcast(flat, 0)->wait();
+    off = 0;
+    for (Tensor* t : pack) {
+      t->copy_from(flat.slice(off, off + t->numel()).view(t->shape()));
+      off += t->numel();
+    }
+    pack.clear();
+    packed = 0;
+  };
   for (Tensor* t : tensors) {
-    t->copy_from(flat.slice(off, off + t->numel()).view(t->shape()));
-    off += t->numel();
+    if (t->is_plain() && t->numel() >= kPiece) {
+      flush();
+      group.broadcast(*t, 0)->wait();
+      continue;
+    }
+    if (packed + t->numel() > kPiece) flush();
+    pack.push_back(t);
+    packed += t->numel();
   }
+  flush();
 }
 
 Tensor DistributedDataParallel::forward(const Tensor& x) {
@@ -94,10 +114,10 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
   return module_.forward(x);
 }
 
-void DistributedDataParallel::backward(const Tensor& grad_out) {
+void DistributedDataParallel::backward(Tensor grad_out) {
   reducer_->prepare(sync_ && group_.size() > 1);
   backward_begin_ns_ = now_ns();
-  module_.backward(grad_out);
+  module_.backward_consuming(std::move(grad_out));
   backward_end_ns_ = now_ns();
   reducer_->finalize();
 }

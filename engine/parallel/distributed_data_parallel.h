@@ -33,7 +33,7 @@ class DistributedDataParallel {
   DistributedDataParallel(Model& module, comm::ProcessGroup& group, DdpOptions options = {});
 
   Tensor forward(const Tensor& x);
-  void backward(const Tensor& grad_out);
+  void backward(Tensor grad_out);
   // Off: the next backwards only accumulate gradients (torch's `with ddp.no_sync():`).
   void set_sync(bool on) { sync_ = on; }
   bool sync() const { return sync_; }

@@ -114,9 +114,24 @@ FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessG
   std::sort(shard_members_.begin(), shard_members_.end());
   for (size_t i : shard_members_) memory_.shard_gradient_bytes += members_[i].part_len * kF32;
   if (!layers.empty()) last_layer_ = {layers.back().owner, layers.back().index};
+  // The root stays gathered through backward only as far as a layer that uses it reads
+  // it there: GPT-2's tied head does (its input gradient), the token embedding does not
+  // (it only scatters its gradient), so the root is freed after the head's backward.
+  for (size_t l = 0; l < layers.size(); ++l) {
+    layer_pos_[{layers[l].owner, layers[l].index}] = l;
+    if (root_ < 0) continue;
+    bool uses_root = false;
+    for (size_t i : units_[static_cast<size_t>(root_)].members)
+      uses_root = uses_root || std::count(users[members_[i].param].begin(), users[members_[i].param].end(), l) > 0;
+    if (uses_root && layers[l].module->backward_reads_parameters())
+      root_read_until_ = std::min(root_read_until_, static_cast<int64_t>(l));
+  }
   for (const auto& l : layers)
     if (std::find(hooked_.begin(), hooked_.end(), l.owner) == hooked_.end()) hooked_.push_back(l.owner);
   for (Sequential* s : hooked_) s->set_layer_hooks(this);
+  // The whole model's parameters, just dropped, sit in the allocator's cache in sizes
+  // training never asks for again: they go back to the system.
+  empty_cache(device_);
 }
 
 FullyShardedDataParallel::~FullyShardedDataParallel() {
@@ -157,7 +172,11 @@ void FullyShardedDataParallel::note_grads(int64_t delta) {
 void FullyShardedDataParallel::start_gather(size_t u) {
   Unit& unit = units_[u];
   if (group_.size() == 1) return;  // one rank: its shard is the whole flat parameter
-  unit.gathered = Tensor::empty({unit.chunk * group_.size()}, device_);
+  // The unit keeps one storage for its gathered parameters for good: freed (released)
+  // after its forward, refilled here. A layer's backward computes with the views it saved
+  // in forward, which see the values again once this all-gather has filled the storage.
+  if (!unit.gathered.defined()) unit.gathered = Tensor::empty({unit.chunk * group_.size()}, device_);
+  else unit.gathered.refill_storage();
   note_gathered(unit.gathered.numel() * kF32);
   CollectiveRecord c{"all-gather", unit.name, unit.chunk * kF32, now_ns(), 0, 0, 0, 0};
   unit.gather_work = group_.allgather(unit.gathered, unit.flat);
@@ -197,13 +216,32 @@ void FullyShardedDataParallel::ensure_full(size_t u) {
   unit.full = true;
 }
 
+// The unit's memory freed while its parameters keep their views (their shapes and
+// devices, which the layers' remaining backward still asks for; nothing reads them).
+void FullyShardedDataParallel::release_early(size_t u) {
+  Unit& unit = units_[u];
+  if (!unit.full || unit.released || group_.size() == 1) return;
+  unit.gathered.release_storage();
+  note_gathered(-unit_bytes(u));
+  unit.released = true;
+}
+
 void FullyShardedDataParallel::free_full(size_t u) {
   Unit& unit = units_[u];
   if (!unit.full) return;
   for (size_t i : unit.members) members_[i].param->data() = Tensor();
-  unit.gathered = Tensor();
+  if (unit.released) {
+    unit.released = false;
+  } else if (group_.size() > 1) {
+    // Frees the memory itself, not only this class's references: a layer's saved views
+    // (Linear keeps its weight for backward) would otherwise hold the whole unit until its
+    // backward, as FSDP2 frees by resizing the all-gather output's storage to zero.
+    unit.gathered.release_storage();
+    note_gathered(-unit_bytes(u));
+  } else {
+    unit.gathered = Tensor();
+  }
   unit.full = false;
-  if (group_.size() > 1) note_gathered(-unit_bytes(u));
 }
 
 void FullyShardedDataParallel::prefetch_after(size_t u, int direction) {
@@ -263,6 +301,10 @@ void FullyShardedDataParallel::attach_gradients(size_t u) {
 }
 
 void FullyShardedDataParallel::after_backward(Sequential& seq, size_t layer) {
+  if (root_ >= 0) {
+    auto it = layer_pos_.find({&seq, layer});
+    if (it != layer_pos_.end() && static_cast<int64_t>(it->second) == root_read_until_) release_early(static_cast<size_t>(root_));
+  }
   const int u = unit_of(seq, layer);
   if (u < 0) return;
   reduce_scatter(static_cast<size_t>(u));
@@ -352,11 +394,11 @@ Tensor FullyShardedDataParallel::forward(const Tensor& x) {
   return out;
 }
 
-void FullyShardedDataParallel::backward(const Tensor& grad_out) {
+void FullyShardedDataParallel::backward(Tensor grad_out) {
   backward_begin_ns_ = now_ns();
   // The root's parameters collect gradients from several layers over the whole backward.
   if (root_ >= 0) attach_gradients(static_cast<size_t>(root_));
-  module_.backward(grad_out);
+  module_.backward_consuming(std::move(grad_out));
   backward_end_ns_ = now_ns();
   if (root_ >= 0) {
     reduce_scatter(static_cast<size_t>(root_));

@@ -22,6 +22,7 @@
 //     does), with shard_decay_mask() for its weight decay.
 // Every rank must build the same model; construction checks it, broadcasts rank 0's
 // values and shards them.
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -66,7 +67,7 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   Tensor forward(const Tensor& x);
   // The model's backward; returns when every unit's gradient is reduce-scattered into
   // the shards' gradients (added to them when a step accumulates several batches).
-  void backward(const Tensor& grad_out);
+  void backward(Tensor grad_out);
 
   // What the optimizer steps: this rank's part of each model parameter that has one, in
   // model order.
@@ -121,7 +122,8 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
     Tensor grads;       // the flat gradient its backward writes into
     std::shared_ptr<comm::Work> gather_work;
     int gather_record = -1;
-    bool full = false;  // members' data are views into `gathered`
+    bool full = false;      // members' data are views into `gathered`
+    bool released = false;  // full, but its memory freed before backward ended (release_early)
   };
   struct PendingScatter {
     size_t unit;
@@ -142,6 +144,7 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   void start_gather(size_t u);
   void ensure_full(size_t u);
   void free_full(size_t u);
+  void release_early(size_t u);
   void prefetch_after(size_t u, int direction);
   void reduce_scatter(size_t u);
   void finish_scatter(PendingScatter& p);
@@ -160,6 +163,10 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   std::vector<Unit> units_;  // forward order; the root unit (shared parameters), if any, last
   int root_ = -1;
   std::map<std::pair<const Sequential*, size_t>, int> unit_at_;
+  std::map<std::pair<const Sequential*, size_t>, size_t> layer_pos_;  // place in pipeline_units
+  // The first layer (forward order) whose backward reads the root's parameters; after its
+  // backward the root's memory is freed (INT64_MAX: none reads them).
+  int64_t root_read_until_ = INT64_MAX;
   std::pair<const Sequential*, size_t> last_layer_{nullptr, 0};  // the model's last layer
   std::vector<Sequential*> hooked_;
   std::vector<PendingScatter> scatters_;

@@ -38,6 +38,18 @@ Tensor Tensor::from_external(const Shape& shape, Device device, float* data, std
   return t;
 }
 
+void Storage::release() {
+  DPB_CHECK(!owner_ && !pinned_) << "only storage allocated for a device can be released";
+  if (!data_) return;
+  device_free(device_, data_, bytes_);
+  data_ = nullptr;
+}
+
+void Storage::refill() {
+  if (data_) return;
+  data_ = device_alloc(device_, bytes_);
+}
+
 Tensor Tensor::empty(const Shape& shape, Device device, DType dtype, Layout layout) {
   for (auto d : shape.dims()) DPB_CHECK(d >= 0) << "negative dimension in shape " << shape;
   if (layout == Layout::nhwc) {

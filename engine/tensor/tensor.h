@@ -53,6 +53,13 @@ class Storage {
   size_t bytes() const { return bytes_; }
   const Device& device() const { return device_; }
 
+  // Frees the memory while every tensor over it keeps its place (FSDP's reshard: the
+  // views a layer saved for its backward hold nothing until refill() allocates the same
+  // size again). Only storage this process allocated (not pinned, not external).
+  void release();
+  void refill();
+  bool released() const { return data_ == nullptr; }
+
  private:
   Device device_;
   size_t bytes_;
@@ -132,6 +139,10 @@ class Tensor {
   void fill(float value);
   void zero() { fill(0.0f); }
   bool shares_storage_with(const Tensor& o) const { return storage_ == o.storage_; }
+  // Storage::release / refill for this tensor's storage (and so for every view of it).
+  void release_storage() const { storage_->release(); }
+  void refill_storage() const { storage_->refill(); }
+  bool storage_released() const { return storage_ && storage_->released(); }
 
  private:
   void zero_padding();

@@ -9,6 +9,7 @@
 #include "engine/core/log.h"
 #include "engine/nn/batchnorm2d.h"
 #include "engine/trace/nvtx.h"
+#include "engine/tensor/allocator.h"
 #include "engine/trace/timeline.h"
 
 namespace dpb {
@@ -18,6 +19,18 @@ void ParallelStrategy::synchronize() {
 }
 
 namespace {
+
+// Moves the model to the device it trains on. The model was built on the host (cpu:0);
+// where it moves elsewhere, its old blocks would stay in that device's allocator cache,
+// in sizes nothing asks for again (a whole model's worth of resident memory): they go
+// back to the system.
+void move_model(Model& model, const Device& to) {
+  const auto params = model.parameters();
+  const std::optional<Device> from =
+      params.empty() || !params.front()->data().defined() ? std::nullopt : std::optional<Device>(params.front()->data().device());
+  model.to(to);
+  if (from && !(*from == to)) empty_cache(*from);
+}
 
 void in_forward(const TrainOptions& o, const BatchContext& ctx) {
   if (o.hooks.in_forward) o.hooks.in_forward(ctx.step);
@@ -105,7 +118,7 @@ class SingleDevice : public ParallelStrategy {
           << "CUDA graphs need a model trained with cross-entropy (its loss stays on the device); '"
           << model.spec().name << "' is trained with " << loss_name(model.spec().loss);
     }
-    model_.to(o_.device);
+    move_model(model_, o_.device);
   }
   ParallelMode mode() const override { return ParallelMode::single; }
   std::vector<Device> devices() const override { return {o_.device}; }
@@ -128,9 +141,10 @@ class SingleDevice : public ParallelStrategy {
       trace::Span span("loss", trace::Category::compute, dev);
       loss = loss_of(model_, out, batch.target, ctx.loss_scale);
     }
+    out = Tensor();  // the logits: the loss holds what backward needs
     trace::NvtxRange range("backward");
     trace::Span span("backward", trace::Category::compute, dev);
-    model_.backward(loss.grad);
+    model_.backward_consuming(std::move(loss.grad));
     return loss;
   }
 
@@ -257,7 +271,7 @@ class DdpStrategy : public ParallelStrategy {
  public:
   DdpStrategy(Model& model, const TrainOptions& o) : model_(model), o_(o) {
     DPB_CHECK(o_.ddp.group) << "--mode=ddp needs this rank's process group";
-    model_.to(o_.device);
+    move_model(model_, o_.device);
     if (o_.ddp.sync_bn) convert_sync_batchnorm(model_, o_.ddp.group);
     // 2D: each rank holds its part of the cut model; DDP reduces the parts' gradients over
     // the ranks that hold the same part.
@@ -288,7 +302,8 @@ class DdpStrategy : public ParallelStrategy {
     // The module's backward is compute; what DDP then waits for (the last buckets'
     // all-reduces) is communication.
     ddp_->set_sync(ctx.last);
-    ddp_->backward(loss.grad);
+    out = Tensor();  // the logits: the loss holds what backward needs
+    ddp_->backward(std::move(loss.grad));
     const int64_t done = now_ns();
     trace::timeline().record(
         {"backward", trace::Category::compute, dev, "main", ddp_->backward_begin_ns(), ddp_->backward_end_ns(), {}});
@@ -331,7 +346,8 @@ class DdpStrategy : public ParallelStrategy {
     LossResult loss = loss_of(model_, out, batch.target, ctx.loss_scale, tp_.get());
     trace::NvtxRange range("backward");
     ddp_->set_sync(ctx.last);
-    ddp_->backward(loss.grad);
+    out = Tensor();  // the logits: the loss holds what backward needs
+    ddp_->backward(std::move(loss.grad));
     const int64_t done = now_ns();
     tp_->take_step();
     record_collectives(tp_->collectives(),
@@ -359,7 +375,7 @@ class FsdpStrategy : public ParallelStrategy {
   FsdpStrategy(Model& model, const TrainOptions& o) : model_(model), o_(o) {
     DPB_CHECK(o_.ddp.group) << "--mode=fsdp needs this rank's process group";
     DPB_CHECK(!o_.ddp.sync_bn) << "--sync-bn is for --mode=ddp";
-    model_.to(o_.device);
+    move_model(model_, o_.device);
     fsdp_ = std::make_unique<FullyShardedDataParallel>(model_, *o_.ddp.group, o_.fsdp);
   }
   ParallelMode mode() const override { return ParallelMode::fsdp; }
@@ -381,8 +397,9 @@ class FsdpStrategy : public ParallelStrategy {
       trace::Span span("loss", trace::Category::compute, dev);
       loss = loss_of(model_, out, batch.target, ctx.loss_scale);
     }
+    out = Tensor();  // the logits: the loss holds what backward needs
     trace::NvtxRange range("backward");
-    fsdp_->backward(loss.grad);
+    fsdp_->backward(std::move(loss.grad));
     const int64_t done = now_ns();
     r.backward_begin_ns = fsdp_->backward_begin_ns();
     r.backward_end_ns = fsdp_->backward_end_ns();
@@ -408,7 +425,7 @@ class TpStrategy : public ParallelStrategy {
   TpStrategy(Model& model, const TrainOptions& o) : model_(model), o_(o) {
     DPB_CHECK(o_.ddp.group) << "--mode=tp needs this rank's process group";
     DPB_CHECK(!o_.ddp.sync_bn) << "--sync-bn is for --mode=ddp";
-    model_.to(o_.device);
+    move_model(model_, o_.device);
     tp_ = std::make_unique<TensorParallel>(model_, *o_.ddp.group);
   }
   ParallelMode mode() const override { return ParallelMode::tp; }

@@ -98,6 +98,10 @@ struct TrainOptions {
   // model's validation loss during training).
   int64_t eval_every = 0;
   std::string save_path;    // checkpoint written at the end
+  // fsdp / tp: the model holds its full parameters after run() (as single-device training
+  // would: for a caller that reads them). Off, the model stays sharded unless a checkpoint
+  // is saved, and run()'s memory is training's only (dpbench's reports).
+  bool full_model_after_run = true;
   std::string resume_path;  // checkpoint to continue from
   ProgressMode progress = ProgressMode::none;
 };

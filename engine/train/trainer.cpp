@@ -290,11 +290,12 @@ TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) 
   // FSDP: the model gets its full parameters back and the optimizer state is gathered
   // (every rank takes part, as for a full state dict).
   std::vector<OptimizerState> full_state;
-  if (auto* f = strategy_->fsdp()) {
+  const bool full = o_.full_model_after_run || !o_.save_path.empty();
+  if (auto* f = strategy_->fsdp(); f && full) {
     f->gather_full_parameters();
     if (!o_.save_path.empty()) full_state = f->full_optimizer_state(*optimizer_);
   }
-  if (auto* t = strategy_->tp()) {
+  if (auto* t = strategy_->tp(); t && full) {
     if (!o_.save_path.empty()) full_state = t->full_optimizer_state(*optimizer_);
     t->gather_full_parameters();
   }

@@ -15,6 +15,8 @@
 #include "engine/backend/ops.h"
 #include "engine/data/synthetic.h"
 #include "engine/data/tokens.h"
+#include "engine/nn/linear.h"
+#include "engine/tensor/allocator.h"
 #include "engine/train/safetensors.h"
 #include "engine/train/trainer.h"
 #include "tests/support/checkpoints.h"
@@ -90,6 +92,112 @@ TEST(Fsdp, EachRankHoldsItsShardsAndOneUnitAtATime) {
             << name << " at " << world << " ranks";
       });
     }
+}
+
+// Records the device allocator's live bytes each time the data passes it, in forward
+// and in backward: a layer without parameters placed between a model's layers.
+class AllocatorProbe : public Module {
+ public:
+  AllocatorProbe(Device d, std::vector<int64_t>* forward, std::vector<int64_t>* backward)
+      : device_(d), forward_(forward), backward_(backward) {}
+  Tensor forward(const Tensor& x) override {
+    forward_->push_back(memory_stats(device_).current_bytes);
+    return x;
+  }
+  Tensor backward(const Tensor& g) override {
+    backward_->push_back(memory_stats(device_).current_bytes);
+    return g;
+  }
+  std::string type_name() const override { return "AllocatorProbe"; }
+  int64_t forward_flops(const Shape& input, Shape* output) const override {
+    *output = input;
+    return 0;
+  }
+  std::unique_ptr<Module> clone_structure() const override {
+    return std::make_unique<AllocatorProbe>(device_, forward_, backward_);
+  }
+
+ private:
+  Device device_;
+  std::vector<int64_t>*forward_, *backward_;
+};
+
+struct ProbedStep {
+  std::vector<int64_t> forward, backward;  // allocator's live bytes after each layer
+  int64_t before = 0;                      // before the forward
+  int64_t unit_bytes = 0;                  // one layer's gathered parameters
+  double activation_bytes = 0;             // FSDP's figure
+};
+
+// Six 256x256 linear layers (a unit of 257 KiB each, against 2 KiB of activations per
+// layer at batch 2), a probe after each, one training step sharded over two ranks.
+std::vector<ProbedStep> probed_step(const FsdpOptions& options) {
+  constexpr int64_t kWidth = 256, kLayers = 6;
+  std::vector<ProbedStep> out(2);
+  test::run_ranks_ok(2, [&](int rank, comm::ProcessGroup& pg) {
+    const Device dev = Device::cpu(rank);
+    ProbedStep& mine = out[static_cast<size_t>(rank)];
+    ModelSpec spec;
+    spec.name = "probed-mlp";
+    spec.input = Shape{kWidth};
+    spec.outputs = kWidth;
+    spec.loss = LossKind::mse;
+    Model model(spec);
+    Generator gen(3);
+    for (int64_t l = 0; l < kLayers; ++l) {
+      model.add("fc" + std::to_string(l), std::make_unique<Linear>(kWidth, kWidth, true, &gen));
+      model.add("probe" + std::to_string(l), std::make_unique<AllocatorProbe>(dev, &mine.forward, &mine.backward));
+    }
+    model.to(dev);
+    FullyShardedDataParallel fsdp(model, pg, options);
+    mine.unit_bytes = (kWidth * kWidth + kWidth) * 4;
+    Tensor x = Tensor::full({2, kWidth}, 0.5f, dev), target = Tensor::zeros({2, kWidth}, dev);
+    mine.before = memory_stats(dev).current_bytes;
+    LossResult l = compute_loss(LossKind::mse, fsdp.forward(x), target, true);
+    fsdp.backward(std::move(l.grad));
+    mine.activation_bytes = static_cast<double>(fsdp.memory().activation_bytes);
+  });
+  return out;
+}
+
+// Resharding frees memory, not only FSDP's own references: each linear layer keeps its
+// weight for its backward, a view into the unit's gathered storage, so before that
+// storage was released every gathered unit stayed allocated until its backward. Through
+// the allocator: in forward a rank holds the unit prefetched next and nothing more
+// (what it held after the first layer, give or take activations), where without
+// resharding every unit stays; and what forward leaves for backward (FSDP's activation
+// figure) is the same either way.
+TEST(Fsdp, ReshardingFreesTheGatheredWeightsLayersSaved) {
+  const auto resharded = probed_step({true, 1});
+  const auto kept = probed_step({false, 1});
+  const auto deeper = probed_step({true, 2});
+  for (int rank = 0; rank < 2; ++rank) {
+    const ProbedStep& on = resharded[static_cast<size_t>(rank)];
+    const ProbedStep& off = kept[static_cast<size_t>(rank)];
+    const ProbedStep& two = deeper[static_cast<size_t>(rank)];
+    ASSERT_EQ(on.forward.size(), 6u);
+    ASSERT_EQ(off.forward.size(), 6u);
+    const int64_t unit = on.unit_bytes, slack = unit / 2;
+    for (size_t k = 0; k < on.forward.size(); ++k) {
+      // The prefetch window (one unit ahead; the last unit stays for its backward).
+      EXPECT_LE(on.forward[k] - on.before, 1 * unit + slack) << "rank " << rank << " after layer " << k;
+      EXPECT_LE(two.forward[k] - two.before, 2 * unit + slack) << "rank " << rank << " after layer " << k;
+      EXPECT_LE(on.forward[k] - on.forward[0], slack) << "rank " << rank << " after layer " << k;
+    }
+    // Without resharding the probes see every unit pile up: they measure what they should.
+    EXPECT_GE(off.forward.back() - off.forward.front(), 4 * unit) << "rank " << rank;
+    EXPECT_NEAR(on.activation_bytes, off.activation_bytes, 0.05 * off.activation_bytes) << "rank " << rank;
+    EXPECT_GT(on.activation_bytes, 0);
+    // In backward (probe k passed after k layers' backward), one unit is gathered (the
+    // next one's, prefetched), one reduce-scatter is in flight (the full gradient and
+    // its chunk: 1.5 units), and each layer done has left its shard's gradient (half a
+    // unit): 3 + k/2 units at most, where a unit whose weights a layer kept would show
+    // every unit still to come (6 at the first probe).
+    ASSERT_EQ(on.backward.size(), 6u);
+    for (size_t k = 0; k < on.backward.size(); ++k)
+      EXPECT_LE(on.backward[k] - on.before, (6 + static_cast<int64_t>(k)) * unit / 2)
+          << "rank " << rank << " backward probe " << k;
+  }
 }
 
 // Evaluation through the model's own forward gathers each unit and frees it again, and

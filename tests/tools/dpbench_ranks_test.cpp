@@ -303,6 +303,15 @@ TEST(DpbenchFsdp, ReportHasEachRanksMemoryAndCollectives) {
     EXPECT_GT(m["peak_memory_bytes"].get<int64_t>(), m["shard_parameter_bytes"].get<int64_t>()) << m;
     EXPECT_LE(m["peak_gathered_parameter_bytes"].get<int64_t>(), full) << m;
   }
+  // Each rank's memory from its own process: the allocator's peak and cache, and the
+  // process's resident peak, which holds at least the tensors at their peak.
+  ASSERT_EQ(run["devices"].size(), 2u);
+  for (const auto& d : run["devices"]) {
+    ASSERT_TRUE(d["peak_rss_bytes"].is_number()) << d;
+    ASSERT_TRUE(d["cached_memory_bytes"].is_number()) << d;
+    EXPECT_GT(d["peak_rss_bytes"].get<double>(), d["peak_memory_bytes"].get<double>()) << d;
+    EXPECT_GE(d["shared_rss_bytes"].get<double>(), 0.0) << d;
+  }
   ASSERT_EQ(f["collectives"].size(), 2u);
   EXPECT_EQ(f["collectives"][0]["kind"], "all-gather");
   EXPECT_EQ(f["collectives"][0]["count"], 2 * 4 - 1 + 1);  // 4 layer units gathered twice but the last, the root once
