@@ -89,6 +89,37 @@ TEST_P(GlooCollectives, ComputeWhatTheyShould) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, GlooCollectives, ::testing::Values(1, 2, 3, 4));
 
+// The reduce-scatter of ranks on different hosts (no shared memory): Gloo's halving and
+// doubling, including rank counts that are not powers of two.
+class GlooReduceScatterAcrossHosts : public ::testing::TestWithParam<int> {};
+
+TEST_P(GlooReduceScatterAcrossHosts, KeepsEachRanksChunk) {
+  const int n = GetParam();
+  const int64_t count = 1001;
+  const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
+  comm::GroupOptions o;
+  o.shared_memory = false;
+  expect_no_errors(run_ranks(
+      n,
+      [&](int r, ProcessGroup& pg) {
+        Tensor chunk = Tensor::empty({count});
+        for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
+          pg.reduce_scatter(chunk, input(r, count * n), op)->wait();
+          const auto cv = chunk.to_vector();
+          for (int64_t i = 0; i < count; ++i) {
+            const auto base = static_cast<float>((r * count + i) % 7 + 1);
+            const float want = op == ReduceOp::sum   ? ranks_sum * base
+                               : op == ReduceOp::avg ? ranks_sum * base / static_cast<float>(n)
+                                                     : static_cast<float>(n) * base;
+            ASSERT_FLOAT_EQ(cv[static_cast<size_t>(i)], want) << reduce_op_name(op) << " element " << i;
+          }
+        }
+      },
+      o));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, GlooReduceScatterAcrossHosts, ::testing::Values(1, 2, 3, 4, 5));
+
 TEST(GlooGroup, MismatchedSizesAreAClearErrorWithDebugCollectives) {
   GroupOptions o;
   o.debug_collectives = true;

@@ -13,6 +13,7 @@
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/reduce_scatter.h>
 #include <gloo/math.h>
 #include <gloo/reduce.h>
 #include <gloo/rendezvous/context.h>
@@ -492,8 +493,10 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& out, const Tensor
   c->numel = in.numel();
   c->rop = op;
   // Ranks that share a host reduce-scatter through shared memory (each rank sums its own
-  // chunk). Elsewhere: Gloo 0.5 has no options-style reduce-scatter, so all-reduce the
-  // input and keep this rank's chunk (correct, at the bandwidth of an all-reduce).
+  // chunk). Elsewhere Gloo's reduce-scatter (recursive halving and doubling; Gloo 0.5 has
+  // it as an algorithm class, not options-style): each rank sends and receives
+  // (W - 1) / W of the input, half an all-reduce's traffic. Max and min, which it takes
+  // as a reduction function too, go the same way.
   auto src = std::make_shared<Staged>(in);
   auto dst = std::make_shared<Staged>(out);
   const int rank = rank_, size = size_;
@@ -504,19 +507,24 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& out, const Tensor
     if (n > 0 && shm) {
       shm->reduce_scatter(src->data(), static_cast<size_t>(dst->host.numel()), dst->data(), op == ReduceOp::avg);
     } else if (n > 0) {
-      Tensor work = src->host.clone();
-      gloo::AllreduceOptions o(std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}));
-      o.setOutput(work.data(), n);
-      o.setReduceFunction(reduce_fn(op));
-      o.setTag(tag);
-      o.setTimeout(timeout);
-      o.setAlgorithm(allreduce_algorithm(n * sizeof(float)));
-      gloo::allreduce(o);
+      (void)tag;
+      (void)timeout;  // the context's timeout bounds the algorithm's waits
+      Tensor work = src->host.clone();  // reduced in place
       const int64_t chunk = dst->host.numel();
-      const float* from = work.data() + chunk * rank;
+      const std::vector<int> per_rank(static_cast<size_t>(size), static_cast<int>(chunk));
+      const gloo::ReductionFunction<float>* fn = op == ReduceOp::max   ? gloo::ReductionFunction<float>::max
+                                                 : op == ReduceOp::min ? gloo::ReductionFunction<float>::min
+                                                                       : gloo::ReductionFunction<float>::sum;
+      gloo::ReduceScatterHalvingDoubling<float> algorithm(
+          std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}), std::vector<float*>{work.data()},
+          static_cast<int>(n), per_rank, fn);
+      algorithm.run();
+      // This rank's reduced chunk is at the start of the buffer.
+      const float* from = work.data();
       float* to = dst->data();
       const float scale = op == ReduceOp::avg ? 1.0f / static_cast<float>(size) : 1.0f;
       for (int64_t i = 0; i < chunk; ++i) to[i] = from[i] * scale;
+      (void)rank;
     }
     dst->copy_back();
   };
