@@ -128,20 +128,25 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
       ->check(CLI::Range(1, 100));
   app.add_option("--dp-forward", f.dp_forward,
                  "dp: scatter (through the wrapper) or bypass (call the wrapped module directly: the classic mistake)")
-      ->check(CLI::IsMember({"scatter", "bypass"}));
+      ->check(CLI::IsMember({"scatter", "bypass"}))
+      ->each([&o](const std::string&) { o.given.insert("--dp-forward"); });
   app.add_option("--dp-input", f.dp_input,
                  "dp: tensor (scattered) or list (a list of samples: replicated whole to every device, the mistake)")
-      ->check(CLI::IsMember({"tensor", "list"}));
+      ->check(CLI::IsMember({"tensor", "list"}))
+      ->each([&o](const std::string&) { o.given.insert("--dp-input"); });
   auto* mp = app.add_option_group("Model parallel (--mode=mp)");
   mp->add_option("--split", f.split,
                  "First layer of each stage after the first, by index or name (e.g. layer3.0; a wrong one lists "
-                 "them); default: balanced by each layer's measured forward + backward time");
+                 "them); default: balanced by each layer's measured forward + backward time")
+      ->each([&o](const std::string&) { o.given.insert("--split"); });
   mp->add_option("--schedule", f.schedule,
                  "naive (whole batch, one stage at a time), gpipe (all micro-batch forwards, then the backwards), "
                  "1f1b (one forward, one backward)")
-      ->check(CLI::IsMember({"naive", "gpipe", "1f1b"}));
+      ->check(CLI::IsMember({"naive", "gpipe", "1f1b"}))
+      ->each([&o](const std::string&) { o.given.insert("--schedule"); });
   mp->add_option("--micro-batches", o.pipeline.micro_batches, "Micro-batches per step (default: 1 for naive, else 4)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->each([&o](const std::string&) { o.given.insert("--micro-batches"); });
   app.add_option("--model", o.data.model, "Model: " + join(model_names()))->check(CLI::IsMember(model_names()));
   app.add_option("--dataset", o.data.dataset, "Dataset (synthetic: generated, learnable, no I/O)")
       ->check(CLI::IsMember(dataset_names()));
@@ -263,7 +268,8 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
   ranks->add_option("--store-bind", o.ranks.store_bind,
                     "Address rank 0's store listens on (also DPB_STORE_BIND; default: every address when the job "
                     "spans nodes, else MASTER_ADDR's)");
-  ranks->add_option("--bucket-mb", o.ddp.bucket_mb, "DDP: gradient bucket size in MiB (the first bucket is 1 MiB)");
+  ranks->add_option("--bucket-mb", o.ddp.bucket_mb, "DDP: gradient bucket size in MiB (the first bucket is 1 MiB)")
+      ->each([&o](const std::string&) { o.given.insert("--bucket-mb"); });
   ranks->add_option("--accum-steps", o.train.accum_steps,
                     "Batches per optimizer step (gradient accumulation; DDP skips the all-reduce on all but the last)")
       ->check(CLI::Range(1, 1 << 16));

@@ -62,6 +62,17 @@ void validate(const BenchOptions& o) {
       << "--device-timing=" << (d.timing == DeviceTiming::cupti ? "cupti" : "events")
       << " times GPU work; on logical CPU devices the host clock is the device's (use auto or off)";
   // Checked before the GPUs are: a mistake in the flags is named on any machine.
+  // A flag of another mode is an error, never silently ignored.
+  struct ModeFlag {
+    const char* flag;
+    ParallelMode mode;
+  };
+  for (const ModeFlag& f : {ModeFlag{"--dp-forward", ParallelMode::dp}, ModeFlag{"--dp-input", ParallelMode::dp},
+                            ModeFlag{"--split", ParallelMode::pipeline}, ModeFlag{"--schedule", ParallelMode::pipeline},
+                            ModeFlag{"--micro-batches", ParallelMode::pipeline},
+                            ModeFlag{"--bucket-mb", ParallelMode::ddp}})
+    DPB_CHECK(!o.given.count(f.flag) || o.mode == f.mode)
+        << f.flag << " is for --mode=" << parallel_mode_name(f.mode) << ", not --mode=" << mode;
   DPB_CHECK(!o.fsdp.set || o.mode == ParallelMode::fsdp)
       << "--fsdp-reshard and --fsdp-prefetch are for --mode=fsdp";
   DPB_CHECK((o.mode != ParallelMode::fsdp && o.mode != ParallelMode::tp) || !o.ddp.sync_bn)
@@ -181,7 +192,10 @@ BenchOptions sweep_point(const BenchOptions& o, int n) {
   p.sweep.clear();
   p.repeat = 1;
   p.device.count = n;
-  if (o.mode == ParallelMode::pipeline && n == 1) p.mode = ParallelMode::single;
+  if (o.mode == ParallelMode::pipeline && n == 1) {
+    p.mode = ParallelMode::single;  // one stage: the pipeline's flags have nothing to cut
+    for (const char* f : {"--split", "--schedule", "--micro-batches"}) p.given.erase(f);
+  }
   if (o.mode == ParallelMode::single && n > 1) p.mode = ParallelMode::dp;
   if (o.mode == ParallelMode::dp || o.mode == ParallelMode::pipeline) p.train.batch = o.train.batch * n;
   return p;

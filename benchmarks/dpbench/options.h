@@ -4,6 +4,7 @@
 // Everything below the CLI takes these types; no option string is parsed again.
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -169,6 +170,9 @@ struct BenchOptions {
   OutputOptions out;
   VerifyOptions verify;
   SimulateOptions simulate;
+  // Mode-specific flags given on the command line (--dp-forward, --split, --bucket-mb...):
+  // each must belong to the chosen mode.
+  std::set<std::string> given;
 };
 
 // Flag combinations that do not fit together, and what the machine cannot run: one

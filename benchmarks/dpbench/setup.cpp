@@ -139,7 +139,8 @@ void check_tensor_parallel(const BenchOptions& o) {
   Generator g(o.train.seed);
   auto model = build_model(o.data.model, g, model_options(o));
   const int ranks = o.mode == ParallelMode::tp ? o.device.count * o.ranks.nnodes : o.ddp.tp;
-  const std::string why = TensorParallel::cannot_split(*model, ranks);
+  const std::string why = TensorParallel::cannot_split(
+      *model, ranks, o.mode == ParallelMode::tp ? std::string("--mode=tp") : "--tp=" + std::to_string(o.ddp.tp));
   DPB_CHECK(why.empty()) << why;
 }
 

@@ -94,7 +94,12 @@ int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
     const std::string mode = parallel_mode_name(pt.options.mode);
     for (int rep = 0; rep < o.repeat; ++rep) {
       const std::string json = (dir / fmt::format("gpus{}-r{}.json", n, rep)).string();
+      // A one-device point of a pipeline runs as single: the pipeline's flags stay behind.
       std::vector<std::string> child = base;
+      if (pt.options.mode != o.mode) {
+        child.insert(child.begin(), exe);  // without() skips the program's name
+        child = without(child, {"--split", "--schedule", "--micro-batches"}, {});
+      }
       child.push_back("--mode=" + mode);
       child.push_back(fmt::format("--gpus={}", n));
       child.push_back(fmt::format("--batch={}", pt.options.train.batch));

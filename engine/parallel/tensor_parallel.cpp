@@ -275,9 +275,12 @@ Tensor VocabParallelHead::backward(const Tensor& dy) {
 
 // --- the model -----------------------------------------------------------------------------------
 
-std::string TensorParallel::cannot_split(Model& model, int ranks) {
+std::string TensorParallel::cannot_split(Model& model, int ranks, const std::string& flag) {
   const ModelSpec& spec = model.spec();
-  const std::string who = "--mode=tp cannot split '" + spec.name + "' over " + std::to_string(ranks) + " ranks: ";
+  std::string who = flag;
+  who += " cannot split '";
+  who += spec.name;
+  who += "' over " + std::to_string(ranks) + " ranks: ";
   if (ranks < 1) return who + "a tensor-parallel group needs at least 1 rank";
   if (spec.per_position && spec.layers > 0) {
     if (spec.heads % ranks != 0) return who + "its " + std::to_string(spec.heads) + " heads do not divide evenly";

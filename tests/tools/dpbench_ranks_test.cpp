@@ -386,7 +386,16 @@ TEST(DpbenchTp, ReportVerifyTwoDimensionsAndAHungRank) {
                                             "its 4 heads do not divide evenly"},
         {"--mode=tp --gpus=2 --model=resnet18", "its layer 'conv1' is a Conv2d"},
         {"--mode=ddp --tp=3 --gpus=4 --model=mlp", "does not divide the 4 rank(s)"},
-        {"--mode=fsdp --tp=2 --gpus=2 --model=mlp", "--tp=2 is for --mode=ddp"}}) {
+        {"--mode=fsdp --tp=2 --gpus=2 --model=mlp", "--tp=2 is for --mode=ddp"},
+        // The flag the user gave is the one named, not a mode they did not choose.
+        {"--mode=ddp --tp=3 --gpus=3 --model=gpt2-tiny --data=synthetic", "--tp=3 cannot split 'gpt2-tiny'"},
+        // Another mode's flag is an error, never silently ignored.
+        {"--mode=fsdp --gpus=2 --model=mlp --bucket-mb=4", "--bucket-mb is for --mode=ddp, not --mode=fsdp"},
+        {"--mode=tp --gpus=2 --model=mlp --micro-batches=2", "--micro-batches is for --mode=mp, not --mode=tp"},
+        {"--mode=fsdp --gpus=2 --model=mlp --split=fc2", "--split is for --mode=mp"},
+        {"--mode=fsdp --gpus=2 --model=mlp --schedule=gpipe", "--schedule is for --mode=mp"},
+        {"--mode=ddp --gpus=2 --model=mlp --dp-forward=bypass", "--dp-forward is for --mode=dp, not --mode=ddp"},
+        {"--mode=tp --gpus=2 --model=mlp --dp-input=list", "--dp-input is for --mode=dp"}}) {
     const Proc bad = sh(bin() + " " + flags + " --steps=1");
     EXPECT_NE(bad.code, 0) << flags;
     EXPECT_NE(bad.err.find(says), std::string::npos) << flags << "\n" << bad.err;
