@@ -1,6 +1,7 @@
 #include "benchmarks/dpbench/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <csignal>
@@ -17,6 +18,42 @@
 namespace dpb::bench {
 
 namespace {
+
+// A number at least `lo`, said as such (CLI11's PositiveNumber names its range with all
+// 309 digits of the largest double).
+CLI::Validator at_least(double lo) {
+  return CLI::Validator(
+      [lo](std::string& v) -> std::string {
+        double x = 0;
+        try {
+          size_t used = 0;
+          x = std::stod(v, &used);
+          if (used != v.size()) throw std::invalid_argument(v);
+        } catch (const std::exception&) {
+          return "'" + v + "' is not a number";
+        }
+        if (x >= lo) return "";
+        return fmt::format("must be at least {:g}, got {}", lo, v);
+      },
+      fmt::format(">= {:g}", lo), "at least");
+}
+
+// The same, above zero.
+CLI::Validator above_zero() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        double x = 0;
+        try {
+          size_t used = 0;
+          x = std::stod(v, &used);
+          if (used != v.size()) throw std::invalid_argument(v);
+        } catch (const std::exception&) {
+          return "'" + v + "' is not a number";
+        }
+        return x > 0 ? "" : "must be above 0, got " + v;
+      },
+      "> 0", "above zero");
+}
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -120,7 +157,7 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
   app.add_option("--visible-devices", o.device.visible,
                  "Devices that exist, as CUDA_VISIBLE_DEVICES leaves them (0: all): dp and mp asked for more run on "
                  "fewer; ddp ranks beyond them share devices")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_flag("--logical-gpus", o.device.logical_gpus,
                "dp and mp with --devices=cuda: run --gpus devices even where fewer GPUs exist, as logical devices "
                "placed round-robin on them (cuda:k on GPU k mod count), each with its own streams and memory pool");
@@ -145,7 +182,7 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
       ->check(CLI::IsMember({"naive", "gpipe", "1f1b"}))
       ->each([&o](const std::string&) { o.given.insert("--schedule"); });
   mp->add_option("--micro-batches", o.pipeline.micro_batches, "Micro-batches per step (default: 1 for naive, else 4)")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->each([&o](const std::string&) { o.given.insert("--micro-batches"); });
   app.add_option("--model", o.data.model, "Model: " + join(model_names()))->check(CLI::IsMember(model_names()));
   app.add_option("--dataset", o.data.dataset, "Dataset (synthetic: generated, learnable, no I/O)")
@@ -171,11 +208,11 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
          "gpt2 models) or a --dataset name")
       ->excludes("--dataset");
   app.add_option("--seq", o.data.seq, "Tokens per sequence for the gpt2 models (default: the model's context)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   app.add_option("--data-dir", o.data.dir,
                  "Dataset folder (default: fashion-mnist " + default_data_dir("fashion-mnist") + ", mnist " +
                      default_data_dir("mnist") + ", cifar10 " + default_data_dir("cifar10") + ")");
-  app.add_option("--epochs", o.train.epochs, "Train whole epochs (overrides --steps)")->check(CLI::NonNegativeNumber);
+  app.add_option("--epochs", o.train.epochs, "Train whole epochs (overrides --steps)")->check(at_least(0));
   app.add_option("--workers", o.data.workers,
                  "DataLoader worker threads (0: load in the training thread; default: 0 on the CPU, up to 8 for GPUs)")
       ->check(CLI::Range(-1, 256));
@@ -187,7 +224,7 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
   app.add_option("--eval-every", o.data.eval_every,
                  "Also evaluate the test split every K optimizer steps (runs[].evals; a language model's validation "
                  "loss during training)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--augment", o.data.augment, "Random crop + flip for cifar10");
   app.add_option("--save", o.train.save_path, "Write a safetensors checkpoint at the end");
   app.add_option("--resume", o.train.resume_path, "Continue from a checkpoint written by --save");
@@ -226,7 +263,7 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
   app.add_option("--clip-grad-norm", o.train.clip_grad_norm,
                  "Clip gradients to this global L2 norm before each step (0: off; under ddp the reduced gradient's)")
       ->check(CLI::Range(0.0, 1e12));
-  app.add_option("--lr-warmup", o.train.lr_warmup, "Linear learning-rate warm-up steps")->check(CLI::NonNegativeNumber);
+  app.add_option("--lr-warmup", o.train.lr_warmup, "Linear learning-rate warm-up steps")->check(at_least(0));
   app.add_option("--lr-scale", f.lr_scale,
                  "none, or linear: lr x global batch / --base-batch, with warm-up (10% of the run unless --lr-warmup)")
       ->check(CLI::IsMember({"none", "linear"}));
@@ -366,7 +403,7 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
   app.add_option("--verify-tolerance", o.verify.tolerance,
                  "Largest allowed difference of a parameter from single-device training for --verify, relative to how "
                  "far single-device training moved it (default 1e-3; 2e-2 with --sync-bn)")
-      ->check(CLI::PositiveNumber);
+      ->check(above_zero());
 }
 
 }  // namespace

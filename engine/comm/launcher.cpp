@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
@@ -85,14 +86,62 @@ std::string random_token() {
 
 std::string describe_exit(int status) { return proc::describe_exit(status); }
 
+namespace {
+// A process that outlives nothing but the launcher: it waits for the launcher's death
+// (PR_SET_PDEATHSIG) and removes the run directory, which a launcher killed by SIGKILL
+// cannot do itself. The launcher ends it when it has removed the directory itself.
+pid_t start_run_dir_reaper(const std::string& dir) {
+  const pid_t launcher = ::getpid();
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  sigset_t old;
+  ::sigprocmask(SIG_BLOCK, &term, &old);  // no SIGTERM lost between fork and sigwait
+  const pid_t pid = ::fork();
+  if (pid != 0) {
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    return pid;  // -1: no reaper (the launcher still removes the directory when it ends)
+  }
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() == launcher) {
+    int sig = 0;
+    ::sigwait(&term, &sig);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  ::_exit(0);
+}
+
+// Run directories of launchers that are gone (killed with their reaper, by a signal to
+// the whole process group): dpbench-run-PID where PID no longer runs dpbench.
+void remove_stale_run_dirs(const std::string& dir) {
+  const std::filesystem::path parent = std::filesystem::path(dir).parent_path();
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(parent, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("dpbench-run-", 0) != 0 || e.path() == std::filesystem::path(dir)) continue;
+    const std::string digits = name.substr(12);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (::kill(pid, 0) == 0 || errno == EPERM) continue;  // its launcher still runs
+    std::error_code rm;
+    // Only directories this user owns (the run directory is owner-only).
+    if (::access(e.path().c_str(), W_OK) == 0) std::filesystem::remove_all(e.path(), rm);
+  }
+}
+}  // namespace
+
 LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
   DPB_CHECK(o.nproc_per_node >= 1 && o.nnodes >= 1 && o.node_rank >= 0 && o.node_rank < o.nnodes)
       << "launcher: " << o.nproc_per_node << " rank(s) per node, node " << o.node_rank << " of " << o.nnodes;
   DPB_CHECK(!o.argv.empty()) << "launcher: no command to run";
   const int world = o.nproc_per_node * o.nnodes;
+  pid_t reaper = -1;
   if (!o.run_dir.empty()) {
+    remove_stale_run_dirs(o.run_dir);
     std::filesystem::create_directories(o.run_dir);
     std::filesystem::permissions(o.run_dir, std::filesystem::perms::owner_all);  // the file store: ours alone
+    reaper = start_run_dir_reaper(o.run_dir);
   }
   // The job's store token: the user's (every node of a multi-node job must share it), or
   // one made here for this node's ranks.
@@ -244,6 +293,10 @@ LaunchResult launch(const LaunchOptions& o, std::ostream& err) {
   if (!o.run_dir.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(o.run_dir, ec);
+  }
+  if (reaper > 0) {
+    ::kill(reaper, SIGKILL);
+    ::waitpid(reaper, nullptr, 0);
   }
   result.exit_code = result.failure.empty() ? 0 : 1;
   return result;

@@ -63,6 +63,39 @@ TEST(TextTokens, BadFilesAndVocabulariesAreClearErrors) {
   }
 }
 
+// Paths that are not one text file: a directory is named as such, and a device that never
+// ends is refused at its first bytes, not read until memory runs out.
+TEST(TextTokens, DirectoriesAndEndlessDevicesAreRefusedByName) {
+  const auto dir = std::filesystem::temp_directory_path();
+  try {
+    TextTokens t(dir.string(), true, 8, 512);
+    ADD_FAILURE() << "a directory was read as text";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'" + dir.string() + "' is a directory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--data=text:PATH"), std::string::npos) << e.what();
+  }
+  try {
+    TextTokens t("/dev/zero", true, 8, 512);
+    ADD_FAILURE() << "/dev/zero was read as text";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("NUL bytes"), std::string::npos) << e.what();
+  }
+}
+
+// The size limit and the binary-file checks pass every real text file at hand (the
+// system's licence texts, GPL-3 among them).
+TEST(TextTokens, EveryRealTextFilePassesTheChecks) {
+  const std::filesystem::path dir = "/usr/share/common-licenses";
+  if (!std::filesystem::is_directory(dir)) GTEST_SKIP() << dir << " is not on this system";
+  int read = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (!e.is_regular_file() || e.file_size() < 200) continue;
+    EXPECT_NO_THROW(TextTokens(e.path().string(), true, 8, 512)) << e.path();
+    ++read;
+  }
+  EXPECT_GT(read, 5);
+}
+
 TEST(SyntheticTokens, LearnableDeterministicSequences) {
   SyntheticTokens a(16, 512, 100, 7), b(16, 512, 100, 7), other(16, 512, 100, 8);
   std::vector<int32_t> x(16), y(16), x2(16), y2(16);

@@ -239,6 +239,25 @@ TEST(DpbenchCli, VerifyComparesAModeWithSingleDeviceTraining) {
 }
 
 // The fault-injection and placement flags dpdoctor's scenarios use.
+// A number out of range says the range in words a person reads (CLI11's own check named
+// the largest double with all its 309 digits), and a text corpus that is a directory
+// names the path and the flag.
+TEST(DpbenchCli, NumbersAndTextPathsAreCheckedInPlainWords) {
+  for (const auto& [flags, says] : {std::pair<std::string, std::string>{"--model=gpt2-tiny --seq=0", "--seq: must be at least 1, got 0"},
+                                    {"--mode=mp --gpus=2 --model=mlp --micro-batches=0", "must be at least 1, got 0"},
+                                    {"--model=mlp --epochs=-1", "--epochs: must be at least 0, got -1"},
+                                    {"--mode=ddp --gpus=2 --model=mlp --verify --verify-tolerance=0", "must be above 0, got 0"}}) {
+    const Proc r = run(flags + " --steps=1");
+    EXPECT_NE(r.code, 0) << flags;
+    EXPECT_NE(r.err.find(says), std::string::npos) << flags << ": " << r.err;
+    EXPECT_LT(r.err.size(), 300u) << r.err;
+  }
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  const Proc t = run("--model=gpt2-tiny --data=text:" + dir + " --steps=1");
+  EXPECT_NE(t.code, 0);
+  EXPECT_NE(t.err.find("'" + dir + "' is a directory; --data=text:PATH names one text file"), std::string::npos) << t.err;
+}
+
 TEST(DpbenchCli, ScenarioFlagsAreCheckedBeforeWork) {
   for (const char* bad : {"--straggler=abc:5", "--straggler=1:30x", "--straggler=1", "--straggler=1:0"}) {
     const Proc r = run(std::string("--mode=ddp --gpus=2 --model=mlp --steps=1 ") + bad);

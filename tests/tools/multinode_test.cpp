@@ -275,9 +275,11 @@ TEST(StartUp, RanksEndWhenTheirLauncherDies) {
   const std::string cmd = bin() + " --mode=ddp --gpus=2 --model=lenet --batch=8 --steps=100000 --threads=1 "
                           "> /dev/null 2>&1 & l=$!; sleep 2; ranks=$(pgrep -P $l); kill -9 $l; sleep 3; "
                           "for p in $ranks; do [ -e /proc/$p ] && ! grep -q ') Z' /proc/$p/stat && echo alive $p; "
-                          "done; echo ranks: $ranks";
+                          "done; [ -e /tmp/dpbench-run-$l ] && echo run-dir-left; echo ranks: $ranks";
   const Proc r = sh(cmd);
   EXPECT_EQ(r.out.find("alive"), std::string::npos) << "ranks outlived their launcher: " << r.out;
+  // Its run directory goes with it (the reaper it started removes it).
+  EXPECT_EQ(r.out.find("run-dir-left"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ranks: "), std::string::npos);
   EXPECT_GT(r.out.size(), std::string("ranks: \n").size()) << "the launcher had started no rank: " << r.out;
   // Nothing may be left running whatever happened above.
@@ -295,6 +297,16 @@ TEST(StartUp, RanksEndWhenTheirLauncherDies) {
   EXPECT_EQ(hup.out.find("run-dir-left"), std::string::npos) << hup.out;
   for (size_t at = hup.out.find("alive "); at != std::string::npos; at = hup.out.find("alive ", at + 1))
     ::kill(std::atoi(hup.out.c_str() + at + 6), SIGKILL);
+  // A run directory whose launcher and reaper were both killed (a SIGKILL to the whole
+  // process group) is removed by the next launcher; a live launcher's is left alone.
+  const Proc stale = sh("sleep 30 & live=$!; "
+                        "dead=$(sh -c 'echo $$'); mkdir -p /tmp/dpbench-run-$dead /tmp/dpbench-run-$live; " +
+                        bin() + " --mode=ddp --gpus=2 --model=mlp --steps=1 --warmup=0 --threads=1 > /dev/null 2>&1; "
+                        "[ -e /tmp/dpbench-run-$dead ] && echo stale-left; [ -e /tmp/dpbench-run-$live ] || echo live-removed; "
+                        "kill $live; rmdir /tmp/dpbench-run-$live /tmp/dpbench-run-$dead 2>/dev/null; echo done");
+  EXPECT_NE(stale.out.find("done"), std::string::npos) << stale.out << stale.err;
+  EXPECT_EQ(stale.out.find("stale-left"), std::string::npos) << stale.out;
+  EXPECT_EQ(stale.out.find("live-removed"), std::string::npos) << stale.out;
 }
 
 }  // namespace
