@@ -152,7 +152,6 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   void note_gathered(int64_t delta);
   void note_grads(int64_t delta);
   int64_t unit_bytes(size_t u) const;
-  void check_same_shapes();
 
   Model& module_;
   comm::ProcessGroup& group_;
