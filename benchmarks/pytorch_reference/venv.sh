@@ -15,6 +15,7 @@ have() {
   "$PY" - "$TORCH" "$HTA" <<'PYCHECK' 2>/dev/null
 import importlib.metadata as m, sys
 ok = m.version("torch").split("+")[0] == sys.argv[1] and m.version("holistictraceanalysis") == sys.argv[2]
+m.version("safetensors")  # gpt2_reference.py's checkpoints
 sys.exit(0 if ok else 1)
 PYCHECK
 }
@@ -26,6 +27,6 @@ if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c "import ensurepip" 2
 fi
 python3 -m venv "$VENV" >&2
 "$PY" -m pip install -q --upgrade pip >&2
-"$PY" -m pip install -q "torch==$TORCH" "holistictraceanalysis==$HTA" >&2
+"$PY" -m pip install -q "torch==$TORCH" "holistictraceanalysis==$HTA" safetensors >&2
 have || { echo "venv.sh: $VENV lacks torch $TORCH or HTA $HTA after installing" >&2; exit 2; }
 echo "$PY"
