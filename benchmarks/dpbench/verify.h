@@ -15,6 +15,9 @@ struct VerifyResult {
   double max_rel_diff = 0, model_rel_diff = 0;
   std::string worst_parameter;
   double max_abs_diff = 0;  // largest element difference
+  // Over the tolerance only: the largest difference float rounding alone makes (the
+  // reference again with each batch in two halves), relative as above; -1 when not measured.
+  double noise_floor = -1;
   bool passed = false;
 };
 

@@ -255,6 +255,23 @@ TEST(DpbenchDdp, VerifyAgainstSingleAndTheSamplerMistake) {
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("FAIL"), std::string::npos) << bad.out;
   EXPECT_NE(bad.out.find("every rank trains on the same samples"), std::string::npos) << bad.out;
+  // A wrong batch is far past float rounding's noise floor too.
+  EXPECT_NE(bad.out.find("noise floor"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("past both"), std::string::npos) << bad.out;
+}
+
+// Over a tolerance too tight for float arithmetic, the difference is judged against the
+// noise floor rounding alone makes (one device with each batch in two halves): AdamW on
+// gpt2-tiny, whose attention key bias has an exactly-zero gradient but for rounding.
+TEST(DpbenchDdp, VerifyJudgesAgainstTheNoiseFloorOverTheTolerance) {
+  for (const char* mode : {"ddp", "fsdp"}) {
+    const Proc r = sh(bin() + " --mode=" + mode + " --gpus=2 --model=gpt2-tiny --data=synthetic --seq=64 --batch=8 "
+                      "--optimizer=adamw --verify --verify-steps=5 --verify-tolerance=1e-4 --threads=1");
+    EXPECT_EQ(r.code, 0) << mode << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find("within the noise floor"), std::string::npos) << mode << "\n" << r.out;
+    EXPECT_NE(r.out.find("noise floor (one device with each batch in two halves"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("verify: PASS"), std::string::npos) << r.out;
+  }
 }
 
 TEST(DpbenchDdp, SyncBatchNormMakesBatchNormModelsTrainAsOneDevice) {
