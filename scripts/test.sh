@@ -4,8 +4,10 @@
 # Then the sanitizer stages, each in a build directory of its own with the non-CUDA code:
 #   build-asan: AddressSanitizer + UndefinedBehaviorSanitizer, the CPU suite (all but the
 #               timing-judged scenario suite; that build has no benchmarks);
-#   build-tsan: ThreadSanitizer over the threaded parts (Gloo and its queue, the stores,
-#               the launcher, the loader's workers, the device workers, the reducer).
+#   build-tsan: ThreadSanitizer over every test that starts a thread or a process (Gloo and
+#               its queue, the stores, the launcher, the loader's workers, the device
+#               workers, the reducer, FSDP, tensor parallelism, the trace reader's pool);
+#               the ones left out, and why, are listed where the stage runs.
 # DPB_SANITIZERS=0 skips them (a quick local run); arguments go to every ctest run.
 set -euo pipefail
 # The HTML report test renders pages in headless Chromium.
@@ -57,9 +59,22 @@ check_filter "$DPB_ROOT/build-asan" "${asan_skip[@]}"
   ctest --output-on-failure --parallel "$jobs" -E "^($(IFS='|'; echo "${asan_skip[*]}"))" "$@")
 
 echo "test: ThreadSanitizer (build-tsan)" >&2
-sanitizer_build build-tsan thread test_comm test_parallel test_train test_backend test_tools
+sanitizer_build build-tsan thread test_comm test_parallel test_train test_backend test_tools test_core \
+  test_doctor_rules
+# Every test that starts a thread or a process, but:
+#   MultiNode, StartUp: they time signals and start-up against the wall clock (a launcher
+#     killed 2 s in, its ranks checked 3 s later; a link cut and the job's end awaited
+#     within --timeout + 5 s), and network namespaces' nodes pin their cores; under TSan's
+#     5-15x slowdown those windows would measure the sanitizer, and the same code paths
+#     (store, launcher, Gloo's connect) run here through DpbenchRanks and Store.
+#   Scenarios/ (test_scenarios): each runs dpbench probes and judges what they measured
+#     (busy shares, waits, E(N)); instrumented code measures something else.
+#   DpbenchSimulate, DpbenchWinograd, DpbenchTrace, LayerProfile: one process, one training
+#     thread (the simulator is single-threaded; the rest run --mode=single).
 tsan_tests=(Store GlooGroup 'Ranks/' Ddp 'Models/DdpEqualsSingle' DataLoader CpuContext DataParallel Pipeline
-            DpbenchRanks)
+            DpbenchRanks ShmAllreduce StoreBind Fsdp TensorParallel SyncBn Strategies 'Models/Strategies' Trainer
+            Gpt2FsdpMatchesPyTorchFsdp2 Gpt2TpMatchesPyTorchTensorParallel DpbenchDdp DpbenchFsdp DpbenchTp
+            DpbenchCli DpbenchSweep Process TraceCorpus TorchTrace)
 check_filter "$DPB_ROOT/build-tsan" "${tsan_tests[@]}"
 (cd "$DPB_ROOT/build-tsan" &&
   TSAN_OPTIONS="suppressions=$DPB_ROOT/tests/sanitizers/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
