@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
 
 #include "diagnostics/dpdoctor/doctor.h"
 
@@ -33,6 +36,27 @@ TEST(Docs, ReadmeCountsTheRulesThereAre) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(readme, m, std::regex(R"(`dpdoctor`: (\d+) rules)"))) << "README names no rule count";
   EXPECT_EQ(std::stoul(m[1]), dpb::doctor::rules().size());
+}
+
+// Every finding the doctor can write is one its findings schema admits (a sweep that
+// lost efficiency under load wrote "scaling-efficiency", which the schema lacked, and
+// every reader then refused the report), and the schema names no finding that does not exist.
+TEST(Docs, FindingsSchemaNamesEveryRule) {
+  const auto schema = nlohmann::json::parse(slurp(fs::path(DPB_SOURCE_DIR) / "reports/schema/dpdoctor.findings-1.schema.json"));
+  std::set<std::string> in_schema;
+  std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& j) {
+    if (j.is_object()) {
+      if (j.contains("properties") && j["properties"].contains("id") && j["properties"]["id"].contains("enum"))
+        for (const auto& v : j["properties"]["id"]["enum"]) in_schema.insert(v.get<std::string>());
+      for (const auto& [k, v] : j.items()) walk(v);
+    } else if (j.is_array()) {
+      for (const auto& v : j) walk(v);
+    }
+  };
+  walk(schema);
+  std::set<std::string> emitted{"unexplained-idle"};  // the budget's remainder, not a rule
+  for (const auto& r : dpb::doctor::rules()) emitted.insert(r.id);
+  EXPECT_EQ(in_schema, emitted);
 }
 
 TEST(Docs, CitedArchitectureSectionsExistAndNothingOutsideIsCited) {
