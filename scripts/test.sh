@@ -71,6 +71,9 @@ sanitizer_build build-tsan thread test_comm test_parallel test_train test_backen
 #     (busy shares, waits, E(N)); instrumented code measures something else.
 #   DpbenchSimulate, DpbenchWinograd, DpbenchTrace, LayerProfile: one process, one training
 #     thread (the simulator is single-threaded; the rest run --mode=single).
+#   TensorParallel.DifferentModelsOnTwoRanksNameTheParameter: it expects the mismatch to be
+#     named before an 800 ms heartbeat expires; slowed down, the heartbeat names the rank
+#     first (the same check runs without TSan, and Fsdp's twin of it runs here).
 tsan_tests=(Store GlooGroup 'Ranks/' Ddp 'Models/DdpEqualsSingle' DataLoader CpuContext DataParallel Pipeline
             DpbenchRanks ShmAllreduce StoreBind Fsdp TensorParallel SyncBn Strategies 'Models/Strategies' Trainer
             Gpt2FsdpMatchesPyTorchFsdp2 Gpt2TpMatchesPyTorchTensorParallel DpbenchDdp DpbenchFsdp DpbenchTp
@@ -79,4 +82,5 @@ check_filter "$DPB_ROOT/build-tsan" "${tsan_tests[@]}"
 (cd "$DPB_ROOT/build-tsan" &&
   TSAN_OPTIONS="suppressions=$DPB_ROOT/tests/sanitizers/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
   OMP_NUM_THREADS=1 \
-  ctest --output-on-failure --parallel "$jobs" -R "^($(IFS='|'; echo "${tsan_tests[*]}"))" "$@")
+  ctest --output-on-failure --parallel "$jobs" -R "^($(IFS='|'; echo "${tsan_tests[*]}"))" \
+    -E "^TensorParallel\.DifferentModelsOnTwoRanksNameTheParameter$" "$@")

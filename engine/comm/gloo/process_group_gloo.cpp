@@ -13,7 +13,7 @@
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
-#include <gloo/reduce_scatter.h>
+#include <gloo/alltoall.h>
 #include <gloo/math.h>
 #include <gloo/reduce.h>
 #include <gloo/rendezvous/context.h>
@@ -493,10 +493,10 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& out, const Tensor
   c->numel = in.numel();
   c->rop = op;
   // Ranks that share a host reduce-scatter through shared memory (each rank sums its own
-  // chunk). Elsewhere Gloo's reduce-scatter (recursive halving and doubling; Gloo 0.5 has
-  // it as an algorithm class, not options-style): each rank sends and receives
-  // (W - 1) / W of the input, half an all-reduce's traffic. Max and min, which it takes
-  // as a reduction function too, go the same way.
+  // chunk). Elsewhere an all-to-all of the chunks, then a local reduction: each rank
+  // sends and receives (W - 1) / W of the input, half an all-reduce's traffic. (Gloo
+  // 0.5's ReduceScatterHalvingDoubling sends and receives its notifications through one
+  // buffer at once, a race ThreadSanitizer reports.)
   auto src = std::make_shared<Staged>(in);
   auto dst = std::make_shared<Staged>(out);
   const int rank = rank_, size = size_;
@@ -507,23 +507,29 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& out, const Tensor
     if (n > 0 && shm) {
       shm->reduce_scatter(src->data(), static_cast<size_t>(dst->host.numel()), dst->data(), op == ReduceOp::avg);
     } else if (n > 0) {
-      (void)tag;
-      (void)timeout;  // the context's timeout bounds the algorithm's waits
-      Tensor work = src->host.clone();  // reduced in place
+      // An all-to-all (rank q receives every rank's chunk q), then each rank reduces the
+      // chunks it received: every rank sends and receives (W - 1) / W of the input.
       const int64_t chunk = dst->host.numel();
-      const std::vector<int> per_rank(static_cast<size_t>(size), static_cast<int>(chunk));
-      const gloo::ReductionFunction<float>* fn = op == ReduceOp::max   ? gloo::ReductionFunction<float>::max
-                                                 : op == ReduceOp::min ? gloo::ReductionFunction<float>::min
-                                                                       : gloo::ReductionFunction<float>::sum;
-      gloo::ReduceScatterHalvingDoubling<float> algorithm(
-          std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}), std::vector<float*>{work.data()},
-          static_cast<int>(n), per_rank, fn);
-      algorithm.run();
-      // This rank's reduced chunk is at the start of the buffer.
-      const float* from = work.data();
+      Tensor parts = Tensor::empty({chunk * size});
+      gloo::AlltoallOptions o(std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}));
+      o.setInput(src->data(), n);
+      o.setOutput(parts.data(), n);
+      o.setTag(tag);
+      o.setTimeout(timeout);
+      gloo::alltoall(o);
+      const float* from = parts.data();
       float* to = dst->data();
-      const float scale = op == ReduceOp::avg ? 1.0f / static_cast<float>(size) : 1.0f;
-      for (int64_t i = 0; i < chunk; ++i) to[i] = from[i] * scale;
+      std::copy(from, from + chunk, to);
+      for (int q = 1; q < size; ++q) {
+        const float* part = from + chunk * q;
+        for (int64_t i = 0; i < chunk; ++i) {
+          if (op == ReduceOp::max) to[i] = std::max(to[i], part[i]);
+          else if (op == ReduceOp::min) to[i] = std::min(to[i], part[i]);
+          else to[i] += part[i];
+        }
+      }
+      if (op == ReduceOp::avg)
+        for (int64_t i = 0; i < chunk; ++i) to[i] /= static_cast<float>(size);
       (void)rank;
     }
     dst->copy_back();
