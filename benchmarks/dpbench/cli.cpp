@@ -7,6 +7,7 @@
 #include <csignal>
 #include <charconv>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "benchmarks/dpbench/launch.h"
@@ -19,41 +20,31 @@ namespace dpb::bench {
 
 namespace {
 
-// A number at least `lo`, said as such (CLI11's PositiveNumber names its range with all
-// 309 digits of the largest double).
-CLI::Validator at_least(double lo) {
-  return CLI::Validator(
-      [lo](std::string& v) -> std::string {
-        double x = 0;
-        try {
-          size_t used = 0;
-          x = std::stod(v, &used);
-          if (used != v.size()) throw std::invalid_argument(v);
-        } catch (const std::exception&) {
-          return "'" + v + "' is not a number";
-        }
-        if (x >= lo) return "";
-        return fmt::format("must be at least {:g}, got {}", lo, v);
-      },
-      fmt::format(">= {:g}", lo), "at least");
+// A value CLI11 has not yet converted, read as a number; empty when it is not one.
+std::optional<double> as_number(const std::string& v) {
+  try {
+    size_t used = 0;
+    const double x = std::stod(v, &used);
+    if (used == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
 }
 
-// The same, above zero.
-CLI::Validator above_zero() {
+// A number at least `lo` (or, `strict`, above it), said as such: CLI11's PositiveNumber
+// names its range with all 309 digits of the largest double.
+CLI::Validator bounded_below(double lo, bool strict) {
   return CLI::Validator(
-      [](std::string& v) -> std::string {
-        double x = 0;
-        try {
-          size_t used = 0;
-          x = std::stod(v, &used);
-          if (used != v.size()) throw std::invalid_argument(v);
-        } catch (const std::exception&) {
-          return "'" + v + "' is not a number";
-        }
-        return x > 0 ? "" : "must be above 0, got " + v;
+      [lo, strict](std::string& v) -> std::string {
+        const auto x = as_number(v);
+        if (!x) return "'" + v + "' is not a number";
+        if (strict ? *x > lo : *x >= lo) return "";
+        return fmt::format("must be {} {:g}, got {}", strict ? "above" : "at least", lo, v);
       },
-      "> 0", "above zero");
+      fmt::format("{} {:g}", strict ? ">" : ">=", lo), strict ? "above" : "at least");
 }
+CLI::Validator at_least(double lo) { return bounded_below(lo, false); }
+CLI::Validator above_zero() { return bounded_below(0, true); }
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
