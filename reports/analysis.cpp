@@ -103,8 +103,11 @@ void show_report(const RunReport& report, std::ostream& out) {
   out << fmt::format("{} | model {} | dataset {} | {} | batch/device {} | precision {}\n", parallel_mode_name(cfg.mode),
                      cfg.model, cfg.dataset, cfg.devices == DeviceKind::cuda ? "cuda" : "cpu", cfg.batch_per_device,
                      precision_name(cfg.precision));
-  out << fmt::format("dpbench {} ({}) on {} ({} threads)", report.tool.version, report.tool.git, report.env.cpu_model,
+  out << fmt::format("dpbench {} ({}) on {} ({} threads", report.tool.version, report.tool.git, report.env.cpu_model,
                      report.env.cpu_threads);
+  if (!report.env.kernels_isa.empty())
+    out << fmt::format("; kernels {}, oneDNN {}", report.env.kernels_isa, report.env.onednn_isa);
+  out << ")";
   if (!report.env.gpus.empty()) out << fmt::format(", {}", report.env.gpus[0].name);
   out << "\n";
   out << fmt::format("{:>6} {:>8} {:>12} {:>11} {:>11} {:>8} {:>9} {:>10} {:>8}\n", "world", "global", "samples/s",

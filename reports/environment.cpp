@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/backend/cpu/simd.h"
 #include "engine/backend/device_info.h"
 #include "reports/model.h"
 
@@ -29,6 +30,29 @@ std::string host_name() {
   return buf;
 }
 
+std::string onednn_isa() {
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41:
+      return "sse41";
+    case dnnl_cpu_isa_avx:
+      return "avx";
+    case dnnl_cpu_isa_avx2:
+      return "avx2";
+    case dnnl_cpu_isa_avx2_vnni:
+      return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core:
+      return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
+  }
+}
+
 std::optional<std::string> known(const std::string& s) {
   return s.empty() ? std::nullopt : std::optional<std::string>(s);
 }
@@ -40,6 +64,8 @@ Environment collect_environment() {
   env.host = host_name();
   env.cpu_model = cpu_model();
   env.cpu_threads = static_cast<int>(std::thread::hardware_concurrency());
+  env.kernels_isa = cpu::simd_isa_name(cpu::simd_isa());
+  env.onednn_isa = onednn_isa();
   env.onednn = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
   const CudaInfo cuda = cuda_info();
   env.cuda_built = cuda.built;

@@ -34,7 +34,7 @@ inline uint32_t lowbias32(uint32_t x) {
   return x;
 }
 
-DPB_SIMD_CLONES void unit_noise(float* out, const float* base, float scale, int64_t n, uint32_t key) {
+DPB_SIMD_INLINE void unit_noise_body(float* out, const float* base, float scale, int64_t n, uint32_t key) {
   constexpr float kHalfWidth = 1.7320508f;                // sqrt 3
   constexpr float kStep = 2.0f * kHalfWidth / 16777216.0f;  // 24 bits across the width
   const auto u = [&](int64_t i) {
@@ -47,6 +47,7 @@ DPB_SIMD_CLONES void unit_noise(float* out, const float* base, float scale, int6
     for (int64_t i = 0; i < n; ++i) out[i] = scale * u(i);
   }
 }
+DPB_SIMD_KERNEL(void, unit_noise, (float* out, const float* base, float scale, int64_t n, uint32_t key), (out, base, scale, n, key))
 
 }  // namespace
 

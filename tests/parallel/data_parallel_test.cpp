@@ -15,6 +15,7 @@
 #include "engine/data/synthetic.h"
 #include "engine/nn/batchnorm2d.h"
 #include "engine/optim/optimizer.h"
+#include "tests/support/equivalence.h"
 
 namespace dpb {
 namespace {
@@ -27,7 +28,7 @@ std::vector<Device> cpus(int n) {
 
 // Mistakes an equivalence test must catch, made on purpose in a single-device run: a wrong
 // scatter (one sample of each batch not the one it should be), a missed gradient (one
-// parameter never updated), a doubled reduction (every gradient twice, as a learning
+// parameter's gradient lost before the step), a doubled reduction (every gradient twice, as a learning
 // rate twice as large).
 struct Mistake {
   bool wrong_sample = false;
@@ -54,7 +55,6 @@ std::vector<std::vector<float>> train(const std::string& name, int n, int64_t b,
   OptimizerOptions oo;
   oo.lr = 0.05f * mistake.lr_scale;
   auto params = model->parameters();
-  if (mistake.frozen_parameter >= 0) params.erase(params.begin() + mistake.frozen_parameter);
   auto opt = make_optimizer(oo, params);
   std::unique_ptr<DataParallel> dp;
   if (n > 0) dp = std::make_unique<DataParallel>(*model, cpus(n));
@@ -64,6 +64,7 @@ std::vector<std::vector<float>> train(const std::string& name, int n, int64_t b,
     LossResult l = compute_loss(model->spec().loss, out, batch.target, true);
     if (dp) dp->backward(l.grad);
     else model->backward(l.grad);
+    if (mistake.frozen_parameter >= 0) ops::scale(params[static_cast<size_t>(mistake.frozen_parameter)]->grad(), 0.0f);
     opt->step();
     opt->zero_grad();
   }
@@ -99,26 +100,6 @@ double max_rms_relative_difference(const std::vector<std::vector<float>>& a, con
   return worst;
 }
 
-// How far `b` is from `a`, against how far `a` moved from `initial`: per parameter, the
-// norm of the difference over the norm of the move, or over 1e-3 of the parameter's norm
-// where it barely moved. What floating-point reordering produces (another mini-batch
-// chunking, oneDNN's AVX2 or AVX-512 kernels summing in another order) is a small part of
-// a move; a mistake in the parallel mode is a large part of it.
-double moved_relative_difference(const std::vector<std::vector<float>>& initial, const std::vector<std::vector<float>>& a,
-                                 const std::vector<std::vector<float>>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    double move = 0, diff = 0, norm = 0;
-    for (size_t k = 0; k < a[i].size(); ++k) {
-      move += (static_cast<double>(a[i][k]) - initial[i][k]) * (static_cast<double>(a[i][k]) - initial[i][k]);
-      diff += (static_cast<double>(a[i][k]) - b[i][k]) * (static_cast<double>(a[i][k]) - b[i][k]);
-      norm += static_cast<double>(initial[i][k]) * initial[i][k];
-    }
-    worst = std::max(worst, std::sqrt(diff) / std::max({std::sqrt(move), 1e-3 * std::sqrt(norm), 1e-12}));
-  }
-  return worst;
-}
-
 TEST(DataParallel, ChunkSizesFollowTorchChunk) {
   EXPECT_EQ(DataParallel::chunk_sizes(8, 4), (std::vector<int64_t>{2, 2, 2, 2}));
   EXPECT_EQ(DataParallel::chunk_sizes(7, 3), (std::vector<int64_t>{3, 3, 1}));
@@ -129,11 +110,15 @@ TEST(DataParallel, ChunkSizesFollowTorchChunk) {
 
 class DpEqualsSingle : public ::testing::TestWithParam<std::tuple<std::string, int, int64_t>> {};
 
+// Judged against how far each parameter moved (tests/support/equivalence.h); DpTolerance
+// checks that the bound still catches each mistake on these models.
 TEST_P(DpEqualsSingle, AfterSeveralSteps) {
   const auto& [name, n, b] = GetParam();
   const auto single = train(name, 0, b, 3);
   const auto dp = train(name, n, b, 3);
-  EXPECT_LT(max_relative_difference(single, dp), 2e-5) << name << " N=" << n << " B=" << b;
+  const double d = test::moved_relative_difference(train(name, 0, b, 0), single, dp);
+  EXPECT_LT(d, test::kMovedTolerance) << name << " N=" << n << " B=" << b;
+  std::cout << name << " N=" << n << " B=" << b << ": " << d << " of a move\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -152,13 +137,11 @@ INSTANTIATE_TEST_SUITE_P(
 // compares.
 class DpResnet18EqualsSingle : public ::testing::TestWithParam<std::tuple<int, int64_t>> {};
 
-// Judged against how far each parameter moved (moved_relative_difference): oneDNN's AVX2
-// convolutions reduce in another order at mini-batch 2 than at 6, 5e-4 of a weight's
-// magnitude apart after two steps, where AVX-512's agree to 2e-5. The bound, 1% of a
-// move, must still catch a wrong scatter, a missed gradient and a doubled reduction:
-// ResNet18Tolerance checks that it does.
-constexpr double kMovedTolerance = 1e-2;
-
+// Judged against how far each parameter moved (tests/support/equivalence.h): oneDNN's
+// AVX2 convolutions reduce in another order at mini-batch 2 than at 6, 5e-4 of a
+// weight's magnitude apart after two steps, where AVX-512's agree to 2e-5. DpTolerance
+// checks that the bound still catches a wrong scatter, a missed gradient and a doubled
+// reduction.
 TEST_P(DpResnet18EqualsSingle, WithFrozenBatchNorm) {
   const auto& [n, b] = GetParam();
   cpu::set_conv_algorithms(cpu::ConvAlgorithms::direct_only);
@@ -166,29 +149,37 @@ TEST_P(DpResnet18EqualsSingle, WithFrozenBatchNorm) {
     ~Restore() { cpu::set_conv_algorithms(cpu::ConvAlgorithms::automatic); }
   } restore;
   const auto initial = train("resnet18", 0, b, 0, true);
-  const double d = moved_relative_difference(initial, train("resnet18", 0, b, 2, true), train("resnet18", n, b, 2, true));
-  EXPECT_LT(d, kMovedTolerance) << "N=" << n << " B=" << b;
+  const double d =
+      test::moved_relative_difference(initial, train("resnet18", 0, b, 2, true), train("resnet18", n, b, 2, true));
+  EXPECT_LT(d, test::kMovedTolerance) << "N=" << n << " B=" << b;
   std::cout << "N=" << n << " B=" << b << ": " << d << " of a move\n";
 }
 
 // The bound catches what it is there to catch: each mistake, made in a single-device
-// run, is far beyond it.
-TEST(DpResnet18Tolerance, CatchesAWrongScatterAMissedGradientAndADoubledReduction) {
+// run of each model the equivalence tests train, is far beyond it.
+class DpTolerance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DpTolerance, CatchesAWrongScatterAMissedGradientAndADoubledReduction) {
+  const std::string name = GetParam();
+  const bool resnet = name == "resnet18";
   cpu::set_conv_algorithms(cpu::ConvAlgorithms::direct_only);
   struct Restore {
     ~Restore() { cpu::set_conv_algorithms(cpu::ConvAlgorithms::automatic); }
   } restore;
-  const int64_t b = 4;
-  const auto initial = train("resnet18", 0, b, 0, true);
-  const auto right = train("resnet18", 0, b, 2, true);
+  const int64_t b = resnet ? 4 : 8;
+  const int steps = resnet ? 2 : 3;
+  const auto initial = train(name, 0, b, 0, resnet);
+  const auto right = train(name, 0, b, steps, resnet);
   for (const auto& [what, mistake] : {std::pair{"a wrong scatter", Mistake{true, -1, 1}},
                                       std::pair{"a missed gradient", Mistake{false, 0, 1}},
                                       std::pair{"a doubled reduction", Mistake{false, -1, 2}}}) {
-    const double d = moved_relative_difference(initial, right, train("resnet18", 0, b, 2, true, mistake));
-    EXPECT_GT(d, 10 * kMovedTolerance) << what;
-    std::cout << what << ": " << d << " of a move\n";
+    const double d = test::moved_relative_difference(initial, right, train(name, 0, b, steps, resnet, mistake));
+    EXPECT_GT(d, 10 * test::kMovedTolerance) << name << ": " << what;
+    std::cout << name << ", " << what << ": " << d << " of a move\n";
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, DpTolerance, ::testing::Values("mlp", "lenet", "resnet18"));
 
 INSTANTIATE_TEST_SUITE_P(Devices, DpResnet18EqualsSingle,
                          ::testing::Values(std::make_tuple(2, 4), std::make_tuple(3, 6), std::make_tuple(4, 4),

@@ -10,12 +10,14 @@
 
 #include <cmath>
 #include <functional>
+#include <iostream>
 
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/data/sampler.h"
 #include "engine/data/synthetic.h"
 #include "engine/nn/batchnorm2d.h"
 #include "engine/optim/optimizer.h"
+#include "tests/support/equivalence.h"
 #include "tests/support/ranks.h"
 
 namespace dpb {
@@ -78,50 +80,60 @@ Params train_ddp(const std::string& name, int world, int64_t batch, int steps, i
   return result;
 }
 
-Params train_single(const std::string& name, int64_t global_batch, int steps) {
+// Mistakes the equivalence bound must catch, made on purpose in a single-device run: a
+// wrong scatter (the batch's last sample not the one it should be), a missed gradient
+// (the first parameter's gradient lost before the step), a doubled reduction (every gradient twice, as a
+// learning rate twice as large).
+struct Mistake {
+  bool wrong_sample = false;
+  bool frozen_first = false;
+  float lr_scale = 1;
+};
+
+Params train_single(const std::string& name, int64_t global_batch, int steps, const Mistake& mistake = {}) {
   cpu::set_threads_per_device(1);
   cpu::CpuDeviceScope scope(0);
   auto model = model_for(name, Device::cpu(0));
   SyntheticDataset ds(model->spec().input, model->spec().loss, model->spec().outputs, 4096, 5);
   OptimizerOptions oo;
-  oo.lr = 0.05f;
-  auto opt = make_optimizer(oo, model->parameters());
+  oo.lr = 0.05f * mistake.lr_scale;
+  auto params = model->parameters();
+  auto opt = make_optimizer(oo, params);
   for (int s = 0; s < steps; ++s) {
     std::vector<int64_t> idx;
     for (int64_t i = 0; i < global_batch; ++i) idx.push_back(s * global_batch + i);
+    if (mistake.wrong_sample) idx.back() = 4095 - idx.back();
     Batch b = rows(ds, idx, Device::cpu(0));
     LossResult l = compute_loss(model->spec().loss, model->forward(b.x), b.target, true);
     model->backward(l.grad);
+    if (mistake.frozen_first) ops::scale(params.front()->grad(), 0.0f);
     opt->step();
     opt->zero_grad();
   }
   return params_of(*model);
 }
 
-double max_relative_difference(const Params& a, const Params& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    double scale = 1e-3, diff = 0;
-    for (size_t k = 0; k < a[i].size(); ++k) {
-      scale = std::max(scale, static_cast<double>(std::fabs(a[i][k])));
-      diff = std::max(diff, static_cast<double>(std::fabs(a[i][k] - b[i][k])));
-    }
-    worst = std::max(worst, diff / scale);
-  }
-  return worst;
-}
+Params initial(const std::string& name) { return train_single(name, 1, 0); }
 
+// Judged against how far each parameter moved (tests/support/equivalence.h);
+// DdpTolerance checks that the bound still catches each mistake on these models.
 class DdpEqualsSingle : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+struct RunShape {
+  int64_t per_rank;
+  int steps;
+};
+RunShape shape_for(const std::string& name) {
+  const bool resnet = name.rfind("resnet", 0) == 0;
+  return {resnet ? 2 : 4, resnet ? 1 : 3};  // see Resnet18EqualsOneDeviceAccumulating...
+}
 
 TEST_P(DdpEqualsSingle, AfterSeveralSteps) {
   const auto& [name, world] = GetParam();
-  const bool resnet = name.rfind("resnet", 0) == 0;
-  const int64_t per_rank = resnet ? 2 : 4;
-  const int steps = resnet ? 1 : 3;  // see Resnet18EqualsOneDeviceAccumulating...
+  const auto [per_rank, steps] = shape_for(name);
   const Params ddp = train_ddp(name, world, per_rank, steps);
   const Params single = train_single(name, per_rank * world, steps);
-  EXPECT_LT(max_relative_difference(ddp, single), 1e-4);
+  EXPECT_LT(test::moved_relative_difference(initial(name), single, ddp), test::kMovedTolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, DdpEqualsSingle,
@@ -130,6 +142,25 @@ INSTANTIATE_TEST_SUITE_P(Models, DdpEqualsSingle,
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_W" + std::to_string(std::get<1>(info.param));
                          });
+
+// Each mistake, made in a single-device run of each model above at 2 ranks' global batch,
+// is far beyond the bound.
+class DdpTolerance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DdpTolerance, CatchesAWrongScatterAMissedGradientAndADoubledReduction) {
+  const std::string name = GetParam();
+  const auto [per_rank, steps] = shape_for(name);
+  const Params right = train_single(name, 2 * per_rank, steps), start = initial(name);
+  for (const auto& [what, mistake] : {std::pair{"a wrong scatter", Mistake{true, false, 1}},
+                                      std::pair{"a missed gradient", Mistake{false, true, 1}},
+                                      std::pair{"a doubled reduction", Mistake{false, false, 2}}}) {
+    const double d = test::moved_relative_difference(start, right, train_single(name, 2 * per_rank, steps, mistake));
+    EXPECT_GT(d, 10 * test::kMovedTolerance) << name << ": " << what;
+    std::cout << name << ", " << what << ": " << d << " of a move\n";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, DdpTolerance, ::testing::Values("mlp", "lenet", "resnet18", "resnet50"));
 
 // DDP over W ranks of b samples computes what one device computes when it accumulates the
 // same W micro-batches (mean over the global batch): the same parameters after several
@@ -156,14 +187,14 @@ TEST(Ddp, Resnet18EqualsOneDeviceAccumulatingTheSameMicroBatches) {
     opt->step();
     opt->zero_grad();
   }
-  EXPECT_LT(max_relative_difference(ddp, params_of(*m)), 1e-5);
+  EXPECT_LT(test::moved_relative_difference(initial("resnet18"), params_of(*m), ddp), test::kMovedTolerance);
 }
 
 TEST(Ddp, AccumulationWithNoSyncEqualsALargerBatch) {
   // 2 ranks x 2 micro-batches of 4 = single with a batch of 16 per step.
   const Params ddp = train_ddp("mlp", 2, 4, 3, /*accum=*/2);
   const Params single = train_single("mlp", 16, 3);
-  EXPECT_LT(max_relative_difference(ddp, single), 1e-4);
+  EXPECT_LT(test::moved_relative_difference(initial("mlp"), single, ddp), test::kMovedTolerance);
 }
 
 TEST(Ddp, BucketsFollowReverseParameterOrderAndSizes) {

@@ -392,7 +392,9 @@ TEST(TraceCorpus, EveryVerdictFollowsItsBudget) {
         EXPECT_NEAR(parts, lost, 0.01) << folder << " " << b.device;
         must_warn = must_warn || lost >= 0.25 || b.unexplained_share > 0.10;
       }
-      if (must_warn) EXPECT_FALSE(d.healthy) << folder << "\n" << text(d);
+      if (must_warn) {
+        EXPECT_FALSE(d.healthy) << folder << "\n" << text(d);
+      }
       // A warning that nothing explains the time is there only when some time is unexplained.
       if (const auto* u = find(d, "unexplained-idle")) {
         double most = 0;

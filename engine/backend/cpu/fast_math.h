@@ -7,20 +7,14 @@
 #include <cstdint>
 #include <cstring>
 
-// Hot element-wise loops are compiled for AVX-512, AVX2 and the baseline, the widest the
-// processor runs being chosen when the program loads (GCC's function multiversioning);
-// the loops vectorize because the CPU kernels build with -fno-trapping-math.
-// Not under ThreadSanitizer: the clones' resolvers run while the program is relocated,
-// before the sanitizer's runtime is up, and its instrumentation of them crashes there.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
-#define DPB_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define DPB_SIMD_CLONES
-#endif
+// The hot element-wise loops that use these are written once and compiled for AVX-512,
+// AVX2 and the baseline, the one to run chosen at run time (simd.h); they vectorize
+// because the CPU kernels build with -fno-trapping-math.
+#include "engine/backend/cpu/simd.h"
 
 namespace dpb::cpu {
 
-inline float fast_exp(float x) {
+DPB_SIMD_INLINE float fast_exp(float x) {
   x = x < -87.33654f ? -87.33654f : x;
   x = x > 88.72283f ? 88.72283f : x;
   // round(x / ln 2) to nearest with the 1.5 x 2^23 trick (vectorizes without SSE4.1)
@@ -40,7 +34,7 @@ inline float fast_exp(float x) {
   return p * scale;
 }
 
-inline float fast_tanh(float x) {
+DPB_SIMD_INLINE float fast_tanh(float x) {
   // tanh(x) = 1 - 2 / (exp(2x) + 1); for small |x| the series, where that cancels.
   const float ax = __builtin_fabsf(x);
   const float x2 = x * x;

@@ -23,12 +23,13 @@ namespace {
 
 // sum over rows of dy (M, N) into db (N): row by row, so every pass reads memory in order
 // and the inner loop vectorizes (threads split the columns).
-DPB_SIMD_CLONES void add_rows(const float* g, float* out, int64_t M, int64_t N, int64_t stride) {
+DPB_SIMD_INLINE void add_rows_body(const float* g, float* out, int64_t M, int64_t N, int64_t stride) {
   for (int64_t i = 0; i < M; ++i) {
     const float* row = g + i * stride;
     for (int64_t j = 0; j < N; ++j) out[j] += row[j];
   }
 }
+DPB_SIMD_KERNEL(void, add_rows, (const float* g, float* out, int64_t M, int64_t N, int64_t stride), (g, out, M, N, stride))
 
 void bias_grad(const Tensor& dy, Tensor& db, bool accumulate) {
   const int64_t M = dy.size(0), N = dy.size(1);

@@ -7,25 +7,28 @@
 namespace dpb::cpu {
 
 namespace {
-DPB_SIMD_CLONES float row_max(const float* row, int64_t C) {
+DPB_SIMD_INLINE float row_max_body(const float* row, int64_t C) {
   float mx = row[0];
 #pragma omp simd reduction(max : mx)
   for (int64_t j = 1; j < C; ++j) mx = row[j] > mx ? row[j] : mx;
   return mx;
 }
+DPB_SIMD_KERNEL(float, row_max, (const float* row, int64_t C), (row, C))
 
 // log sum_j exp(row[j] - mx), accumulated in double.
-DPB_SIMD_CLONES double log_sum_exp(const float* row, int64_t C, float mx) {
+DPB_SIMD_INLINE double log_sum_exp_body(const float* row, int64_t C, float mx) {
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < C; ++j) sum += static_cast<double>(fast_exp(row[j] - mx));
   return std::log(sum);
 }
+DPB_SIMD_KERNEL(double, log_sum_exp, (const float* row, int64_t C, float mx), (row, C, mx))
 
 // drow = softmax(row) * scale, from the row's max and log-sum-exp.
-DPB_SIMD_CLONES void softmax_row(const float* row, float* drow, int64_t C, float mx, float ls, float scale) {
+DPB_SIMD_INLINE void softmax_row_body(const float* row, float* drow, int64_t C, float mx, float ls, float scale) {
   for (int64_t j = 0; j < C; ++j) drow[j] = fast_exp((row[j] - mx) - ls) * scale;
 }
+DPB_SIMD_KERNEL(void, softmax_row, (const float* row, float* drow, int64_t C, float mx, float ls, float scale), (row, drow, C, mx, ls, scale))
 }  // namespace
 
 float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, int64_t* correct) {

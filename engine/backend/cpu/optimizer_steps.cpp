@@ -1,31 +1,32 @@
 // Optimizer updates as single fused loops over a parameter (PyTorch's formulas). They
-// stream every parameter, its gradient and state once a step: built for AVX-512, AVX2 and
-// the x86-64 baseline, the best the processor runs chosen when the program loads
-// (the rest of the build targets the baseline, so that one binary runs everywhere).
+// stream every parameter, its gradient and state once a step: each thread's share is a
+// kernel built for AVX-512, AVX2 and the x86-64 baseline, the one to run chosen at run
+// time (simd.h; the rest of the build targets the baseline, so that one binary runs
+// everywhere).
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 
 #include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cpu/simd.h"
 
 namespace dpb::cpu {
 
 namespace {
 
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
-#define DPB_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define DPB_ISA_CLONES
-#endif
-
 // p -= lr * d with d = g + wd * p (and momentum), the branches hoisted out of the loops.
-DPB_ISA_CLONES void sgd_plain(float* __restrict p, const float* __restrict g, int64_t n, float lr, float wd) {
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+DPB_SIMD_INLINE void sgd_plain_body(float* __restrict p, const float* __restrict g, int64_t n, float lr, float wd) {
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
 }
+DPB_SIMD_KERNEL(void, sgd_plain, (float* __restrict p, const float* __restrict g, int64_t n, float lr, float wd),
+                (p, g, n, lr, wd))
 
-DPB_ISA_CLONES void sgd_momentum(float* __restrict p, const float* __restrict g, float* __restrict b, int64_t n,
-                                 float lr, float wd, float momentum, float keep, bool first, bool nesterov) {
+DPB_SIMD_INLINE void sgd_momentum_body(float* __restrict p, const float* __restrict g, float* __restrict b, int64_t n,
+                                       float lr, float wd, float momentum, float keep, bool first, bool nesterov) {
   if (first) {
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+#pragma omp simd
     for (int64_t i = 0; i < n; ++i) {
       const float d = g[i] + wd * p[i];
       b[i] = d;
@@ -34,7 +35,7 @@ DPB_ISA_CLONES void sgd_momentum(float* __restrict p, const float* __restrict g,
     return;
   }
   if (nesterov) {
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+#pragma omp simd
     for (int64_t i = 0; i < n; ++i) {
       const float d = g[i] + wd * p[i];
       const float nb = momentum * b[i] + keep * d;
@@ -43,20 +44,24 @@ DPB_ISA_CLONES void sgd_momentum(float* __restrict p, const float* __restrict g,
     }
     return;
   }
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float nb = momentum * b[i] + keep * (g[i] + wd * p[i]);
     b[i] = nb;
     p[i] -= lr * nb;
   }
 }
+DPB_SIMD_KERNEL(void, sgd_momentum,
+                (float* __restrict p, const float* __restrict g, float* __restrict b, int64_t n, float lr, float wd,
+                 float momentum, float keep, bool first, bool nesterov),
+                (p, g, b, n, lr, wd, momentum, keep, first, nesterov))
 
 // Adam and AdamW (decay = 1 - lr * weight_decay, the decoupled form; wd the coupled one):
 // PyTorch's formulas, one pass over the parameter, its gradient and both moments.
-DPB_ISA_CLONES void adam_loop(float* __restrict p, const float* __restrict g, float* __restrict pm,
-                              float* __restrict pv, int64_t n, float decay, float wd, float beta1, float beta2,
-                              float step_size, float bc2_sqrt, float eps) {
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+DPB_SIMD_INLINE void adam_loop_body(float* __restrict p, const float* __restrict g, float* __restrict pm,
+                                    float* __restrict pv, int64_t n, float decay, float wd, float beta1, float beta2,
+                                    float step_size, float bc2_sqrt, float eps) {
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float pi = p[i] * decay;
     const float gi = g[i] + wd * pi;
@@ -67,24 +72,50 @@ DPB_ISA_CLONES void adam_loop(float* __restrict p, const float* __restrict g, fl
     p[i] = pi - step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
   }
 }
+DPB_SIMD_KERNEL(void, adam_loop,
+                (float* __restrict p, const float* __restrict g, float* __restrict pm, float* __restrict pv, int64_t n,
+                 float decay, float wd, float beta1, float beta2, float step_size, float bc2_sqrt, float eps),
+                (p, g, pm, pv, n, decay, wd, beta1, beta2, step_size, bc2_sqrt, eps))
+
+// f(begin, count) over [0, n) in one contiguous share per thread (as schedule(static)
+// splits a loop), on the calling thread alone below 32 Ki elements.
+template <class F>
+void in_shares(int64_t n, F&& f) {
+  const int64_t threads = n > (1 << 15) ? omp_get_max_threads() : 1;
+  const int64_t share = (n + threads - 1) / threads;
+#pragma omp parallel for schedule(static) if (threads > 1)
+  for (int64_t t = 0; t < threads; ++t) {
+    const int64_t begin = t * share;
+    if (begin < n) f(begin, std::min(share, n - begin));
+  }
+}
 
 }  // namespace
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, const ops::SgdHyper& h, bool first) {
   const int64_t n = param.numel();
   if (h.momentum == 0.0f) {
-    sgd_plain(param.data(), grad.data(), n, h.lr, h.weight_decay);
+    float *p = param.data();
+    const float* g = grad.data();
+    in_shares(n, [&](int64_t at, int64_t k) { sgd_plain(p + at, g + at, k, h.lr, h.weight_decay); });
     return;
   }
-  sgd_momentum(param.data(), grad.data(), buf.data(), n, h.lr, h.weight_decay, h.momentum, 1.0f - h.dampening, first,
-               h.nesterov);
+  float *p = param.data(), *b = buf.data();
+  const float* g = grad.data();
+  in_shares(n, [&](int64_t at, int64_t k) {
+    sgd_momentum(p + at, g + at, b + at, k, h.lr, h.weight_decay, h.momentum, 1.0f - h.dampening, first, h.nesterov);
+  });
 }
 
 void adam_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const ops::AdamHyper& h, int64_t step) {
   const float bc1 = 1.0f - static_cast<float>(std::pow(h.beta1, static_cast<double>(step)));
   const float bc2 = 1.0f - static_cast<float>(std::pow(h.beta2, static_cast<double>(step)));
-  adam_loop(param.data(), grad.data(), m.data(), v.data(), param.numel(), h.decoupled ? 1.0f - h.lr * h.weight_decay : 1.0f,
-            h.decoupled ? 0.0f : h.weight_decay, h.beta1, h.beta2, h.lr / bc1, std::sqrt(bc2), h.eps);
+  const float decay = h.decoupled ? 1.0f - h.lr * h.weight_decay : 1.0f, wd = h.decoupled ? 0.0f : h.weight_decay;
+  float *p = param.data(), *pm = m.data(), *pv = v.data();
+  const float* g = grad.data();
+  in_shares(param.numel(), [&](int64_t at, int64_t k) {
+    adam_loop(p + at, g + at, pm + at, pv + at, k, decay, wd, h.beta1, h.beta2, h.lr / bc1, std::sqrt(bc2), h.eps);
+  });
 }
 
 }  // namespace dpb::cpu

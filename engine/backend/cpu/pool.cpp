@@ -109,7 +109,7 @@ Planes planes_of(const Tensor& t) {
 
 // One output row from input rows a and b (= a + one row).
 template <int kV>
-inline void max2x2_row(const float* a, const float* b, float* y, int32_t* arg, int64_t Wo, int64_t W, int64_t v_dyn,
+DPB_SIMD_INLINE void max2x2_row(const float* a, const float* b, float* y, int32_t* arg, int64_t Wo, int64_t W, int64_t v_dyn,
                        int32_t row_pos) {
   const int64_t V = kV > 0 ? kV : v_dyn;
   for (int64_t ow = 0; ow < Wo; ++ow) {
@@ -137,53 +137,66 @@ inline void max2x2_row(const float* a, const float* b, float* y, int32_t* arg, i
   }
 }
 
-DPB_SIMD_CLONES void max2x2_forward(const float* x, float* y, int32_t* arg, Planes pl, int64_t H, int64_t W) {
-  const int64_t Ho = H / 2, Wo = W / 2, V = pl.vec;
-#pragma omp parallel for schedule(static) if (pl.count * H * W * V > (1 << 16))
-  for (int64_t o = 0; o < pl.count; ++o)
-    for (int64_t oh = 0; oh < Ho; ++oh) {
-      const float* a = x + (o * H + 2 * oh) * W * V;
-      const int64_t at = (o * Ho + oh) * Wo * V;
-      const auto row_pos = static_cast<int32_t>(2 * oh * W);
-      if (V == 1) max2x2_row<1>(a, a + W, y + at, arg + at, Wo, W, V, row_pos);
-      else if (V == 8) max2x2_row<8>(a, a + W * 8, y + at, arg + at, Wo, W, V, row_pos);
-      else if (V == 16) max2x2_row<16>(a, a + W * 16, y + at, arg + at, Wo, W, V, row_pos);
-      else max2x2_row<0>(a, a + W * V, y + at, arg + at, Wo, W, V, row_pos);
-    }
+// One plane's output rows.
+DPB_SIMD_INLINE void max2x2_forward_plane_body(const float* x, float* y, int32_t* arg, int64_t o, int64_t V, int64_t H,
+                                               int64_t W) {
+  const int64_t Ho = H / 2, Wo = W / 2;
+  for (int64_t oh = 0; oh < Ho; ++oh) {
+    const float* a = x + (o * H + 2 * oh) * W * V;
+    const int64_t at = (o * Ho + oh) * Wo * V;
+    const auto row_pos = static_cast<int32_t>(2 * oh * W);
+    if (V == 1) max2x2_row<1>(a, a + W, y + at, arg + at, Wo, W, V, row_pos);
+    else if (V == 8) max2x2_row<8>(a, a + W * 8, y + at, arg + at, Wo, W, V, row_pos);
+    else if (V == 16) max2x2_row<16>(a, a + W * 16, y + at, arg + at, Wo, W, V, row_pos);
+    else max2x2_row<0>(a, a + W * V, y + at, arg + at, Wo, W, V, row_pos);
+  }
+}
+DPB_SIMD_KERNEL(void, max2x2_forward_plane,
+                (const float* x, float* y, int32_t* arg, int64_t o, int64_t V, int64_t H, int64_t W),
+                (x, y, arg, o, V, H, W))
+
+void max2x2_forward(const float* x, float* y, int32_t* arg, Planes pl, int64_t H, int64_t W) {
+#pragma omp parallel for schedule(static) if (pl.count * H * W * pl.vec > (1 << 16))
+  for (int64_t o = 0; o < pl.count; ++o) max2x2_forward_plane(x, y, arg, o, pl.vec, H, W);
 }
 
 // Each input position lies in at most one window: it gets its window's gradient where
 // it was the maximum, zero elsewhere (and zero in a last odd row or column).
-DPB_SIMD_CLONES void max2x2_backward(const float* dy, const int32_t* arg, float* dx, Planes pl, int64_t H,
-                                     int64_t W) {
-  const int64_t Ho = H / 2, Wo = W / 2, V = pl.vec;
-#pragma omp parallel for schedule(static) if (pl.count * H * W * V > (1 << 16))
-  for (int64_t o = 0; o < pl.count; ++o) {
-    float* plane = dx + o * H * W * V;
-    for (int64_t oh = 0; oh < Ho; ++oh) {
-      float *a = plane + 2 * oh * W * V, *b = a + W * V;
-      const int64_t at = (o * Ho + oh) * Wo * V;
-      const auto row_pos = static_cast<int32_t>(2 * oh * W);
-      for (int64_t ow = 0; ow < Wo; ++ow) {
-        const float* g = dy + at + ow * V;
-        const int32_t* m = arg + at + ow * V;
-        const int32_t p0 = row_pos + static_cast<int32_t>(2 * ow), p2 = p0 + static_cast<int32_t>(W);
-        float *d0 = a + 2 * ow * V, *d1 = d0 + V, *d2 = b + 2 * ow * V, *d3 = d2 + V;
+DPB_SIMD_INLINE void max2x2_backward_plane_body(const float* dy, const int32_t* arg, float* dx, int64_t o, int64_t V,
+                                                int64_t H, int64_t W) {
+  const int64_t Ho = H / 2, Wo = W / 2;
+  float* plane = dx + o * H * W * V;
+  for (int64_t oh = 0; oh < Ho; ++oh) {
+    float *a = plane + 2 * oh * W * V, *b = a + W * V;
+    const int64_t at = (o * Ho + oh) * Wo * V;
+    const auto row_pos = static_cast<int32_t>(2 * oh * W);
+    for (int64_t ow = 0; ow < Wo; ++ow) {
+      const float* g = dy + at + ow * V;
+      const int32_t* m = arg + at + ow * V;
+      const int32_t p0 = row_pos + static_cast<int32_t>(2 * ow), p2 = p0 + static_cast<int32_t>(W);
+      float *d0 = a + 2 * ow * V, *d1 = d0 + V, *d2 = b + 2 * ow * V, *d3 = d2 + V;
 #pragma omp simd
-        for (int64_t v = 0; v < V; ++v) {
-          d0[v] = m[v] == p0 ? g[v] : 0.0f;
-          d1[v] = m[v] == p0 + 1 ? g[v] : 0.0f;
-          d2[v] = m[v] == p2 ? g[v] : 0.0f;
-          d3[v] = m[v] == p2 + 1 ? g[v] : 0.0f;
-        }
-      }
-      if (W % 2 != 0) {
-        std::fill_n(a + (W - 1) * V, V, 0.0f);
-        std::fill_n(b + (W - 1) * V, V, 0.0f);
+      for (int64_t v = 0; v < V; ++v) {
+        d0[v] = m[v] == p0 ? g[v] : 0.0f;
+        d1[v] = m[v] == p0 + 1 ? g[v] : 0.0f;
+        d2[v] = m[v] == p2 ? g[v] : 0.0f;
+        d3[v] = m[v] == p2 + 1 ? g[v] : 0.0f;
       }
     }
-    if (H % 2 != 0) std::fill_n(plane + (H - 1) * W * V, W * V, 0.0f);
+    if (W % 2 != 0) {
+      std::fill_n(a + (W - 1) * V, V, 0.0f);
+      std::fill_n(b + (W - 1) * V, V, 0.0f);
+    }
   }
+  if (H % 2 != 0) std::fill_n(plane + (H - 1) * W * V, W * V, 0.0f);
+}
+DPB_SIMD_KERNEL(void, max2x2_backward_plane,
+                (const float* dy, const int32_t* arg, float* dx, int64_t o, int64_t V, int64_t H, int64_t W),
+                (dy, arg, dx, o, V, H, W))
+
+void max2x2_backward(const float* dy, const int32_t* arg, float* dx, Planes pl, int64_t H, int64_t W) {
+#pragma omp parallel for schedule(static) if (pl.count * H * W * pl.vec > (1 << 16))
+  for (int64_t o = 0; o < pl.count; ++o) max2x2_backward_plane(dy, arg, dx, o, pl.vec, H, W);
 }
 }  // namespace
 

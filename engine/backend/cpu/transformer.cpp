@@ -183,14 +183,15 @@ constexpr float kGeluCube = 0.044715f;
 namespace {
 constexpr int64_t kChunk = 4096;  // elements per OpenMP work item
 
-DPB_SIMD_CLONES void gelu_span(const float* x, float* y, int64_t n) {
+DPB_SIMD_INLINE void gelu_span_body(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
     y[i] = 0.5f * v * (1.0f + fast_tanh(kGeluScale * (v + kGeluCube * v * v * v)));
   }
 }
+DPB_SIMD_KERNEL(void, gelu_span, (const float* x, float* y, int64_t n), (x, y, n))
 
-DPB_SIMD_CLONES void gelu_backward_span(const float* x, const float* g, float* dx, int64_t n) {
+DPB_SIMD_INLINE void gelu_backward_span_body(const float* x, const float* g, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
     const float th = fast_tanh(kGeluScale * (v + kGeluCube * v * v * v));
@@ -198,9 +199,10 @@ DPB_SIMD_CLONES void gelu_backward_span(const float* x, const float* g, float* d
     dx[i] = g[i] * d;
   }
 }
+DPB_SIMD_KERNEL(void, gelu_backward_span, (const float* x, const float* g, float* dx, int64_t n), (x, g, dx, n))
 
 // Row t of causal scores in place: softmax over keys 0..t, zero after.
-DPB_SIMD_CLONES void causal_softmax_row(float* row, int64_t t, int64_t T) {
+DPB_SIMD_INLINE void causal_softmax_row_body(float* row, int64_t t, int64_t T) {
   float mx = row[0];
 #pragma omp simd reduction(max : mx)
   for (int64_t j = 1; j <= t; ++j) mx = row[j] > mx ? row[j] : mx;
@@ -214,14 +216,16 @@ DPB_SIMD_CLONES void causal_softmax_row(float* row, int64_t t, int64_t T) {
   for (int64_t j = 0; j <= t; ++j) row[j] *= inv;
   for (int64_t j = t + 1; j < T; ++j) row[j] = 0.0f;
 }
+DPB_SIMD_KERNEL(void, causal_softmax_row, (float* row, int64_t t, int64_t T), (row, t, T))
 
-DPB_SIMD_CLONES void causal_softmax_backward_row(const float* prow, float* drow, int64_t t, int64_t T) {
+DPB_SIMD_INLINE void causal_softmax_backward_row_body(const float* prow, float* drow, int64_t t, int64_t T) {
   float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
   for (int64_t j = 0; j <= t; ++j) dot += prow[j] * drow[j];
   for (int64_t j = 0; j <= t; ++j) drow[j] = prow[j] * (drow[j] - dot);
   for (int64_t j = t + 1; j < T; ++j) drow[j] = 0.0f;
 }
+DPB_SIMD_KERNEL(void, causal_softmax_backward_row, (const float* prow, float* drow, int64_t t, int64_t T), (prow, drow, t, T))
 }  // namespace
 
 void gelu_forward(const Tensor& x, Tensor& y) {

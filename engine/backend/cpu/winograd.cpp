@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/backend/cpu/dnnl_util.h"
+#include "engine/backend/cpu/simd.h"
 #include "engine/core/error.h"
 
 namespace dpb::cpu::winograd {
@@ -243,8 +244,8 @@ const float* transformed_filters(const std::array<float, kPoints * 9>& transform
 }  // namespace
 
 bool processor_supported() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return ok;
+  static const bool fma = __builtin_cpu_supports("fma");
+  return fma && simd_isa() >= SimdIsa::avx2;
 }
 
 void forward(const float* x, const float* w, const float* bias, float* y, int64_t n, int64_t c, int64_t h, int64_t wd,

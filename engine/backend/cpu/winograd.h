@@ -23,7 +23,8 @@ namespace dpb::cpu::winograd {
 // The channel block of the activations these functions take.
 constexpr int kBlock = 8;
 
-// Whether this processor runs the transforms' vector code (AVX2 with FMA).
+// Whether the transforms' vector code runs: the processor has AVX2 with FMA, and the
+// kernels are not held below AVX2 (DPB_MAX_CPU_ISA, simd.h).
 bool processor_supported();
 
 // y (N, K, H, W) = x (N, C, H, W) convolved with w (K, C, 3, 3), plus bias (K; may be
