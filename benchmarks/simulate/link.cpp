@@ -72,9 +72,13 @@ double LinkModel::allreduce_under_load_s(double bytes, int ranks) const {
   return contention_scope == ContentionScope::transfers ? idle * (1 + contention) : idle;
 }
 
-double LinkModel::contention_while(double bytes, double loaded_s) const {
-  if (contention_scope == ContentionScope::transfers && contention_per_byte_s > 0 && loaded_s > 0)
-    return contention_per_byte_s * bytes / loaded_s;
+double LinkModel::contention_while(double bytes, double loaded_s, Collective op) const {
+  const std::optional<double> own = op == Collective::allgather        ? contention_per_byte_allgather_s
+                                    : op == Collective::reduce_scatter ? contention_per_byte_reduce_scatter_s
+                                                                       : std::nullopt;
+  const double per_byte = own.value_or(contention_per_byte_s);
+  if (own && contention_scope == ContentionScope::transfers) return loaded_s > 0 ? *own * bytes / loaded_s : 0.0;
+  if (contention_scope == ContentionScope::transfers && per_byte > 0 && loaded_s > 0) return per_byte * bytes / loaded_s;
   return contention;
 }
 
@@ -107,6 +111,28 @@ double LinkModel::all_gather_s(double bytes, int ranks) const {
   return half_allreduce_s(bytes, ranks);
 }
 
+namespace {
+// Idle time stretched as the all-reduce of the same size is under load.
+double stretched_as_allreduce(const LinkModel& l, double idle, double bytes, int ranks) {
+  const double ar = l.allreduce_s(bytes, ranks);
+  return ar > 0 ? idle * l.allreduce_under_load_s(bytes, ranks) / ar : idle;
+}
+}  // namespace
+
+double LinkModel::all_gather_under_load_s(double bytes, int ranks) const {
+  if (ranks <= 1) return 0;
+  if (auto it = fitted_allgather_under_load.find(ranks); it != fitted_allgather_under_load.end())
+    return half_ring(it->second, bytes, ranks);
+  return stretched_as_allreduce(*this, all_gather_s(bytes, ranks), bytes, ranks);
+}
+
+double LinkModel::reduce_scatter_under_load_s(double bytes, int ranks) const {
+  if (ranks <= 1) return 0;
+  if (auto it = fitted_reduce_scatter_under_load.find(ranks); it != fitted_reduce_scatter_under_load.end())
+    return half_ring(it->second, bytes, ranks);
+  return stretched_as_allreduce(*this, reduce_scatter_s(bytes, ranks), bytes, ranks);
+}
+
 double LinkModel::send_s(double bytes, bool across_nodes) const {
   const Tier& t = across_nodes ? inter : intra;
   return t.alpha_s + bytes / t.bus_bandwidth;
@@ -121,6 +147,12 @@ nlohmann::json LinkModel::to_json() const {
                    {"tree_bandwidth_share", tree_bandwidth_share},
                    {"contention", contention},
                    {"contention_per_byte_s", contention_per_byte_s},
+                   {"contention_per_byte_allgather_s", contention_per_byte_allgather_s
+                                                            ? nlohmann::json(*contention_per_byte_allgather_s)
+                                                            : nlohmann::json(nullptr)},
+                   {"contention_per_byte_reduce_scatter_s", contention_per_byte_reduce_scatter_s
+                                                                 ? nlohmann::json(*contention_per_byte_reduce_scatter_s)
+                                                                 : nlohmann::json(nullptr)},
                    {"contention_scope", contention_scope == ContentionScope::in_flight ? "in-flight" : "transfers"},
                    {"contention_source", contention_source},
                    {"kernel_contention", kernel_contention},
@@ -145,6 +177,8 @@ nlohmann::json LinkModel::to_json() const {
   fits("fitted_allreduce_under_load", fitted_under_load);
   fits("fitted_allgather", fitted_allgather);
   fits("fitted_reduce_scatter", fitted_reduce_scatter);
+  fits("fitted_allgather_under_load", fitted_allgather_under_load);
+  fits("fitted_reduce_scatter_under_load", fitted_reduce_scatter_under_load);
   return j;
 }
 
@@ -240,6 +274,10 @@ struct Measured {
   bool under_load = false;  // dpbench --load
   double slowdown_time = 0, time = 0;  // sum of slowdown x timed duration, and of duration
   double bytes = 0;                     // the bytes those timed all-reduces reduced
+  // Under load, the same sums for the all-gathers and the reduce-scatters.
+  struct Load {
+    double slowdown_time = 0, bytes = 0;
+  } allgather_load, reduce_scatter_load;
   // Where it ran (dpbench: host, backend and devices); two reports from the same place are
   // repeats of one measurement. Empty (nccl-tests): never taken for a repeat.
   std::string place;
@@ -263,6 +301,7 @@ Measured merged(const std::vector<Measured>& runs) {
   if (runs.size() == 1) return m;
   std::vector<Points> ar, ag, rs;
   m.slowdown_time = m.time = m.bytes = 0;
+  m.allgather_load = m.reduce_scatter_load = {};
   for (const auto& r : runs) {
     ar.push_back(r.points);
     ag.push_back(r.allgather);
@@ -270,6 +309,11 @@ Measured merged(const std::vector<Measured>& runs) {
     m.slowdown_time += r.slowdown_time;
     m.time += r.time;
     m.bytes += r.bytes;
+    for (auto [into, from] : {std::pair{&m.allgather_load, &r.allgather_load},
+                              std::pair{&m.reduce_scatter_load, &r.reduce_scatter_load}}) {
+      into->slowdown_time += from->slowdown_time;
+      into->bytes += from->bytes;
+    }
   }
   m.points = median_per_size(ar);
   m.allgather = median_per_size(ag);
@@ -312,9 +356,15 @@ Measured from_dpbench(const nlohmann::json& j, const std::string& doc) {
   m.place = r.env.host + " " + r.config.backend + " " + (r.config.devices == DeviceKind::cuda ? "cuda" : "cpu");
   for (const auto& row : r.results) {
     if ((row.op == "allgather" || row.op == "reduce_scatter") && row.time_us && *row.time_us > 0 && row.bytes > 0 &&
-        row.wrong == 0)
-      (row.op == "allgather" ? m.allgather : m.reduce_scatter)
-          .emplace_back(static_cast<double>(row.bytes), *row.time_us * 1e-6);
+        row.wrong == 0) {
+      const bool gather = row.op == "allgather";
+      (gather ? m.allgather : m.reduce_scatter).emplace_back(static_cast<double>(row.bytes), *row.time_us * 1e-6);
+      if (m.under_load && row.load_slowdown) {
+        Measured::Load& load = gather ? m.allgather_load : m.reduce_scatter_load;
+        load.slowdown_time += *row.load_slowdown * *row.time_us * 1e-6 * r.config.iters;
+        load.bytes += static_cast<double>(row.bytes) * r.config.iters;
+      }
+    }
     if (row.op == "allreduce" && row.time_us && *row.time_us > 0 && row.bytes > 0 && row.wrong == 0) {
       m.points.emplace_back(static_cast<double>(row.bytes), *row.time_us * 1e-6);
       if (m.under_load && row.load_slowdown) {
@@ -332,6 +382,15 @@ Measured from_dpbench(const nlohmann::json& j, const std::string& doc) {
 
 }  // namespace
 
+namespace {
+// All-gather and reduce-scatter: (n-1) alpha + (n-1)/n S / busbw is the all-reduce's fit
+// with every time doubled.
+FittedAllReduce fit_doubled(std::vector<std::pair<double, double>> points, int ranks) {
+  for (auto& [bytes, t] : points) t *= 2;
+  return fit_allreduce(points, ranks);
+}
+}  // namespace
+
 LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base) {
   DPB_CHECK(!paths.empty()) << "--link needs at least one collectives report";
   LinkModel l = base;
@@ -339,6 +398,9 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
   l.fitted_under_load.clear();
   l.fitted_allgather.clear();
   l.fitted_reduce_scatter.clear();
+  l.fitted_allgather_under_load.clear();
+  l.fitted_reduce_scatter_under_load.clear();
+  l.contention_per_byte_allgather_s = l.contention_per_byte_reduce_scatter_s = std::nullopt;
   std::string sources, loaded_sources;
   // Reports of one kind at one rank count: repeats of one measurement when they come from
   // the same place (the median of each size is fitted), else which to believe is not guessed.
@@ -377,16 +439,21 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
       l.contention_per_byte_s = m.bytes > 0 ? std::max(0.0, m.slowdown_time / m.bytes) : 0.0;
       l.contention_scope = LinkModel::ContentionScope::transfers;
       l.contention_source = "measured: compute slowed by the all-reduces in " + group.paths;
+      // FSDP's collectives, where the report has them under load too.
+      if (m.allgather.size() >= 2) l.fitted_allgather_under_load[m.ranks] = fit_doubled(m.allgather, m.ranks);
+      if (m.reduce_scatter.size() >= 2)
+        l.fitted_reduce_scatter_under_load[m.ranks] = fit_doubled(m.reduce_scatter, m.ranks);
+      if (m.allgather_load.bytes > 0)
+        l.contention_per_byte_allgather_s = std::max(0.0, m.allgather_load.slowdown_time / m.allgather_load.bytes);
+      if (m.reduce_scatter_load.bytes > 0)
+        l.contention_per_byte_reduce_scatter_s =
+            std::max(0.0, m.reduce_scatter_load.slowdown_time / m.reduce_scatter_load.bytes);
+      if (m.allgather_load.bytes > 0 || m.reduce_scatter_load.bytes > 0)
+        l.contention_source += " (all-gathers and reduce-scatters by their own)";
     } else {
       l.fitted[m.ranks] = fit_allreduce(m.points, m.ranks);
-      // All-gather and reduce-scatter: (n-1) alpha + (n-1)/n S / busbw is the all-reduce's
-      // fit with every time doubled.
-      for (auto* op : {&m.allgather, &m.reduce_scatter}) {
-        if (op->size() < 2) continue;
-        auto doubled = *op;
-        for (auto& [bytes, t] : doubled) t *= 2;
-        (op == &m.allgather ? l.fitted_allgather : l.fitted_reduce_scatter)[m.ranks] = fit_allreduce(doubled, m.ranks);
-      }
+      if (m.allgather.size() >= 2) l.fitted_allgather[m.ranks] = fit_doubled(m.allgather, m.ranks);
+      if (m.reduce_scatter.size() >= 2) l.fitted_reduce_scatter[m.ranks] = fit_doubled(m.reduce_scatter, m.ranks);
     }
   }
   // A count measured only under load: its idle fit is the loaded one (an upper bound).

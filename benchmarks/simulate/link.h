@@ -84,14 +84,21 @@ struct LinkModel {
   // (noise), 16 MiB by 12 %, 64 MiB by 63 %, while each lasted 4-14 ms. 0: not measured
   // (`contention` applies as it is).
   double contention_per_byte_s = 0;
-  // How much slower compute runs while an all-reduce-like collective of `bytes`, which
-  // takes `loaded_s` beside compute, runs: its share of the per-byte cost where measured,
-  // else `contention`.
-  double contention_while(double bytes, double loaded_s) const;
+  // The same for FSDP's collectives, from their own rows under load (per byte of the
+  // gathered output, of the scattered input): each moves half an all-reduce's traffic but
+  // copies and reduces on its own schedule (across hosts dpbench's reduce-scatter is an
+  // all-to-all and a local sum). Unset: not measured (the all-reduce's per byte applies).
+  std::optional<double> contention_per_byte_allgather_s, contention_per_byte_reduce_scatter_s;
+  enum class Collective { allreduce, allgather, reduce_scatter };
+  // How much slower compute runs while collective `op` of `bytes`, which takes `loaded_s`
+  // beside compute, runs: its share of the per-byte cost where measured, else `contention`.
+  double contention_while(double bytes, double loaded_s, Collective op = Collective::allreduce) const;
   // From measurements of the other collectives at exactly these rank counts (a
-  // --bench=collectives report with allgather or reduce_scatter rows, idle): (n-1) alpha +
-  // (n-1)/n S / busbw fitted on them, instead of half the all-reduce's.
+  // --bench=collectives report with allgather or reduce_scatter rows): (n-1) alpha +
+  // (n-1)/n S / busbw fitted on them, instead of half the all-reduce's; idle, and under
+  // load (--load) where measured.
   std::map<int, FittedAllReduce> fitted_allgather, fitted_reduce_scatter;
+  std::map<int, FittedAllReduce> fitted_allgather_under_load, fitted_reduce_scatter_under_load;
 
   double allreduce_s(double bytes, int ranks, Algorithm* chosen = nullptr) const;
   // While compute runs beside it: the under-load fit where there is one, else the idle
@@ -100,6 +107,10 @@ struct LinkModel {
   double reduce_scatter_s(double bytes, int ranks) const;
   double half_allreduce_s(double bytes, int ranks) const;  // the ring all-reduce's half
   double all_gather_s(double bytes, int ranks) const;
+  // Beside compute: the under-load fit of the collective itself where measured, else its
+  // idle time stretched as the all-reduce's is under load.
+  double all_gather_under_load_s(double bytes, int ranks) const;
+  double reduce_scatter_under_load_s(double bytes, int ranks) const;
   // Point-to-point transfer between neighbouring devices (pipeline stages).
   double send_s(double bytes, bool across_nodes) const;
 

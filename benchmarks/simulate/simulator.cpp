@@ -166,8 +166,9 @@ class Channel {
 
   // Queues a collective of `idle_s` alone, `loaded_s` beside compute, over `bytes`;
   // returns its id.
-  size_t issue(double idle_s, double loaded_s, double bytes, std::string what) {
-    ops_.push_back({idle_s, idle_s > 0 ? loaded_s / idle_s : 1.0, link_.contention_while(bytes, loaded_s),
+  size_t issue(double idle_s, double loaded_s, double bytes, std::string what,
+               LinkModel::Collective op = LinkModel::Collective::allreduce) {
+    ops_.push_back({idle_s, idle_s > 0 ? loaded_s / idle_s : 1.0, link_.contention_while(bytes, loaded_s, op),
                     std::move(what), false});
     comm_s += idle_s;
     const size_t id = ops_.size() - 1;
@@ -255,25 +256,22 @@ SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, c
   r.buckets = 0;
   Channel ch(link);
   auto gather_cost = [&](int u) {
-    const double idle = link.all_gather_s(bytes[static_cast<size_t>(u)], ranks);
-    const double ar = link.allreduce_s(bytes[static_cast<size_t>(u)], ranks);
-    const double loaded = ar > 0 ? idle * link.allreduce_under_load_s(bytes[static_cast<size_t>(u)], ranks) / ar : idle;
-    return std::pair<double, double>{idle, loaded};
+    const double b = bytes[static_cast<size_t>(u)];
+    return std::pair<double, double>{link.all_gather_s(b, ranks), link.all_gather_under_load_s(b, ranks)};
   };
   auto scatter_cost = [&](int u) {
-    const double idle = link.reduce_scatter_s(bytes[static_cast<size_t>(u)], ranks);
-    const double ar = link.allreduce_s(bytes[static_cast<size_t>(u)], ranks);
-    const double loaded = ar > 0 ? idle * link.allreduce_under_load_s(bytes[static_cast<size_t>(u)], ranks) / ar : idle;
-    return std::pair<double, double>{idle, loaded};
+    const double b = bytes[static_cast<size_t>(u)];
+    return std::pair<double, double>{link.reduce_scatter_s(b, ranks), link.reduce_scatter_under_load_s(b, ranks)};
   };
   const int ahead = std::max(0, o.fsdp_prefetch);
   std::vector<std::optional<size_t>> fwd(static_cast<size_t>(units)), bwd(static_cast<size_t>(units));
   auto gather = [&](std::vector<std::optional<size_t>>& g, int u, const char* pass) {
     if (u < 0 || u >= units || g[static_cast<size_t>(u)]) return;
     const auto [idle, loaded] = gather_cost(u);
-    g[static_cast<size_t>(u)] = ch.issue(idle, loaded, bytes[static_cast<size_t>(u)], std::string("the all-gather of ") +
-                                                           p.layers[layer_of[static_cast<size_t>(u)]].name + " (" +
-                                                           pass + ")");
+    g[static_cast<size_t>(u)] =
+        ch.issue(idle, loaded, bytes[static_cast<size_t>(u)],
+                 std::string("the all-gather of ") + p.layers[layer_of[static_cast<size_t>(u)]].name + " (" + pass + ")",
+                 LinkModel::Collective::allgather);
   };
   for (size_t l = 0; l < p.layers.size(); ++l) {
     const int u = unit_at[l];
@@ -298,7 +296,8 @@ SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, c
     ch.compute(p.layers[l].backward_s * stretch);
     if (u >= 0) {
       const auto [idle, loaded] = scatter_cost(u);
-      const size_t s = ch.issue(idle, loaded, bytes[static_cast<size_t>(u)], "the reduce-scatter of " + p.layers[l].name);
+      const size_t s = ch.issue(idle, loaded, bytes[static_cast<size_t>(u)], "the reduce-scatter of " + p.layers[l].name,
+                                LinkModel::Collective::reduce_scatter);
       if (previous_scatter) ch.wait(*previous_scatter);
       previous_scatter = s;
     }

@@ -158,7 +158,7 @@ def main():
                      "--threads=1", "--timeout=600"]
             link = os.path.join(work, "gloo2.json")
             on_two_nodes([d, *sizes, "--ops=allreduce,allgather,reduce_scatter", "--json=" + link])
-            on_two_nodes([d, *sizes[:4], "4M", *sizes[5:], "--ops=allreduce", "--load",
+            on_two_nodes([d, *sizes[:4], "4M", *sizes[5:], "--ops=allreduce,allgather,reduce_scatter", "--load",
                           "--json=" + os.path.join(work, "gloo2-load.json")])
             big = max((r for r in json.load(open(link))["results"] if r["op"] == "allreduce"),
                       key=lambda r: r["bytes"])
