@@ -123,6 +123,9 @@ void validate(const BenchOptions& o) {
       << "--hang-rank=" << o.ddp.hang_rank << ":" << o.ddp.hang_step << " needs --mode=ddp, fsdp or tp and a rank below "
       << d.count * o.ranks.nnodes;
   DPB_CHECK(!o.verify.enabled || o.verify.steps >= 1) << "--verify-steps must be at least 1, got " << o.verify.steps;
+  DPB_CHECK(!o.verify.enabled || (o.out.json_path.empty() && o.out.trace_path.empty()))
+      << "--verify compares against single-device training and writes no report or trace: run the training with "
+         "--json or --trace without --verify";
   DPB_CHECK(!o.out.layer_profile || (o.mode == ParallelMode::single && o.sweep.empty() && !d.cuda_graph))
       << "--layer-profile times one device's layers: it needs --mode=single, one --gpus count and no --cuda-graph";
 }

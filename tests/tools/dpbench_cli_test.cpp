@@ -271,6 +271,14 @@ TEST(DpbenchCli, ScenarioFlagsAreCheckedBeforeWork) {
   EXPECT_NE(r.err.find("--straggler is for --mode=ddp"), std::string::npos) << r.err;
   r = run("--mode=dp --gpus=2 --model=mlp --steps=1 --device-map=same");
   EXPECT_NE(r.err.find("--device-map is for --mode=ddp"), std::string::npos) << r.err;
+  // --verify writes no report: a --json beside it would be silently left unwritten.
+  for (const char* out : {"--json=/tmp/dpb_verify_report.json", "--trace=/tmp/dpb_verify_trace.json"}) {
+    r = run(std::string("--mode=ddp --gpus=2 --model=mlp --verify ") + out);
+    EXPECT_EQ(r.code, 2) << out;
+    EXPECT_NE(r.err.find("--verify compares against single-device training and writes no report or trace"),
+              std::string::npos)
+        << r.err;
+  }
   r = run("--mode=ddp --gpus=2 --model=mlp --steps=1 --device-map=all");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("spread"), std::string::npos) << "valid choices listed: " << r.err;
