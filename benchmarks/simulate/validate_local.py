@@ -44,10 +44,12 @@ def run(cmd):
     return r.stdout
 
 
-def simulate_argv(d, work, mode, model, extra):
-    """The prediction's command line for one case of a work directory."""
-    profile = os.path.join(work, f"profile_{model}.json")
-    crowded = os.path.join(work, f"crowded_{model}.json")
+def simulate_argv(d, work, mode, model, extra, tag=None):
+    """The prediction's command line for one case of a work directory: its profiles
+    (profile_TAG.json, crowded_TAG.json, where a case has its own) or the model's."""
+    own = tag and os.path.exists(os.path.join(work, f"profile_{tag}.json"))
+    profile = os.path.join(work, f"profile_{tag if own else model}.json")
+    crowded = os.path.join(work, f"crowded_{tag if own else model}.json")
     # The idle link's repeats (gloo2.json, gloo2-2.json, ...): each size's median is fitted.
     idle = [os.path.join(work, "gloo2.json")] + sorted(
         os.path.join(work, f) for f in os.listdir(work) if re.fullmatch(r"gloo2-[0-9]+\.json", f))
@@ -89,7 +91,7 @@ def replay(d, dirs, tolerance):
                 listed.append({"mode": mode, "model": model, "extra": extra, "measured": name})
         for c in listed:
             out = os.path.join(work, "replayed.json")
-            run([*simulate_argv(d, work, c["mode"], c["model"], c["extra"]), "--json=" + out])
+            run([*simulate_argv(d, work, c["mode"], c["model"], c["extra"], c.get("tag")), "--json=" + out])
             e_meas, e_pred = efficiency(os.path.join(work, c["measured"])), efficiency(out)
             os.remove(out)
             rows.append((c["mode"], c["model"] + "".join(" " + e for e in c["extra"]), os.path.basename(work), e_meas,
