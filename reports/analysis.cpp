@@ -105,8 +105,8 @@ void show_report(const RunReport& report, std::ostream& out) {
                      precision_name(cfg.precision));
   out << fmt::format("dpbench {} ({}) on {} ({} threads", report.tool.version, report.tool.git, report.env.cpu_model,
                      report.env.cpu_threads);
-  if (!report.env.kernels_isa.empty())
-    out << fmt::format("; kernels {}, oneDNN {}", report.env.kernels_isa, report.env.onednn_isa);
+  if (report.env.kernels_isa)
+    out << fmt::format("; kernels {}, oneDNN {}", *report.env.kernels_isa, report.env.onednn_isa.value_or("unknown"));
   out << ")";
   if (!report.env.gpus.empty()) out << fmt::format(", {}", report.env.gpus[0].name);
   out << "\n";

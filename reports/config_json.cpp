@@ -30,8 +30,8 @@ json env_json(const Environment& e) {
           {"cpu",
            {{"model", e.cpu_model},
             {"threads", e.cpu_threads},
-            {"kernels_isa", e.kernels_isa.empty() ? json(nullptr) : json(e.kernels_isa)},
-            {"onednn_isa", e.onednn_isa.empty() ? json(nullptr) : json(e.onednn_isa)}}},
+            {"kernels_isa", opt_text(e.kernels_isa)},
+            {"onednn_isa", opt_text(e.onednn_isa)}}},
           {"onednn", e.onednn},
           {"cuda_built", e.cuda_built},
           {"cuda", opt_text(e.cuda)},
@@ -47,8 +47,8 @@ Environment env_from(const JsonView& j) {
   const JsonView cpu = j.member("cpu");
   e.cpu_model = cpu.str("model", kName);
   e.cpu_threads = static_cast<int>(cpu.integer("threads", 0, 1 << 20));
-  e.kernels_isa = cpu.maybe_str("kernels_isa", 32).value_or("");
-  e.onednn_isa = cpu.maybe_str("onednn_isa", 32).value_or("");
+  e.kernels_isa = cpu.maybe_str("kernels_isa", 32);
+  e.onednn_isa = cpu.maybe_str("onednn_isa", 32);
   e.onednn = j.str("onednn", 64);
   e.cuda_built = j.boolean_or("cuda_built", false);
   e.cuda = j.maybe_str("cuda", 64);

@@ -47,8 +47,8 @@ struct Environment {
   int cpu_threads = 0;
   std::string onednn;
   // The vector instructions the project's own CPU kernels ran (simd.h: avx512, avx2,
-  // baseline) and oneDNN's (its effective ISA); empty in reports that predate them.
-  std::string kernels_isa, onednn_isa;
+  // baseline) and oneDNN's (its effective ISA); unset in reports that predate them.
+  std::optional<std::string> kernels_isa, onednn_isa;
   bool cuda_built = false;
   std::optional<std::string> cuda, driver, cudnn, nccl;
   std::vector<GpuDescription> gpus;

@@ -73,12 +73,12 @@ double LinkModel::allreduce_under_load_s(double bytes, int ranks) const {
 }
 
 double LinkModel::contention_while(double bytes, double loaded_s, Collective op) const {
+  if (contention_scope != ContentionScope::transfers) return contention;
   const std::optional<double> own = op == Collective::allgather        ? contention_per_byte_allgather_s
                                     : op == Collective::reduce_scatter ? contention_per_byte_reduce_scatter_s
                                                                        : std::nullopt;
-  const double per_byte = own.value_or(contention_per_byte_s);
-  if (own && contention_scope == ContentionScope::transfers) return loaded_s > 0 ? *own * bytes / loaded_s : 0.0;
-  if (contention_scope == ContentionScope::transfers && per_byte > 0 && loaded_s > 0) return per_byte * bytes / loaded_s;
+  if (own) return loaded_s > 0 ? *own * bytes / loaded_s : 0.0;
+  if (contention_per_byte_s > 0 && loaded_s > 0) return contention_per_byte_s * bytes / loaded_s;
   return contention;
 }
 
@@ -112,25 +112,23 @@ double LinkModel::all_gather_s(double bytes, int ranks) const {
 }
 
 namespace {
-// Idle time stretched as the all-reduce of the same size is under load.
-double stretched_as_allreduce(const LinkModel& l, double idle, double bytes, int ranks) {
+// A half-ring collective beside compute: its own under-load fit at `ranks` where there is
+// one, else its idle time stretched as the all-reduce of the same size is under load.
+double half_ring_under_load(const LinkModel& l, const std::map<int, FittedAllReduce>& loaded, double idle,
+                            double bytes, int ranks) {
+  if (ranks <= 1) return 0;
+  if (auto it = loaded.find(ranks); it != loaded.end()) return half_ring(it->second, bytes, ranks);
   const double ar = l.allreduce_s(bytes, ranks);
   return ar > 0 ? idle * l.allreduce_under_load_s(bytes, ranks) / ar : idle;
 }
 }  // namespace
 
 double LinkModel::all_gather_under_load_s(double bytes, int ranks) const {
-  if (ranks <= 1) return 0;
-  if (auto it = fitted_allgather_under_load.find(ranks); it != fitted_allgather_under_load.end())
-    return half_ring(it->second, bytes, ranks);
-  return stretched_as_allreduce(*this, all_gather_s(bytes, ranks), bytes, ranks);
+  return half_ring_under_load(*this, fitted_allgather_under_load, all_gather_s(bytes, ranks), bytes, ranks);
 }
 
 double LinkModel::reduce_scatter_under_load_s(double bytes, int ranks) const {
-  if (ranks <= 1) return 0;
-  if (auto it = fitted_reduce_scatter_under_load.find(ranks); it != fitted_reduce_scatter_under_load.end())
-    return half_ring(it->second, bytes, ranks);
-  return stretched_as_allreduce(*this, reduce_scatter_s(bytes, ranks), bytes, ranks);
+  return half_ring_under_load(*this, fitted_reduce_scatter_under_load, reduce_scatter_s(bytes, ranks), bytes, ranks);
 }
 
 double LinkModel::send_s(double bytes, bool across_nodes) const {
@@ -380,15 +378,13 @@ Measured from_dpbench(const nlohmann::json& j, const std::string& doc) {
   return m;
 }
 
-}  // namespace
-
-namespace {
 // All-gather and reduce-scatter: (n-1) alpha + (n-1)/n S / busbw is the all-reduce's fit
 // with every time doubled.
 FittedAllReduce fit_doubled(std::vector<std::pair<double, double>> points, int ranks) {
   for (auto& [bytes, t] : points) t *= 2;
   return fit_allreduce(points, ranks);
 }
+
 }  // namespace
 
 LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base) {
