@@ -272,10 +272,15 @@ TEST(StartUp, MasterFlagsWinOverTheEnvironment) {
 
 TEST(StartUp, RanksEndWhenTheirLauncherDies) {
   // The launcher killed outright cannot pass anything on: the kernel tells its ranks.
+  // Polled, not slept: on a loaded machine the ranks may start late and end late (up to
+  // 20 s for each, far within what a hung rank would show).
+  const std::string alive = "for p in $ranks; do [ -e /proc/$p ] && ! grep -q ') Z' /proc/$p/stat && echo alive $p; done";
   const std::string cmd = bin() + " --mode=ddp --gpus=2 --model=lenet --batch=8 --steps=100000 --threads=1 "
-                          "> /dev/null 2>&1 & l=$!; sleep 2; ranks=$(pgrep -P $l); kill -9 $l; sleep 3; "
-                          "for p in $ranks; do [ -e /proc/$p ] && ! grep -q ') Z' /proc/$p/stat && echo alive $p; "
-                          "done; [ -e /tmp/dpbench-run-$l ] && echo run-dir-left; echo ranks: $ranks";
+                          "> /dev/null 2>&1 & l=$!; "
+                          "for i in $(seq 200); do ranks=$(pgrep -P $l); [ $(echo $ranks | wc -w) -ge 2 ] && break; "
+                          "sleep 0.1; done; sleep 0.5; ranks=$(pgrep -P $l); kill -9 $l; "
+                          "for i in $(seq 200); do [ -z \"$(" + alive + ")\" ] && [ ! -e /tmp/dpbench-run-$l ] && break; "
+                          "sleep 0.1; done; " + alive + "; [ -e /tmp/dpbench-run-$l ] && echo run-dir-left; echo ranks: $ranks";
   const Proc r = sh(cmd);
   EXPECT_EQ(r.out.find("alive"), std::string::npos) << "ranks outlived their launcher: " << r.out;
   // Its run directory goes with it (the reaper it started removes it).
