@@ -9,11 +9,23 @@ Faults (drawn in turn, each at a random moment of the run):
   disk-full                  the report's file system fills up (a small tmpfs; without the
                              right to mount one, a file-size limit set at the start instead)
   trace-unwritable           the trace's directory is replaced by a file
+  fsize-limit                the job runs under a file-size limit (`ulimit -f`) below the
+                             report's size, SIGXFSZ left as a shell leaves it
+  launcher-killed            the launcher is killed (SIGKILL): its ranks and run directory
+                             must go with it
+  launcher-hup               the launcher is hung up (SIGHUP: its terminal or ssh session
+                             went away): it ends the job as on SIGTERM
 The TCP store's faults run the job as two nodes of one rank each (two launchers,
 --nnodes=2, rank 0 hosting the TCP store at MASTER_ADDR:MASTER_PORT), as across machines:
   store-host-killed          rank 0, which hosts the store, is killed (SIGKILL)
   store-refused              node 1 starts with no store at MASTER_PORT (connection refused)
   store-wrong-token          node 1 says another DPB_STORE_TOKEN than node 0
+  store-blackholed           node 1 starts against a store address that drops every
+                             connection request (SYNs unanswered): bounded by --timeout
+  stranger-hellos            70 connections from outside the job reach the store mid-run and
+                             never say the token: half stream a hello claiming 16 MiB, half
+                             trickle one byte at a time; the job must finish unharmed
+  sigstop-two-nodes          one rank of a two-node job is stopped (SIGSTOP): both nodes end
   connection-dropped         every TCP connection of one rank is reset (RST) mid-run
   partition                  one rank's ports drop every packet mid-run (a NIC or link
                              gone): its peers hear nothing until their timeout
@@ -37,8 +49,9 @@ counts it as hung.
 
 Every run must end within --timeout + 5 s of its fault (or, for faults that only bite
 when the run writes its outputs, of its natural end), with the culprit named in what it
-printed, no process of the job left behind, no stray files, and its report, trace and
-checkpoint either the previous version or complete.
+printed, no process of the job left behind, no stray files, no shared-memory segment in
+/dev/shm and no launcher's run directory in /tmp that was not there before it, and its
+report, trace and checkpoint either the previous version or complete.
 
   python3 benchmarks/faults/fault_campaign.py --faults 200 --json out/faults.json
 
@@ -60,7 +73,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fault_nodes import NodeFaults  # noqa: E402
-from fault_tools import AT_WRITE, Firewall, HEARTBEAT_S, KINDS, Lines, NEED_IPTABLES, NET_NODES, TWO_NODES, cpu_ticks, file_state, fill, processes_with, rank_pids, repo_root, stamp, try_mount_tmpfs  # noqa: E402
+from fault_tools import AT_WRITE, Firewall, HEARTBEAT_S, KINDS, Lines, NEED_IPTABLES, NET_NODES, TWO_NODES, cpu_ticks, file_state, fill, job_leftovers, processes_with, rank_pids, repo_root, stamp, try_mount_tmpfs  # noqa: E402
 
 
 class Campaign(NodeFaults):
@@ -75,6 +88,7 @@ class Campaign(NodeFaults):
         os.makedirs(os.path.join(self.out, "tracedir"), exist_ok=True)
         self.previous = {}
         self.firewall = Firewall()
+        self.before = {}  # marker: the segments and run directories there before its run
 
     def paths(self, kind):
         report_dir = self.disk if kind == "disk-full" else self.out
@@ -91,13 +105,15 @@ class Campaign(NodeFaults):
                 "--json=" + paths["report"], "--trace=" + paths["trace"], "--save=" + paths["checkpoint"],
                 *extra]
 
-    def start(self, cmd, marker, fsize_limit=None, env_extra=None):
+    def start(self, cmd, marker, fsize_limit=None, env_extra=None, ignore_sigxfsz=True):
         env = dict(os.environ, DPB_FAULT_RUN=marker, **(env_extra or {}))
+        self.before.setdefault(marker, job_leftovers())
 
         def pre():
             if fsize_limit is not None:
                 import resource
-                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+                if ignore_sigxfsz:  # a write past the limit fails with EFBIG
+                    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
                 resource.setrlimit(resource.RLIMIT_FSIZE, (fsize_limit, fsize_limit))
 
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -140,15 +156,18 @@ class Campaign(NodeFaults):
         extra, fsize = [], None
         if kind == "hang":
             extra = [f"--hang-rank={victim}:{rng.randrange(2, a.steps)}"]
-        if kind == "disk-full" and not self.tmpfs:
+        if (kind == "disk-full" and not self.tmpfs) or kind == "fsize-limit":
             fsize = len(self.previous["report"]) // 2
         marker = f"{uuid.uuid4().hex}-{i}"
         fault_in = rng.uniform(0.15, 0.85) * self.duration
         t0 = time.monotonic()
-        p, out, err = self.start(self.command(kind, paths, extra), marker, fsize)
+        # `ulimit -f` in a shell leaves SIGXFSZ at its default (the process is killed).
+        p, out, err = self.start(self.command(kind, paths, extra), marker, fsize,
+                                 ignore_sigxfsz=kind != "fsize-limit")
         fault_at = None
         written = {k: stamp(v) for k, v in paths.items()}  # the previous versions, as restored
-        if kind in ("sigkill", "sigterm", "sigstop", "store", "disk-full", "trace-unwritable"):
+        if kind in ("sigkill", "sigterm", "sigstop", "store", "disk-full", "trace-unwritable", "launcher-killed",
+                    "launcher-hup"):
             while time.monotonic() - t0 < fault_in and p.poll() is None:
                 time.sleep(0.005)
             # A fault at the write lands only before the run has written its outputs.
@@ -162,6 +181,11 @@ class Campaign(NodeFaults):
                     else:
                         os.kill(pids[victim], {"sigkill": signal.SIGKILL, "sigterm": signal.SIGTERM,
                                                "sigstop": signal.SIGSTOP}[kind])
+                elif kind in ("launcher-killed", "launcher-hup"):
+                    if rank_pids(p.pid):  # its ranks are running
+                        os.kill(p.pid, signal.SIGKILL if kind == "launcher-killed" else signal.SIGHUP)
+                    else:
+                        fault_at = None
                 elif kind == "store":
                     run_dir = f"/tmp/dpbench-run-{p.pid}"
                     if os.path.isdir(run_dir) and os.listdir(run_dir):
@@ -174,7 +198,7 @@ class Campaign(NodeFaults):
                 elif kind == "trace-unwritable":
                     shutil.rmtree(os.path.dirname(paths["trace"]))
                     open(os.path.dirname(paths["trace"]), "w").close()
-        elif kind == "disk-full":
+        elif kind in ("disk-full", "fsize-limit"):
             fault_at = t0  # the file-size limit holds from the start
         # A hang lands when the hanging rank stops using the processor (seen from /proc):
         # quiet for half a second while alive, from its last tick of work.
@@ -193,9 +217,19 @@ class Campaign(NodeFaults):
             if fault_at is not None:
                 hard = min(hard, fault_at + a.timeout + 8)
             time.sleep(0.01)
-        hung = p.poll() is None
+        if kind == "launcher-killed" and fault_at is not None:
+            # The launcher is gone at once: the run ends when its ranks (and the process
+            # that removes its run directory) have gone too.
+            while processes_with(marker) and time.monotonic() < fault_at + a.timeout + 8:
+                time.sleep(0.01)
+        hung = p.poll() is None or (kind == "launcher-killed" and bool(processes_with(marker)))
         if hung:
-            os.killpg(p.pid, signal.SIGKILL)
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            for pid in processes_with(marker):
+                os.kill(pid, signal.SIGKILL)
             p.wait()
         end = time.monotonic()
         out.thread.join(5)
@@ -220,6 +254,9 @@ class Campaign(NodeFaults):
         if end - since > a.timeout + 5:
             problems.append(f"ended {end - since:.2f} s after the fault (limit {a.timeout + 5:.0f} s)")
         culprit = {
+            "launcher-killed": r"",  # nobody is left to say it: what counts is what remains
+            "launcher-hup": r"stopped by signal 1\b",
+            "fsize-limit": r"File too large",
             "sigkill": rf"rank {victim} \(pid \d+\) died: killed by signal 9",
             "sigterm": rf"rank {victim} \(pid \d+\) died: killed by signal 15",
             "sigstop": rf"rank {victim} \(pid \d+\) is stopped by signal 19",
@@ -238,15 +275,14 @@ class Campaign(NodeFaults):
             return result, []
         if kind == "store" and survived:
             result["outcome"] = "completed, store loss reported" if named else "completed"
+        elif kind == "launcher-killed":
+            result["outcome"] = "launcher killed; its ranks and run directory gone with it"
         else:
             result["outcome"] = "failed, culprit named" if named else "failed"
         if not named:
             problems.append(f"culprit not named (looked for /{culprit}/)")
         if kind != "store" and survived:
             problems.append("exited 0 despite the fault")
-        if os.path.exists(f"/tmp/dpbench-run-{p.pid}"):
-            problems.append(f"left /tmp/dpbench-run-{p.pid}")
-            shutil.rmtree(f"/tmp/dpbench-run-{p.pid}", ignore_errors=True)
         problems += self.leftovers(marker, paths)
         result["problems"] = problems
         return result, problems
@@ -257,6 +293,11 @@ class Campaign(NodeFaults):
         clean)."""
         problems = []
         time.sleep(0.2)
+        new = job_leftovers() - self.before.pop(marker, set())
+        if new:
+            problems.append(f"left {sorted(new)}")
+            for f in new:
+                shutil.rmtree(f, ignore_errors=True) if os.path.isdir(f) else os.remove(f)
         left = processes_with(marker)
         if left:
             problems.append(f"left processes {left}")

@@ -10,7 +10,8 @@ import sys
 import time
 import uuid
 
-from fault_tools import NEED_IPTABLES, end_nodes, file_state, free_port, rank_pids, repo_root, tcp_ports
+from fault_tools import NEED_IPTABLES, Blackhole, Strangers, end_nodes, file_state, free_port, rank_pids, repo_root, \
+    tcp_ports
 
 
 class NodeFaults:
@@ -28,20 +29,21 @@ class NodeFaults:
         self.restore(paths)
         if kind in NEED_IPTABLES and not self.firewall.cmd:
             return {"fault": kind, "victim": None, "exit": None, "outcome": "skipped: " + self.firewall.why}, []
-        victim = 0 if kind == "store-host-killed" else 1 if kind in ("store-refused", "store-wrong-token") \
-            else rng.randrange(2)
-        port = free_port()
+        victim = 0 if kind in ("store-host-killed", "stranger-hellos") else 1 if kind in (
+            "store-refused", "store-wrong-token", "store-blackholed") else rng.randrange(2)
+        blackhole = Blackhole() if kind == "store-blackholed" else None
+        port = blackhole.port if blackhole else free_port()
         marker = f"{uuid.uuid4().hex}-{i}"
         tokens = {0: "job-token", 1: "another-token" if kind == "store-wrong-token" else "job-token"}
         t0 = time.monotonic()
         nodes = {}
         for node in (0, 1):
-            if kind == "store-refused" and node == 0:
-                continue  # nobody hosts the store at that port
+            if kind in ("store-refused", "store-blackholed") and node == 0:
+                continue  # nobody hosts the store at that port (or nobody answers there)
             nodes[node] = self.start(self.node_command(node, port, paths), marker,
                                      env_extra={"DPB_STORE_TOKEN": tokens[node]})
-        fault_at = None
-        if kind in ("store-refused", "store-wrong-token"):
+        fault_at, strangers = None, None
+        if kind in ("store-refused", "store-wrong-token", "store-blackholed"):
             fault_at = t0  # wrong from the start
         else:
             fault_in = rng.uniform(0.25, 0.85) * self.duration_two_nodes
@@ -50,8 +52,11 @@ class NodeFaults:
             launcher = nodes[victim][0]
             pid = rank_pids(launcher.pid).get(victim) if launcher.poll() is None else None
             if pid is not None:
-                if kind == "store-host-killed":
-                    os.kill(pid, signal.SIGKILL)
+                if kind in ("store-host-killed", "sigstop-two-nodes"):
+                    os.kill(pid, signal.SIGKILL if kind == "store-host-killed" else signal.SIGSTOP)
+                    fault_at = time.monotonic()
+                elif kind == "stranger-hellos":
+                    strangers = Strangers("127.0.0.1", port)
                     fault_at = time.monotonic()
                 else:
                     ports = tcp_ports(pid)
@@ -64,14 +69,20 @@ class NodeFaults:
             time.sleep(0.01)
         hung, end, texts = end_nodes(nodes)
         self.firewall.clear()
+        if strangers:
+            strangers.stop()
+        if blackhole:
+            blackhole.close()
         result = {"fault": kind, "victim": victim, "exit": {n: p.returncode for n, (p, _, _) in nodes.items()},
                   "seconds": end - t0}
         if fault_at is None:
             result["outcome"] = "ended before the fault"
             return result, []
         result["after_fault_s"] = end - fault_at
-        survivors = [n for n in nodes if not (kind == "store-host-killed" and n == victim)]
-        if kind in NEED_IPTABLES | {"store-host-killed"} and all(nodes[n][0].returncode == 0 for n in survivors) and all(
+        if kind == "stranger-hellos":
+            return self.judge_strangers(result, strangers, nodes, hung, end - fault_at, marker, paths)
+        survivors = [n for n in nodes if not (kind in ("store-host-killed", "sigstop-two-nodes") and n == victim)]
+        if kind in NEED_IPTABLES | {"store-host-killed", "sigstop-two-nodes"} and all(nodes[n][0].returncode == 0 for n in survivors) and all(
                 file_state(v, "json" if k != "checkpoint" else "safetensors") == "complete" for k, v in paths.items()):
             # After the job's last message (every collective had completed): nothing to bite.
             result["outcome"] = "ended before the fault bit"
@@ -84,11 +95,14 @@ class NodeFaults:
             problems.append(f"ended {end - fault_at:.2f} s after the fault (limit {a.timeout + 5:.0f} s)")
         # What each node must name: the culprit, from where it stands.
         peer = 1 - victim
-        lost_peer = rf"rank {{r}}|peer {{r}}|rank\(s\) {{r}} did not arrive"
+        lost_peer = r"rank {r}|peer {r}|rank\(s\) {r} did not arrive"
         culprits = {
             "store-host-killed": {0: r"rank 0 \(pid \d+\) died: killed by signal 9",
                                   1: r"store's host \(rank 0\) is gone|" + lost_peer.format(r=0)},
             "store-refused": {1: r"could not connect to 127\.0\.0\.1:%d .*Connection refused" % port},
+            "store-blackholed": {1: r"could not connect to 127\.0\.0\.1:%d within" % port},
+            "sigstop-two-nodes": {victim: rf"rank {victim} \(pid \d+\) (is stopped by signal 19|stayed stopped)",
+                                  peer: lost_peer.format(r=victim)},
             "store-wrong-token": {1: r"job token differs from rank 0's",
                                   0: r"rank\(s\) 1 (did not arrive|never joined)"},
             "connection-dropped": {victim: lost_peer.format(r=peer) + "|" + lost_peer.format(r=victim),
@@ -109,6 +123,25 @@ class NodeFaults:
         problems += self.leftovers(marker, paths)
         result["problems"] = problems
         result["said"] = {n: t[-600:] for n, t in texts.items()} if problems else None
+        return result, problems
+
+    def judge_strangers(self, result, strangers, nodes, hung, after, marker, paths):
+        """The job must not notice strangers at its store: both nodes finish (exit 0), in
+        about the time they take without them."""
+        a = self.a
+        problems = []
+        result["strangers"] = {"opened": strangers.opened, "cut_off": strangers.cut}
+        failed = [n for n, (p, _, _) in nodes.items() if p.returncode != 0]
+        if hung:
+            problems.append(f"hung: node(s) {hung} killed by the campaign")
+        if failed:
+            problems.append(f"node(s) {failed} failed while strangers held connections to the store")
+        if after > a.timeout + 5:
+            problems.append(f"ended {after:.2f} s after the strangers came (limit {a.timeout + 5:.0f} s)")
+        result["outcome"] = (f"completed; {strangers.cut} of {strangers.opened} strangers cut off"
+                             if not failed else "failed")
+        problems += self.leftovers(marker, paths)
+        result["problems"] = problems
         return result, problems
 
     def cluster(self, *args):
@@ -214,7 +247,6 @@ class NodeFaults:
             problems.append(f"hung: node(s) {hung} killed by the campaign")
         if end - fault_at > a.timeout + 5 and not (kind == "brown-out" and completed):
             problems.append(f"ended {end - fault_at:.2f} s after the fault (limit {a.timeout + 5:.0f} s)")
-        peer = 1 - victim
         lost = r"rank {r}\b|peer {r}|rank\(s\) {r} (did not arrive|never joined)|the link to rank\(s\) ([0-9]+, )*{r}\b"
         store = r"tcp store 10\.99\.0\.1:%d" % port
         if kind == "brown-out" and completed:

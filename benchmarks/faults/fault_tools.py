@@ -10,17 +10,20 @@ import subprocess
 import threading
 import time
 
-KINDS = ["sigkill", "sigterm", "sigstop", "hang", "store", "disk-full", "trace-unwritable",
-         "store-host-killed", "store-refused", "store-wrong-token", "connection-dropped", "partition",
+KINDS = ["sigkill", "sigterm", "sigstop", "hang", "store", "disk-full", "trace-unwritable", "fsize-limit",
+         "launcher-killed", "launcher-hup",
+         "store-host-killed", "store-refused", "store-wrong-token", "store-blackholed", "stranger-hellos",
+         "sigstop-two-nodes", "connection-dropped", "partition",
          "link-down", "node1-killed", "node0-killed", "brown-out"]
 # Faults of a job on two network-namespace nodes (scripts/cluster.sh).
 NET_NODES = {"link-down", "node1-killed", "node0-killed", "brown-out"}
 # Faults of a job of two nodes (two launchers) around the TCP store.
-TWO_NODES = {"store-host-killed", "store-refused", "store-wrong-token", "connection-dropped", "partition"}
+TWO_NODES = {"store-host-killed", "store-refused", "store-wrong-token", "store-blackholed", "stranger-hellos",
+             "sigstop-two-nodes", "connection-dropped", "partition"}
 NEED_IPTABLES = {"connection-dropped", "partition"}
 HEARTBEAT_S = 0.2  # how often a rank publishes its progress to the store (comm/health.h)
 # Faults whose effect shows only when the run writes its outputs at the end.
-AT_WRITE = {"disk-full", "trace-unwritable"}
+AT_WRITE = {"disk-full", "trace-unwritable", "fsize-limit"}
 
 
 def repo_root():
@@ -85,6 +88,18 @@ def rank_pids(launcher_pid):
         except (OSError, ValueError, KeyError):
             pass
     return out
+
+
+def job_leftovers():
+    """What a job may leave outside its outputs: shared-memory segments (/dev/shm/dpb*) and
+    launchers' run directories (/tmp/dpbench-run-PID)."""
+    found = set()
+    try:
+        found |= {"/dev/shm/" + f for f in os.listdir("/dev/shm") if f.startswith("dpb")}
+    except OSError:
+        pass
+    found |= {"/tmp/" + f for f in os.listdir("/tmp") if f.startswith("dpbench-run-")}
+    return found
 
 
 def stamp(path):
@@ -223,3 +238,81 @@ def end_nodes(nodes):
         err.thread.join(5)
         texts[n] = out.text() + err.text()
     return hung, end, texts
+
+
+class Blackhole:
+    """A TCP address that never answers: a socket listening with the shortest accept queue,
+    filled by connections nobody accepts, so the kernel drops every further SYN (as a
+    firewall or a host that vanished would). Needs nothing but a port."""
+
+    def __init__(self):
+        import socket
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(0)
+        self.port = self.listener.getsockname()[1]
+        self.fill = []
+        for _ in range(4):
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect(("127.0.0.1", self.port))
+            except BlockingIOError:
+                pass
+            self.fill.append(s)
+        time.sleep(0.1)
+
+    def close(self):
+        for s in self.fill:
+            s.close()
+        self.listener.close()
+
+
+class Strangers:
+    """Connections to a job's TCP store from outside the job, which never say the token:
+    half send a hello that claims a 16 MiB value and stream it as fast as they can, half
+    trickle theirs one byte every 50 ms. Counts how many the store cut off."""
+
+    def __init__(self, host, port, count=70):
+        import socket
+        import struct
+        key = b"dpbench-store/1"
+        self.header = struct.pack("<BI", 5, len(key)) + key + struct.pack("<I", (16 << 20) - 4)
+        self.stop_flag = threading.Event()
+        self.cut = 0
+        self.opened = 0
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._one, args=(socket, host, port, k % 2 == 0), daemon=True)
+                        for k in range(count)]
+        for t in self.threads:
+            t.start()
+
+    def _one(self, socket, host, port, fast):
+        try:
+            s = socket.create_connection((host, port), timeout=2)
+        except OSError:
+            return
+        with self.lock:
+            self.opened += 1
+        s.settimeout(0.5)
+        chunk = b"x" * (1 << 20) if fast else b"x"
+        data = self.header
+        try:
+            while not self.stop_flag.is_set():
+                try:
+                    s.sendall(data)
+                except TimeoutError:  # the store reads no more for now; not cut off
+                    continue
+                data = chunk
+                if not fast:
+                    time.sleep(0.05)
+        except OSError:  # the store closed it (a reset, or a pipe that no longer goes)
+            with self.lock:
+                self.cut += 1
+        finally:
+            s.close()
+
+    def stop(self):
+        self.stop_flag.set()
+        for t in self.threads:
+            t.join(3)
