@@ -38,14 +38,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A scratch folder of this process, for the readers that take paths.
+// A scratch folder of this process, for the readers that take paths; removed when the
+// process ends.
 const fs::path& scratch() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("dpb_fuzz_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  struct Scratch {
+    fs::path dir;
+    Scratch() : dir(fs::temp_directory_path() / ("dpb_fuzz_" + std::to_string(::getpid()))) {
+      fs::create_directories(dir);
+    }
+    ~Scratch() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  };
+  static const Scratch s;
+  return s.dir;
 }
 
 std::string put(const std::string& name, const uint8_t* data, size_t size) {

@@ -37,15 +37,19 @@ const std::string& dpreport() {
 void write(const std::string& path, const nlohmann::json& j) { std::ofstream(path) << j.dump(); }
 
 // One small dp sweep shared by the tests (a real report, written once).
+// Removed when the test program ends.
 const std::string& sweep_report() {
-  static const std::string path = [] {
-    const std::string p = tmp("sweep.json");
-    const Result r = sh(dpbench() + " --mode=dp --gpus=1,2 --model=mlp --batch=16 --steps=6 --warmup=1 --threads=1 "
-                                    "--progress=none --json=" + p);
-    EXPECT_EQ(r.code, 0) << r.out << r.err;
-    return p;
-  }();
-  return path;
+  struct Shared {
+    std::string path = tmp("sweep.json");
+    Shared() {
+      const Result r = sh(dpbench() + " --mode=dp --gpus=1,2 --model=mlp --batch=16 --steps=6 --warmup=1 "
+                                      "--threads=1 --progress=none --json=" + path);
+      EXPECT_EQ(r.code, 0) << r.out << r.err;
+    }
+    ~Shared() { std::remove(path.c_str()); }
+  };
+  static const Shared shared;
+  return shared.path;
 }
 
 TEST(DpbenchSweep, ReportsScalingEfficiencyForEachDeviceCount) {
