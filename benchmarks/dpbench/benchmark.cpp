@@ -257,8 +257,9 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
                                                 std::ostream& out, const RankContext* rank) {
   const int world = rank ? rank->group->size() : o.device.count;
   const bool lead = !rank || rank->group->rank() == 0;
-  for (const auto* path : {&o.out.json_path, &o.out.trace_path, &o.train.save_path})
+  for (const auto* path : {&o.out.json_path, &o.out.trace_path})
     if (!path->empty()) check_writable(*path);
+  check_checkpoint_writable(o);
   trace::timeline().clear();
   const int threads = apply_process_settings(o, rank ? 1 : o.device.count);
   cpu::CpuDeviceScope scope(0);
@@ -273,6 +274,7 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
                     (o.data.eval == EvalMode::automatic && o.data.dataset != "synthetic");
   const std::vector<std::string> ids = device_ids(o, rank);
   setup.train.save_path = o.train.save_path;
+  setup.train.save_sharded = o.train.save_sharded;
   setup.train.resume_path = o.train.resume_path;
   // The report's memory is training's: the model is not gathered whole afterwards (a
   // checkpoint still is, and --layer-profile times the whole model's layers).

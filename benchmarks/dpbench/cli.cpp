@@ -67,6 +67,7 @@ struct Flags {
   std::string bench = "train", mode, gpus = "1", devices = "cpu", precision = "fp32";  // mode "": not given
   std::string device_timing = "auto", dp_forward = "scatter", dp_input = "tensor", split, schedule = "gpipe";
   std::string eval = "auto", progress = "auto", optimizer = "sgd", lr_schedule = "constant", lr_scale = "none";
+  std::string save_format = "auto";
   std::string backend, sampler = "distributed", device_map = "spread", straggler, hang, host_allreduce = "shm";
   std::string ops = "allreduce,allgather,reduce_scatter,broadcast", min_bytes = "8", max_bytes = "256M", kill;
   bool simulate = false;
@@ -98,6 +99,7 @@ void convert(const Flags& f, BenchOptions& o) {
   o.pipeline.schedule = parse_pipeline_schedule(f.schedule);
   o.data.eval = pick<EvalMode>(f.eval, {{"auto", EvalMode::automatic}, {"on", EvalMode::on}, {"off", EvalMode::off}});
   o.train.progress = parse_progress_mode(f.progress);
+  o.train.save_sharded = f.save_format == "sharded" || (f.save_format == "auto" && o.mode == ParallelMode::fsdp);
   o.train.optimizer = parse_optimizer(f.optimizer);
   o.train.lr_schedule = parse_lr_schedule(f.lr_schedule);
   o.train.lr_scale = parse_lr_scaling(f.lr_scale);
@@ -219,7 +221,13 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
       ->check(at_least(0));
   app.add_option("--augment", o.data.augment, "Random crop + flip for cifar10");
   app.add_option("--save", o.train.save_path, "Write a safetensors checkpoint at the end");
-  app.add_option("--resume", o.train.resume_path, "Continue from a checkpoint written by --save");
+  app.add_option("--save-format", f.save_format,
+                 "What --save writes: sharded (fsdp: a directory of one file per rank, each holding its rows of every "
+                 "parameter; resumes at the same world size), full (one file, every parameter whole; resumes in any "
+                 "mode and world size); auto: sharded for --mode=fsdp, full otherwise")
+      ->check(CLI::IsMember({"auto", "full", "sharded"}));
+  app.add_option("--resume", o.train.resume_path,
+                 "Continue from a checkpoint written by --save (a full one, or a sharded one's directory)");
   app.add_option("--progress", f.progress, "Progress on stderr (auto: a bar on a terminal, lines otherwise)")
       ->check(CLI::IsMember({"auto", "bar", "plain", "none"}));
   app.add_option("--devices", f.devices, "Device kind: cpu (logical CPU devices) or cuda (GPUs)")

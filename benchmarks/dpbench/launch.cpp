@@ -78,8 +78,9 @@ int run(BenchOptions o, const std::vector<std::string>& argv) {
   validate(o);
   if ((o.mode == ParallelMode::tp || o.ddp.tp > 1) && rank_env(o).source == "none" && !std::getenv("DPB_LAUNCHED"))
     check_tensor_parallel(o);
-  for (const auto* path : {&o.out.json_path, &o.out.trace_path, &o.train.save_path})
+  for (const auto* path : {&o.out.json_path, &o.out.trace_path})
     if (!path->empty()) check_writable(*path);
+  check_checkpoint_writable(o);
   if (is_distributed(o.mode)) {
     if (should_launch(o, rank_env(o))) return launch_ranks(o, argv);
     return run_ddp_rank(o, argv);

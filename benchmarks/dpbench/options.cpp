@@ -1,10 +1,14 @@
 #include "benchmarks/dpbench/options.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/backend/device_info.h"
 #include "engine/core/error.h"
+#include "engine/core/file_io.h"
 #include "engine/core/log.h"
 
 namespace dpb::bench {
@@ -75,6 +79,8 @@ void validate(const BenchOptions& o) {
         << f.flag << " is for --mode=" << parallel_mode_name(f.mode) << ", not --mode=" << mode;
   DPB_CHECK(!o.fsdp.set || o.mode == ParallelMode::fsdp)
       << "--fsdp-reshard and --fsdp-prefetch are for --mode=fsdp";
+  DPB_CHECK(!o.train.save_sharded || o.mode == ParallelMode::fsdp)
+      << "--save-format=sharded is for --mode=fsdp (--mode=" << mode << " writes one full checkpoint)";
   DPB_CHECK((o.mode != ParallelMode::fsdp && o.mode != ParallelMode::tp) || !o.ddp.sync_bn)
       << "--sync-bn is for --mode=ddp";
   DPB_CHECK(o.ddp.tp == 1 || o.mode == ParallelMode::ddp)
@@ -222,5 +228,15 @@ int threads_per_device(const BenchOptions& o, int devices_on_node) {
 }
 
 int64_t bucket_bytes(const BenchOptions& o) { return static_cast<int64_t>(o.ddp.bucket_mb * 1024 * 1024); }
+
+void check_checkpoint_writable(const BenchOptions& o) {
+  const std::string& p = o.train.save_path;
+  if (p.empty()) return;
+  if (!o.train.save_sharded || !std::filesystem::exists(p)) return check_writable(p);
+  DPB_CHECK(std::filesystem::is_directory(p))
+      << "--save=" << p << ": a sharded checkpoint is a directory (one file per rank), and this is a file "
+      << "(--save-format=full writes one file)";
+  DPB_CHECK(::access(p.c_str(), W_OK) == 0) << "--save=" << p << ": the directory is not writable";
+}
 
 }  // namespace dpb::bench

@@ -69,6 +69,7 @@ struct TrainingOptions {
   int64_t base_batch = 256;
   int accum_steps = 1;  // batches per optimizer step
   std::string save_path, resume_path;
+  bool save_sharded = false;  // --save-format: one file per rank (fsdp), not one full file
   ProgressMode progress = ProgressMode::automatic;
 };
 
@@ -178,6 +179,9 @@ struct BenchOptions {
 // Flag combinations that do not fit together, and what the machine cannot run: one
 // dpb::Error naming the flags and the valid choices. Checked before any work.
 void validate(const BenchOptions& o);
+// --save's path can be written: a file (a full checkpoint), or a directory that is there
+// or can be made (a sharded one).
+void check_checkpoint_writable(const BenchOptions& o);
 void validate_collectives(const BenchOptions& o);
 void validate_simulate(const BenchOptions& o);
 

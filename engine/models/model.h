@@ -26,6 +26,10 @@ struct ModelSpec {
   std::string head_tied_to;
   // A transformer's depth and width (0 for other models), for its FLOPs per token.
   int64_t layers = 0, width = 0, heads = 0, context = 0;
+  // FSDP's wrap policy: the layers (by name prefix) that are units of their own, as
+  // FSDP2's fully_shard on each; every other parameter belongs to the root unit. Empty:
+  // every layer with parameters of its own is a unit.
+  std::vector<std::string> fsdp_units;
 };
 
 class Model : public Sequential {

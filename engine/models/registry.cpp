@@ -207,6 +207,9 @@ std::unique_ptr<Model> gpt2_model(const Gpt2Config& c, Generator& gen, const Mod
   spec.width = c.width;
   spec.heads = c.heads;
   spec.context = c.context;
+  // Each block is an FSDP unit; the embeddings, the last LayerNorm and the tied head
+  // belong to the root (torchtitan's fully_shard per block, then the whole model).
+  spec.fsdp_units = {"transformer.h."};
   auto m = std::make_unique<Model>(spec);
   m->add("transformer.wte", std::make_unique<Embedding>(c.vocab, c.width, &gen));
   m->add("transformer.wpe", std::make_unique<PositionEmbedding>(c.context, c.width, &gen));

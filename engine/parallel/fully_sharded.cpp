@@ -47,13 +47,21 @@ FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessG
     if (auto* tied = dynamic_cast<TiedLinear*>(layers[l].module); tied && tied->weight())
       users[tied->weight()].push_back(l);
   }
-  // Units: one per layer with parameters of its own (forward order), then the root.
+  // Units: one per layer with parameters of its own that the wrap policy makes a unit
+  // (forward order), then the root.
+  const auto& policy = module_.spec().fsdp_units;
+  auto wrapped = [&](const std::string& layer) {
+    if (policy.empty()) return true;
+    for (const auto& prefix : policy)
+      if (layer.rfind(prefix, 0) == 0) return true;
+    return false;
+  };
   std::vector<int> unit_of_layer(layers.size(), -1);
   std::vector<size_t> owner(named.size());
   bool any_root = false;
   for (size_t i = 0; i < named.size(); ++i) {
     const auto& u = users[named[i].second];
-    if (u.size() == 1) {
+    if (u.size() == 1 && wrapped(layers[u.front()].name)) {
       owner[i] = u.front();
       unit_of_layer[u.front()] = 0;
     } else {
@@ -82,26 +90,28 @@ FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessG
     m.param = named[i].second;
     m.shape = m.param->data().shape();
     m.numel = m.shape.numel();
+    m.rows = m.shape.ndim() == 0 ? 1 : m.shape[0];
+    m.row = m.rows > 0 ? m.numel / m.rows : 0;
+    m.chunk_rows = (m.rows + world - 1) / world;
     m.unit = owner[i] == layers.size() ? static_cast<size_t>(root_) : static_cast<size_t>(unit_of_layer[owner[i]]);
     Unit& unit = units_[m.unit];
     unit.members.push_back(i);
     m.offset = unit.total;
     unit.total += m.numel;
+    m.slot = unit.chunk;
+    unit.chunk += m.chunk_rows * m.row;
   }
   for (Unit& unit : units_) {
-    unit.chunk = (unit.total + world - 1) / world;
     unit.flat = Tensor::zeros({unit.chunk}, device_);
-    const int64_t lo = rank * unit.chunk, hi = lo + unit.chunk;  // this rank's part of the flat parameter
     for (size_t i : unit.members) {
       Member& m = members_[i];
-      const int64_t begin = std::max(lo, m.offset), end = std::min(hi, m.offset + m.numel);
-      if (end > begin) {
-        m.part_begin = begin - m.offset;
-        m.part_len = end - begin;
-        Tensor part = unit.flat.slice(begin - lo, end - lo);
-        part.copy_from(m.param->data().view({m.numel}).slice(m.part_begin, m.part_begin + m.part_len));
+      if (const int64_t mine = m.rows_of(rank); mine > 0) {
+        const int64_t first = rank * m.chunk_rows;
+        Tensor part = unit.flat.slice(m.slot, m.slot + mine * m.row).view(shard_shape(m));
+        part.copy_from(m.param->data().view({m.numel}).slice(first * m.row, (first + mine) * m.row));
         m.shard = std::make_unique<Parameter>(part);
         shard_members_.push_back(i);
+        memory_.shard_gradient_bytes += mine * m.row * kF32;
       }
       m.param->data() = Tensor();
       m.param->grad() = Tensor();
@@ -112,7 +122,6 @@ FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessG
     memory_.largest_unit_bytes = std::max(memory_.largest_unit_bytes, unit.total * kF32);
   }
   std::sort(shard_members_.begin(), shard_members_.end());
-  for (size_t i : shard_members_) memory_.shard_gradient_bytes += members_[i].part_len * kF32;
   if (!layers.empty()) last_layer_ = {layers.back().owner, layers.back().index};
   // The root stays gathered through backward only as far as a layer that uses it reads
   // it there: GPT-2's tied head does (its input gradient), the token embedding does not
@@ -138,6 +147,27 @@ FullyShardedDataParallel::~FullyShardedDataParallel() {
   for (Sequential* s : hooked_) s->set_layer_hooks(nullptr);
 }
 
+Shape FullyShardedDataParallel::shard_shape(const Member& m) const {
+  if (m.shape.ndim() == 0) return m.rows_of(group_.rank()) > 0 ? Shape{} : Shape{0};
+  Shape s = m.shape;
+  s[0] = m.rows_of(group_.rank());
+  return s;
+}
+
+int64_t FullyShardedDataParallel::shard_first_row(size_t shard) const {
+  return group_.rank() * members_[shard_members_.at(shard)].chunk_rows;
+}
+
+std::vector<FullyShardedDataParallel::LocalShard> FullyShardedDataParallel::local_shards() {
+  const auto named = module_.named_parameters();
+  std::vector<LocalShard> out;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    const Member& m = members_[i];
+    out.push_back({named[i].first, shard_shape(m), m.shard.get()});
+  }
+  return out;
+}
+
 std::vector<Parameter*> FullyShardedDataParallel::shard_parameters() {
   std::vector<Parameter*> out;
   for (size_t i : shard_members_) out.push_back(members_[i].shard.get());
@@ -157,7 +187,7 @@ int FullyShardedDataParallel::unit_of(Sequential& seq, size_t layer) const {
   return it == unit_at_.end() ? -1 : it->second;
 }
 
-int64_t FullyShardedDataParallel::unit_bytes(size_t u) const { return units_[u].chunk * group_.size() * kF32; }
+int64_t FullyShardedDataParallel::unit_bytes(size_t u) const { return units_[u].total * kF32; }
 
 void FullyShardedDataParallel::note_gathered(int64_t delta) {
   gathered_now_ += delta;
@@ -171,12 +201,8 @@ void FullyShardedDataParallel::note_grads(int64_t delta) {
 
 void FullyShardedDataParallel::start_gather(size_t u) {
   Unit& unit = units_[u];
-  if (group_.size() == 1) return;  // one rank: its shard is the whole flat parameter
-  // The unit keeps one storage for its gathered parameters for good: freed (released)
-  // after its forward, refilled here. A layer's backward computes with the views it saved
-  // in forward, which see the values again once this all-gather has filled the storage.
-  if (!unit.gathered.defined()) unit.gathered = Tensor::empty({unit.chunk * group_.size()}, device_);
-  else unit.gathered.refill_storage();
+  if (group_.size() == 1) return;  // one rank: its chunks are the whole parameters
+  unit.gathered = Tensor::empty({unit.chunk * group_.size()}, device_);
   note_gathered(unit.gathered.numel() * kF32);
   CollectiveRecord c{"all-gather", unit.name, unit.chunk * kF32, now_ns(), 0, 0, 0, 0};
   unit.gather_work = group_.allgather(unit.gathered, unit.flat);
@@ -188,11 +214,12 @@ void FullyShardedDataParallel::ensure_full(size_t u) {
   Unit& unit = units_[u];
   if (unit.full) return;
   if (group_.size() == 1) {
-    // Nothing to gather (nor allocated): the members are views into the shard itself.
-    unit.gathered = unit.flat;
+    // Nothing to gather (nor allocated): the members are views into the shards themselves
+    // (one rank's chunks are the whole parameters, unpadded, one after another).
+    unit.whole = unit.flat;
     for (size_t i : unit.members) {
       Member& m = members_[i];
-      m.param->data() = unit.gathered.slice(m.offset, m.offset + m.numel).view(m.shape);
+      m.param->data() = unit.whole.slice(m.offset, m.offset + m.numel).view(m.shape);
     }
     unit.full = true;
     return;
@@ -206,11 +233,25 @@ void FullyShardedDataParallel::ensure_full(size_t u) {
   c.wait_end_ns = now_ns();
   c.started_ns = unit.gather_work->started_ns();
   c.finished_ns = unit.gather_work->finished_ns();
-  // The gathered buffer is the flat parameter: each member is a view into it.
+  // The unit keeps one storage for its whole parameters for good: freed (released) after
+  // its forward, refilled here. A layer's backward computes with the views it saved in
+  // forward, which see the values again once the copy below has filled the storage.
+  if (!unit.whole.defined()) unit.whole = Tensor::empty({unit.total}, device_);
+  else unit.whole.refill_storage();
+  note_gathered(unit.total * kF32);
+  // Each rank's rows of each member, out of that rank's chunks (FSDP2's copy-out).
+  const int world = group_.size();
   for (size_t i : unit.members) {
-    Member& m = members_[i];
-    m.param->data() = unit.gathered.slice(m.offset, m.offset + m.numel).view(m.shape);
+    const Member& m = members_[i];
+    for (int r = 0; r < world; ++r)
+      if (const int64_t n = m.rows_of(r); n > 0) {
+        const int64_t at = m.offset + r * m.chunk_rows * m.row, from = r * unit.chunk + m.slot;
+        unit.whole.slice(at, at + n * m.row).copy_from(unit.gathered.slice(from, from + n * m.row));
+      }
+    members_[i].param->data() = unit.whole.slice(m.offset, m.offset + m.numel).view(m.shape);
   }
+  note_gathered(-unit.gathered.numel() * kF32);
+  unit.gathered = Tensor();
   unit.gather_work.reset();
   unit.gather_record = -1;
   unit.full = true;
@@ -221,7 +262,7 @@ void FullyShardedDataParallel::ensure_full(size_t u) {
 void FullyShardedDataParallel::release_early(size_t u) {
   Unit& unit = units_[u];
   if (!unit.full || unit.released || group_.size() == 1) return;
-  unit.gathered.release_storage();
+  unit.whole.release_storage();
   note_gathered(-unit_bytes(u));
   unit.released = true;
 }
@@ -235,11 +276,11 @@ void FullyShardedDataParallel::free_full(size_t u) {
   } else if (group_.size() > 1) {
     // Frees the memory itself, not only this class's references: a layer's saved views
     // (Linear keeps its weight for backward) would otherwise hold the whole unit until its
-    // backward, as FSDP2 frees by resizing the all-gather output's storage to zero.
-    unit.gathered.release_storage();
+    // backward, as FSDP2 frees by resizing the unsharded parameters' storage to zero.
+    unit.whole.release_storage();
     note_gathered(-unit_bytes(u));
   } else {
-    unit.gathered = Tensor();
+    unit.whole = Tensor();
   }
   unit.full = false;
 }
@@ -286,13 +327,13 @@ void FullyShardedDataParallel::before_backward(Sequential& seq, size_t layer) {
   prefetch_after(static_cast<size_t>(u), -1);
 }
 
-// The unit's backward writes its gradients into one flat buffer (the reduce-scatter's
-// input), each a view into it; reduce_scatter zeroes what the backward did not write
-// (and the padding), so the buffer is not cleared beforehand.
+// The unit's backward writes its gradients into one buffer, each a view into it;
+// reduce_scatter zeroes what the backward did not write, so the buffer is not cleared
+// beforehand.
 void FullyShardedDataParallel::attach_gradients(size_t u) {
   Unit& unit = units_[u];
   if (unit.grads.defined()) return;
-  unit.grads = Tensor::empty({unit.chunk * group_.size()}, device_);
+  unit.grads = Tensor::empty({unit.total}, device_);
   note_grads(unit.grads.numel() * kF32);
   for (size_t i : unit.members) {
     Member& m = members_[i];
@@ -326,14 +367,28 @@ void FullyShardedDataParallel::reduce_scatter(size_t u) {
     m.param->grad() = Tensor();
     m.param->zero_grad();
   }
-  if (unit.grads.numel() > unit.total) unit.grads.slice(unit.total, unit.grads.numel()).zero();  // padding
-  p.in = std::move(unit.grads);
-  unit.grads = Tensor();
-  if (group_.size() == 1) {  // one rank: the flat gradient is its shard's
+  const int world = group_.size();
+  if (world == 1) {  // one rank: the gradients are laid out as its chunks
+    p.in = std::move(unit.grads);
+    unit.grads = Tensor();
     p.out = p.in;
     finish_scatter(p);
     return;
   }
+  // Each rank's rows of each member into that rank's chunks, padding zeroed (FSDP2's
+  // copy-in): the reduce-scatter's input.
+  p.in = Tensor::empty({unit.chunk * world}, device_);
+  note_grads(p.in.numel() * kF32);
+  for (size_t i : unit.members) {
+    const Member& m = members_[i];
+    for (int r = 0; r < world; ++r) {
+      const int64_t n = m.rows_of(r), to = r * unit.chunk + m.slot, from = m.offset + r * m.chunk_rows * m.row;
+      if (n > 0) p.in.slice(to, to + n * m.row).copy_from(unit.grads.slice(from, from + n * m.row));
+      if (n < m.chunk_rows) p.in.slice(to + n * m.row, to + m.chunk_rows * m.row).zero();
+    }
+  }
+  note_grads(-unit.grads.numel() * kF32);
+  unit.grads = Tensor();
   p.out = Tensor::empty({unit.chunk}, device_);
   note_grads(p.out.numel() * kF32);
   p.record = static_cast<int>(collectives_.size());
@@ -355,13 +410,11 @@ void FullyShardedDataParallel::finish_scatter(PendingScatter& p) {
     c.started_ns = p.work->started_ns();
     c.finished_ns = p.work->finished_ns();
   }
-  const int64_t lo = group_.rank() * units_[p.unit].chunk;
   for (size_t i : units_[p.unit].members) {
     Member& m = members_[i];
     if (!m.shard) continue;
     Parameter& s = *m.shard;
-    const int64_t at = m.offset + m.part_begin - lo;
-    const Tensor part = p.out.slice(at, at + m.part_len);
+    const Tensor part = p.out.slice(m.slot, m.slot + m.rows_of(group_.rank()) * m.row).view(shard_shape(m));
     if (!s.grad_is_zero() && s.grad().defined()) {
       ops::axpy(1.0f, part, s.grad());  // accumulating (micro-batches)
     } else {
@@ -440,14 +493,15 @@ void FullyShardedDataParallel::shard_from_model() {
     for (size_t i : unit.members) {
       Member& m = members_[i];
       if (!m.shard) continue;
+      const int64_t first = group_.rank() * m.chunk_rows;
       const Tensor whole = m.param->data().to_plain().view({m.numel});
-      m.shard->data().copy_from(whole.slice(m.part_begin, m.part_begin + m.part_len));
+      m.shard->data().copy_from(whole.slice(first * m.row, (first + m.rows_of(group_.rank())) * m.row));
     }
   }
 }
 
-// Per unit and state key, every rank's parts laid out as its flat shard and all-gathered
-// into the flat whole, then cut at the members. Which keys exist, and the step counts,
+// Per unit and state key, every rank's rows laid out as its chunks and all-gathered, then
+// copied out into each member's whole shape. Which keys exist, and the step counts,
 // are agreed over the group first (a rank may hold no part of a unit).
 std::vector<OptimizerState> FullyShardedDataParallel::full_optimizer_state(const Optimizer& sharded) {
   const std::vector<std::string> keys{"momentum_buffer", "exp_avg", "exp_avg_sq"};
@@ -476,7 +530,6 @@ std::vector<OptimizerState> FullyShardedDataParallel::full_optimizer_state(const
   const int64_t world = group_.size();
   for (size_t u = 0; u < units_.size(); ++u) {
     const Unit& unit = units_[u];
-    const int64_t lo = group_.rank() * unit.chunk;
     for (size_t k = 0; k < keys.size(); ++k) {
       if (has[u * keys.size() + k] == 0.0f) continue;
       Tensor flat = Tensor::zeros({unit.chunk}, device_);
@@ -484,14 +537,20 @@ std::vector<OptimizerState> FullyShardedDataParallel::full_optimizer_state(const
         auto it = mine.find({i, keys[k]});
         if (it == mine.end()) continue;
         const Member& m = members_[i];
-        flat.slice(m.offset + m.part_begin - lo, m.offset + m.part_begin - lo + m.part_len)
-            .copy_from(it->second.to_plain().view({m.part_len}));
+        const int64_t n = m.rows_of(group_.rank()) * m.row;
+        flat.slice(m.slot, m.slot + n).copy_from(it->second.to_plain().view({n}));
       }
       Tensor all = Tensor::empty({unit.chunk * world}, device_);
       group_.allgather(all, flat)->wait();
       for (size_t i : unit.members) {
         const Member& m = members_[i];
-        out.push_back({i, keys[k], all.slice(m.offset, m.offset + m.numel).view(m.shape).clone()});
+        Tensor whole = Tensor::zeros({m.numel}, device_);
+        for (int64_t r = 0; r < world; ++r)
+          if (const int64_t n = m.rows_of(r) * m.row; n > 0) {
+            const int64_t at = r * m.chunk_rows * m.row, from = r * unit.chunk + m.slot;
+            whole.slice(at, at + n).copy_from(all.slice(from, from + n));
+          }
+        out.push_back({i, keys[k], whole.view(m.shape)});
       }
     }
     if (step[u] > 0)
@@ -511,8 +570,10 @@ void FullyShardedDataParallel::load_full_optimizer_state(Optimizer& sharded, con
       sharded.load_state({at, s.key, s.value});
       continue;
     }
+    const int64_t first = group_.rank() * m.chunk_rows;
     const Tensor whole = s.value.to(device_).to_plain().view({m.numel});
-    sharded.load_state({at, s.key, whole.slice(m.part_begin, m.part_begin + m.part_len).clone()});
+    sharded.load_state(
+        {at, s.key, whole.slice(first * m.row, (first + m.rows_of(group_.rank())) * m.row).view(shard_shape(m)).clone()});
   }
 }
 

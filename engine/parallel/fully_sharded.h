@@ -2,26 +2,32 @@
 // FullyShardedDataParallel: one process per rank, as DDP, with every parameter, its
 // gradient and its optimizer state sharded across the ranks (PyTorch FSDP2's
 // fully_shard, ZeRO-3):
-//   - a unit is one of the model's layers (pipeline_units: a transformer block, a
-//     linear or convolution layer); a parameter that several units use (GPT-2's tied
-//     token embedding and head) belongs to the root unit, gathered for the whole step;
-//   - a unit's parameters, flattened one after another (FSDP's flat parameter), are cut
-//     into world-size chunks of ceil(total / W) elements (the last padded with zeros);
-//     rank r keeps chunk r, the input of the unit's all-gather;
-//   - before a unit's forward its flat parameter is all-gathered and the model's
-//     parameters become views into it (no copies); after the forward they are freed
-//     (reshard after forward; `reshard_after_forward = false` keeps them until the
-//     unit's backward, as ZeRO-2), and gathered again before its backward;
-//   - the unit's backward writes its gradients into one flat buffer (each gradient a
-//     view into it), which is reduce-scattered (averaged) straight into the shards'
-//     gradients, then freed;
+//   - a unit is one of the model's layers (pipeline_units), as the model's wrap policy
+//     says (ModelSpec::fsdp_units: GPT-2's blocks; by default every layer with
+//     parameters of its own); every other parameter, and one that several layers use
+//     (GPT-2's tied token embedding and head), belongs to the root unit, gathered for
+//     the whole step;
+//   - each parameter is sharded on its own along dim 0 (FSDP2's Shard(0)): cut into W
+//     chunks of ceil(rows / W) rows, rank r keeps chunk r as a parameter of shape
+//     (its rows, ...) (the last ranks' chunks shorter, or empty); a rank's chunks of a
+//     unit's parameters, each padded to the full chunk, lie one after another in one
+//     buffer, the input of the unit's all-gather;
+//   - before a unit's forward its parameters are all-gathered and copied out of the
+//     ranks' chunks into one buffer where each model parameter is a view; after the
+//     forward that buffer's memory is freed (reshard after forward; `reshard_after_forward
+//     = false` keeps it until the unit's backward, as ZeRO-2), and gathered again before
+//     its backward;
+//   - the unit's backward writes its gradients into one buffer (each gradient a view
+//     into it), which is copied into the ranks' chunks and reduce-scattered (averaged)
+//     straight into the shards' gradients, then freed;
 //   - while a unit computes, the next `prefetch` units' all-gathers run on the group's
 //     communication thread (0: each all-gather only when its unit needs it);
-//   - the optimizer steps on the shards: shard_parameters() holds, in model order, the
-//     part of each model parameter that falls in this rank's chunk (none where no part
-//     does), with shard_decay_mask() for its weight decay.
+//   - the optimizer steps on the shards: shard_parameters() holds, in model order, this
+//     rank's rows of each model parameter (none where it holds no row), with
+//     shard_decay_mask() for its weight decay.
 // Every rank must build the same model; construction checks it, broadcasts rank 0's
 // values and shards them.
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -43,8 +49,8 @@ struct FsdpOptions {
 // What one rank holds, in bytes (f32 parameters).
 struct FsdpMemory {
   int64_t full_parameter_bytes = 0;    // the whole model's parameters, unsharded
-  int64_t shard_parameter_bytes = 0;   // this rank's shards (with padding)
-  int64_t shard_gradient_bytes = 0;    // their gradients (the parts of parameters, without padding)
+  int64_t shard_parameter_bytes = 0;   // this rank's shards (with each chunk's padding)
+  int64_t shard_gradient_bytes = 0;    // their gradients (this rank's rows, without padding)
   int64_t largest_unit_bytes = 0;      // the largest unit's gathered parameters
   int64_t peak_gathered_bytes = 0;     // most gathered parameters alive at once in training
                                        // and evaluation (not gather_full_parameters())
@@ -69,9 +75,22 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   // the shards' gradients (added to them when a step accumulates several batches).
   void backward(Tensor grad_out);
 
-  // What the optimizer steps: this rank's part of each model parameter that has one, in
-  // model order.
+  // What the optimizer steps: this rank's rows of each model parameter that it holds
+  // rows of, in model order.
   std::vector<Parameter*> shard_parameters();
+  // The model parameter (its index in named_parameters()) each shard is part of, and the
+  // first of its rows the shard holds.
+  size_t shard_source(size_t shard) const { return shard_members_.at(shard); }
+  int64_t shard_first_row(size_t shard) const;
+  // Every model parameter in model order: its name, the shape of this rank's rows of it
+  // (0 rows where it holds none) and its shard (null where none), for a sharded
+  // checkpoint.
+  struct LocalShard {
+    std::string name;
+    Shape shape;
+    Parameter* shard = nullptr;
+  };
+  std::vector<LocalShard> local_shards();
   // The model's weight-decay mask (one flag per model parameter) for shard_parameters().
   std::vector<bool> shard_decay_mask(const std::vector<bool>& model_mask) const;
   // The global L2 norm of the shards' gradients (every rank's squares summed), clipped as
@@ -106,23 +125,26 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
     Parameter* param = nullptr;
     Shape shape;
     size_t unit = 0;
-    int64_t numel = 0, offset = 0;  // offset: within the unit's flat parameter
-    // This rank's part of it: elements [part_begin, part_begin + part_len) of the
-    // parameter, at `offset + part_begin - rank x chunk` of the rank's flat shard.
-    int64_t part_begin = 0, part_len = 0;
-    std::unique_ptr<Parameter> shard;  // null when no part falls in this rank's chunk
+    int64_t numel = 0, offset = 0;  // offset: within the unit's buffer of whole parameters
+    int64_t rows = 0, row = 0;      // dim 0 (1 for a scalar) and the elements of one row
+    int64_t chunk_rows = 0;         // ceil(rows / W): one rank's chunk
+    int64_t slot = 0;               // where its chunk lies in a rank's buffer of chunks
+    std::unique_ptr<Parameter> shard;  // this rank's rows; null when it holds none
+    // Rows of rank r's chunk (the last ranks' are shorter, or none).
+    int64_t rows_of(int64_t r) const { return std::clamp<int64_t>(rows - r * chunk_rows, 0, chunk_rows); }
   };
   struct Unit {
     std::string name;
     std::vector<size_t> members;
-    int64_t total = 0;  // elements of the flat parameter
-    int64_t chunk = 0;  // ceil(total / W): this rank's flat shard
-    Tensor flat;        // this rank's chunk of the flat parameter
-    Tensor gathered;    // the whole flat parameter (W x chunk): pending, or the members' storage
-    Tensor grads;       // the flat gradient its backward writes into
+    int64_t total = 0;  // elements of its parameters
+    int64_t chunk = 0;  // elements of one rank's chunks, padded (the members' chunk_rows x row)
+    Tensor flat;        // this rank's chunks, one after another: the shards' storage
+    Tensor gathered;    // every rank's chunks (W x chunk) while the all-gather is pending
+    Tensor whole;       // the whole parameters, the members' storage (freed when resharded)
+    Tensor grads;       // the gradients its backward writes into (the members' layout)
     std::shared_ptr<comm::Work> gather_work;
     int gather_record = -1;
-    bool full = false;      // members' data are views into `gathered`
+    bool full = false;      // members' data are views into `whole`
     bool released = false;  // full, but its memory freed before backward ended (release_early)
   };
   struct PendingScatter {
@@ -152,6 +174,7 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   void note_gathered(int64_t delta);
   void note_grads(int64_t delta);
   int64_t unit_bytes(size_t u) const;
+  Shape shard_shape(const Member& m) const;
 
   Model& module_;
   comm::ProcessGroup& group_;

@@ -9,6 +9,7 @@
 
 #include "engine/models/model.h"
 #include "engine/optim/optimizer.h"
+#include "engine/parallel/fully_sharded.h"
 
 namespace dpb {
 
@@ -28,5 +29,19 @@ void save_checkpoint(const std::string& path, Model& model, const std::string& o
 // Restores model and optimizer in place. Throws dpb::Error naming the first tensor
 // whose name or shape does not match, or a model/optimizer mismatch.
 TrainPosition load_checkpoint(const std::string& path, Model& model, Optimizer& optimizer);
+
+// A sharded checkpoint (FSDP, as PyTorch's distributed checkpoint keeps one file per
+// rank): a directory of rank-RRRRR-of-WWWWW.safetensors, each rank's own file holding its
+// rows of every parameter under the parameter's name (dim 0: in rank order they
+// concatenate into the whole parameter, torch.cat(parts, dim=0); 0 rows where a rank
+// holds none), their optimizer state as "optimizer.<parameter>.<key>", the model's
+// buffers, and the full checkpoint's metadata with world_size and rank. No rank holds
+// more than its shards to write it. Each file is written atomically; resuming needs the
+// same world size, and every rank checks that all the files are of the same step.
+std::string sharded_checkpoint_file(const std::string& dir, int rank, int world);
+void save_sharded_checkpoint(const std::string& dir, Model& model, FullyShardedDataParallel& fsdp,
+                             const Optimizer& optimizer, const TrainPosition& pos);
+TrainPosition load_sharded_checkpoint(const std::string& dir, Model& model, FullyShardedDataParallel& fsdp,
+                                      Optimizer& optimizer);
 
 }  // namespace dpb

@@ -98,6 +98,9 @@ struct TrainOptions {
   // model's validation loss during training).
   int64_t eval_every = 0;
   std::string save_path;    // checkpoint written at the end
+  // fsdp: save_path is a sharded checkpoint (a directory, each rank writing its own
+  // shards: save_sharded_checkpoint), not one full file.
+  bool save_sharded = false;
   // fsdp / tp: the model holds its full parameters after run() (as single-device training
   // would: for a caller that reads them). Off, the model stays sharded unless a checkpoint
   // is saved, and run()'s memory is training's only (dpbench's reports).

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "engine/core/clock.h"
 #include "engine/core/log.h"
@@ -90,8 +91,18 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
   loader_ = std::make_unique<DataLoader>(train_, sampler_, lo, augment);
 
   if (!resumed) start_.seed = o_.seed;
+  const bool sharded_resume = !o_.resume_path.empty() && std::filesystem::is_directory(o_.resume_path);
+  DPB_CHECK(!sharded_resume || strategy_->fsdp())
+      << "checkpoint '" << o_.resume_path << "' is a sharded one (a directory of one file per rank): it resumes "
+      << "--mode=fsdp at the world size that wrote it; save a full checkpoint (--save-format=full) for --mode="
+      << parallel_mode_name(o_.mode);
+  DPB_CHECK(!o_.save_sharded || o_.save_path.empty() || strategy_->fsdp())
+      << "a sharded checkpoint is written by --mode=fsdp; --mode=" << parallel_mode_name(o_.mode)
+      << " writes one full checkpoint";
   if (resumed) {
     strategy_->tp()->load_full_optimizer_state(*optimizer_, resumed->state());
+  } else if (sharded_resume) {
+    start_ = load_sharded_checkpoint(o_.resume_path, model_, *strategy_->fsdp(), *optimizer_);
   } else if (!o_.resume_path.empty() && strategy_->fsdp()) {
     // A full checkpoint (from any mode and world size) into the model, then each rank's chunks.
     FullyShardedDataParallel& f = *strategy_->fsdp();
@@ -290,17 +301,25 @@ TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) 
   // FSDP: the model gets its full parameters back and the optimizer state is gathered
   // (every rank takes part, as for a full state dict).
   std::vector<OptimizerState> full_state;
-  const bool full = o_.full_model_after_run || !o_.save_path.empty();
+  const bool save_full = !o_.save_path.empty() && !o_.save_sharded;
+  const bool full = o_.full_model_after_run || save_full;
+  if (auto* f = strategy_->fsdp(); f && !o_.save_path.empty() && o_.save_sharded) {
+    // Each rank writes its own shards, before anything is gathered.
+    save_sharded_checkpoint(o_.save_path, model_, *f, *optimizer_, pos);
+    if (f->group().rank() == 0)
+      log::info("sharded checkpoint written to {} by {} rank(s) (epoch {}, batch {}, step {})", o_.save_path,
+                f->group().size(), pos.epoch, pos.batch, pos.global_step);
+  }
   if (auto* f = strategy_->fsdp(); f && full) {
     f->gather_full_parameters();
-    if (!o_.save_path.empty()) full_state = f->full_optimizer_state(*optimizer_);
+    if (save_full) full_state = f->full_optimizer_state(*optimizer_);
   }
   if (auto* t = strategy_->tp(); t && full) {
-    if (!o_.save_path.empty()) full_state = t->full_optimizer_state(*optimizer_);
+    if (save_full) full_state = t->full_optimizer_state(*optimizer_);
     t->gather_full_parameters();
   }
   const bool writer = (!o_.ddp.group || o_.ddp.group->rank() == 0) && (!o_.tp_group || o_.tp_group->rank() == 0);
-  if (!o_.save_path.empty() && writer) {
+  if (save_full && writer) {
     if (strategy_->fsdp() || strategy_->tp()) save_checkpoint(o_.save_path, model_, optimizer_->name(), full_state, pos);
     else save_checkpoint(o_.save_path, model_, *optimizer_, pos);
     log::info("checkpoint written to {} (epoch {}, batch {}, step {})", o_.save_path, pos.epoch, pos.batch,

@@ -51,7 +51,9 @@ TEST(Fsdp, EachRankHoldsItsShardsAndOneUnitAtATime) {
         for (auto* p : model->parameters()) EXPECT_FALSE(p->data().defined()) << name << ": full parameter at rest";
         const FsdpMemory& mem = fsdp.memory();
         EXPECT_EQ(mem.full_parameter_bytes, params * 4);
-        const auto padding_bound = static_cast<int64_t>(fsdp.shard_parameters().size()) * 4 * world;
+        // Each parameter's chunk is padded by less than one of its rows.
+        int64_t padding_bound = 0;
+        for (const auto& s : fsdp.local_shards()) padding_bound += 4 * (s.shape.ndim() > 1 ? s.shape.row_numel() : 1);
         EXPECT_LE(mem.shard_parameter_bytes, params * 4 / world + padding_bound);
         EXPECT_GE(mem.shard_parameter_bytes * world, params * 4);
 
@@ -223,12 +225,65 @@ TEST(Fsdp, EvaluatingAShardedModelMatchesTheFullOne) {
   });
 }
 
+// Each parameter is sharded on its own along dim 0: rank r holds rows [r c, (r + 1) c)
+// of it (c = ceil(rows / W); fewer, or none, at the end), as a tensor of those rows, with
+// the values single-device training starts from. GPT-2's units are its blocks; the
+// embeddings, the last LayerNorm and the tied head are the root's.
+TEST(Fsdp, EachParameterIsShardedOnItsOwnAlongDimZero) {
+  auto reference = model_on("gpt2-tiny", Device::cpu(0));
+  const auto whole = reference->named_parameters();
+  for (int world : {2, 3}) {
+    test::run_ranks_ok(world, [&](int rank, comm::ProcessGroup& pg) {
+      auto model = model_on("gpt2-tiny", Device::cpu(rank));
+      FullyShardedDataParallel fsdp(*model, pg);
+      EXPECT_EQ(fsdp.units(), 3) << "two blocks and the root";
+      const auto shards = fsdp.shard_parameters();
+      const auto local = fsdp.local_shards();
+      ASSERT_EQ(local.size(), whole.size());
+      size_t held = 0, padded = 0;
+      for (size_t i = 0; i < whole.size(); ++i) {
+        const Shape& full = whole[i].second->data().shape();
+        const int64_t rows = full[0], chunk = (rows + world - 1) / world;
+        const int64_t mine = std::clamp<int64_t>(rows - rank * chunk, 0, chunk);
+        EXPECT_EQ(local[i].name, whole[i].first);
+        EXPECT_EQ(local[i].shape[0], mine) << whole[i].first;
+        padded += rows % world != 0;
+        if (mine == 0) {
+          EXPECT_EQ(local[i].shard, nullptr) << whole[i].first;
+          continue;
+        }
+        ASSERT_LT(held, shards.size());
+        EXPECT_EQ(local[i].shard, shards[held]);
+        EXPECT_EQ(fsdp.shard_source(held), i);
+        EXPECT_EQ(fsdp.shard_first_row(held), rank * chunk);
+        Shape want = full;
+        want[0] = mine;
+        EXPECT_EQ(shards[held]->data().shape(), want) << whole[i].first;
+        EXPECT_EQ(shards[held]->data().to_vector(),
+                  whole[i].second->data().slice(rank * chunk, rank * chunk + mine).to_vector())
+            << whole[i].first << " on rank " << rank << " of " << world;
+        ++held;
+      }
+      EXPECT_EQ(held, shards.size());
+      if (world == 3) {
+        EXPECT_GT(padded, 0u) << "3 ranks pad some chunks";
+      }
+      // Gathered back, every parameter is whole again, the padding dropped.
+      fsdp.gather_full_parameters();
+      const auto back = model->named_parameters();
+      for (size_t i = 0; i < whole.size(); ++i)
+        EXPECT_EQ(back[i].second->data().to_vector(), whole[i].second->data().to_vector()) << whole[i].first;
+    });
+  }
+}
+
 struct Run {
   std::string mode = "single";
   int world = 1;
   int64_t steps = 2;
   std::string save, resume;
   OptimizerKind optimizer = OptimizerKind::sgd;
+  bool sharded = false;  // save a sharded checkpoint
 };
 
 // `steps` optimizer steps (SGD with momentum, or AdamW) of gpt2-tiny on 8-sequence global
@@ -247,6 +302,7 @@ void train(const Run& r) {
     o.optim.lr = r.optimizer == OptimizerKind::sgd ? 0.05f : 2e-3f;
     o.device = dev;
     o.save_path = r.save;
+    o.save_sharded = r.sharded;
     o.resume_path = r.resume;
     if (pg) {
       o.mode = ParallelMode::fsdp;
@@ -300,6 +356,77 @@ TEST(Fsdp, FullCheckpointsLoadIntoAnyWorldSize) {
     EXPECT_EQ(t.at(p + "exp_avg_sq").shape(), (Shape{256, 64})) << file;
     EXPECT_EQ(t.at(p + "step").item(), steps) << file;
     EXPECT_GT(std::sqrt(ops::sum_squares(t.at(p + "exp_avg_sq"))), 0.0) << file;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Each rank writes its own rows (no rank gathers the model): the files concatenated along
+// dim 0 in rank order are the full checkpoint, and the directory resumes at the same world
+// size as one device continues (AdamW: moments and step counts per shard). Another world
+// size is refused, naming the one that wrote it, as is resuming it in another mode.
+TEST(Fsdp, ShardedCheckpointsHoldEachRanksRowsAndResume) {
+  cpu::set_threads_per_device(1);
+  const auto dir = std::filesystem::temp_directory_path() / ("dpb_fsdp_sharded_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto path = [&](const char* f) { return (dir / f).string(); };
+  train({"fsdp", 2, 2, path("sharded2"), "", OptimizerKind::adamw, true});
+  train({"fsdp", 2, 2, path("full2.safetensors"), "", OptimizerKind::adamw});
+  const auto full = safetensors::load(path("full2.safetensors"));
+  std::vector<safetensors::File> parts;
+  for (int r = 0; r < 2; ++r) {
+    const std::string f = sharded_checkpoint_file(path("sharded2"), r, 2);
+    ASSERT_TRUE(std::filesystem::exists(f)) << f;
+    parts.push_back(safetensors::load(f));
+    EXPECT_EQ(parts.back().metadata.at("world_size"), "2");
+    EXPECT_EQ(parts.back().metadata.at("rank"), std::to_string(r));
+    EXPECT_EQ(parts.back().metadata.at("global_step"), "2");
+  }
+  size_t compared = 0;
+  for (const auto& [name, t] : full.tensors) {
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".step") == 0) continue;  // one count per shard
+    std::vector<float> joined;
+    for (const auto& part : parts) {
+      const std::map<std::string, Tensor> m(part.tensors.begin(), part.tensors.end());
+      ASSERT_TRUE(m.count(name)) << name << " missing from a rank's file";
+      const auto v = m.at(name).to_vector();
+      joined.insert(joined.end(), v.begin(), v.end());
+    }
+    EXPECT_EQ(joined, t.to_vector()) << name;
+    ++compared;
+  }
+  EXPECT_GT(compared, 40u);
+  // Two more steps from it, against four without a stop (and they moved).
+  train({"fsdp", 2, 4, path("straight4.safetensors"), "", OptimizerKind::adamw});
+  train({"fsdp", 2, 2, path("resumed4.safetensors"), path("sharded2"), OptimizerKind::adamw});
+  EXPECT_LT(checkpoint_difference(path("straight4.safetensors"), path("resumed4.safetensors")), 1e-5);
+  EXPECT_GT(checkpoint_difference(path("full2.safetensors"), path("resumed4.safetensors")), 1e-4);
+  const auto resumed = safetensors::load(path("resumed4.safetensors"));
+  const std::map<std::string, Tensor> t(resumed.tensors.begin(), resumed.tensors.end());
+  EXPECT_EQ(t.at("optimizer.transformer.h.1.mlp.c_fc.weight.step").item(), 4.0f);
+
+  const auto at_four = test::run_ranks(4, [&](int rank, comm::ProcessGroup& pg) {
+    auto model = model_on("gpt2-tiny", Device::cpu(rank));
+    auto data = data_for(*model, 64);
+    TrainOptions o;
+    o.batch = 2;
+    o.optim.kind = OptimizerKind::adamw;
+    o.device = Device::cpu(rank);
+    o.mode = ParallelMode::fsdp;
+    o.ddp.group = &pg;
+    o.resume_path = path("sharded2");
+    Trainer(*model, *data, o);
+  });
+  ASSERT_EQ(at_four.size(), 4u);
+  for (const auto& e : at_four) EXPECT_NE(e.find("it was written by 2 rank(s)"), std::string::npos) << e;
+  auto single = model_on("gpt2-tiny", Device::cpu(0));
+  auto data = data_for(*single, 64);
+  TrainOptions o;
+  o.resume_path = path("sharded2");
+  try {
+    Trainer(*single, *data, o);
+    ADD_FAILURE() << "a sharded checkpoint resumed one device";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a sharded one"), std::string::npos) << e.what();
   }
   std::filesystem::remove_all(dir);
 }
