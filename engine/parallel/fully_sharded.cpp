@@ -17,6 +17,10 @@ namespace dpb {
 
 namespace {
 constexpr int64_t kF32 = 4;
+// A unit's reduce-scatter input is copied in and sent in pieces of at most this many
+// bytes (over all ranks): the copy of a large unit (GPT-2's root, the token embedding)
+// never doubles its gradients' memory.
+constexpr int64_t kScatterPieceBytes = int64_t{32} << 20;
 }
 
 FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessGroup& group, FsdpOptions options)
@@ -371,30 +375,45 @@ void FullyShardedDataParallel::reduce_scatter(size_t u) {
   if (world == 1) {  // one rank: the gradients are laid out as its chunks
     p.in = std::move(unit.grads);
     unit.grads = Tensor();
-    p.out = p.in;
+    p.out = p.piece_out = p.in;
     finish_scatter(p);
     return;
   }
-  // Each rank's rows of each member into that rank's chunks, padding zeroed (FSDP2's
-  // copy-in): the reduce-scatter's input.
-  p.in = Tensor::empty({unit.chunk * world}, device_);
-  note_grads(p.in.numel() * kF32);
-  for (size_t i : unit.members) {
-    const Member& m = members_[i];
-    for (int r = 0; r < world; ++r) {
-      const int64_t n = m.rows_of(r), to = r * unit.chunk + m.slot, from = m.offset + r * m.chunk_rows * m.row;
-      if (n > 0) p.in.slice(to, to + n * m.row).copy_from(unit.grads.slice(from, from + n * m.row));
-      if (n < m.chunk_rows) p.in.slice(to + n * m.row, to + m.chunk_rows * m.row).zero();
+  const Tensor out = Tensor::empty({unit.chunk}, device_);
+  note_grads(out.numel() * kF32);
+  // Elements [a, b) of every rank's chunks at a time (one piece, unless the unit is
+  // large): each rank's rows of each member copied in, padding zeroed (FSDP2's
+  // copy-in), reduce-scattered into [a, b) of this rank's chunk. A piece waits for the
+  // one before it; the last stays in flight.
+  const int64_t piece = std::max<int64_t>(1, kScatterPieceBytes / kF32 / world);
+  for (int64_t a = 0; a < unit.chunk; a += piece) {
+    const int64_t b = std::min(unit.chunk, a + piece), width = b - a;
+    PendingScatter q;
+    q.unit = u;
+    q.out = out;
+    q.piece_out = out.slice(a, b);
+    q.last = b == unit.chunk;
+    q.in = Tensor::empty({width * world}, device_);
+    note_grads(q.in.numel() * kF32);
+    for (size_t i : unit.members) {
+      const Member& m = members_[i];
+      const int64_t lo = std::max(a, m.slot), hi = std::min(b, m.slot + m.chunk_rows * m.row);
+      if (lo >= hi) continue;
+      for (int r = 0; r < world; ++r) {
+        const int64_t end = std::min(hi, m.slot + m.rows_of(r) * m.row);  // past it: padding
+        const int64_t to = r * width - a, from = m.offset + r * m.chunk_rows * m.row - m.slot;
+        if (end > lo) q.in.slice(to + lo, to + end).copy_from(unit.grads.slice(from + lo, from + end));
+        if (end < hi) q.in.slice(to + std::max(lo, end), to + hi).zero();
+      }
     }
+    q.record = static_cast<int>(collectives_.size());
+    collectives_.push_back({"reduce-scatter", unit.name, q.in.numel() * kF32, now_ns(), 0, 0, 0, 0});
+    q.work = group_.reduce_scatter(q.piece_out, q.in, comm::ReduceOp::avg);
+    scatters_.push_back(std::move(q));
+    if (b < unit.chunk) drain_scatters(0);
   }
   note_grads(-unit.grads.numel() * kF32);
   unit.grads = Tensor();
-  p.out = Tensor::empty({unit.chunk}, device_);
-  note_grads(p.out.numel() * kF32);
-  p.record = static_cast<int>(collectives_.size());
-  collectives_.push_back({"reduce-scatter", unit.name, p.in.numel() * kF32, now_ns(), 0, 0, 0, 0});
-  p.work = group_.reduce_scatter(p.out, p.in, comm::ReduceOp::avg);
-  scatters_.push_back(std::move(p));
   // At most two in flight: the one just issued runs while the next unit's backward computes.
   drain_scatters(1);
 }
@@ -410,6 +429,8 @@ void FullyShardedDataParallel::finish_scatter(PendingScatter& p) {
     c.started_ns = p.work->started_ns();
     c.finished_ns = p.work->finished_ns();
   }
+  note_grads(-(p.piece_out.shares_storage_with(p.in) ? 0 : p.in.numel()) * kF32);
+  if (!p.last) return;
   for (size_t i : units_[p.unit].members) {
     Member& m = members_[i];
     if (!m.shard) continue;
@@ -424,7 +445,7 @@ void FullyShardedDataParallel::finish_scatter(PendingScatter& p) {
       s.note_grad_written();
     }
   }
-  note_grads(-(p.in.numel() + (p.out.shares_storage_with(p.in) ? 0 : p.out.numel())) * kF32);
+  note_grads(-p.out.numel() * kF32);
 }
 
 void FullyShardedDataParallel::drain_scatters(size_t keep) {
@@ -436,6 +457,11 @@ void FullyShardedDataParallel::drain_scatters(size_t keep) {
 
 Tensor FullyShardedDataParallel::forward(const Tensor& x) {
   collectives_.clear();
+  // The shards' gradients of the last step are dropped once the optimizer has used them
+  // and zeroed them (as PyTorch's zero_grad sets them to None): each backward reduces into
+  // fresh buffers. While a step accumulates several batches they stay and are added to.
+  for (size_t i : shard_members_)
+    if (members_[i].shard->grad_is_zero()) members_[i].shard->grad() = Tensor();
   std::vector<Tensor*> buffers;
   for (auto& [name, b] : module_.named_buffers()) buffers.push_back(b);
   broadcast_from_rank0(group_, buffers);  // as DDP's broadcast_buffers

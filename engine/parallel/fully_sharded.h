@@ -147,9 +147,13 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
     bool full = false;      // members' data are views into `whole`
     bool released = false;  // full, but its memory freed before backward ended (release_early)
   };
+  // One reduce-scatter of a unit: its input (a piece of every rank's chunks), the part
+  // of this rank's chunk it fills, and the whole chunk, which becomes the shards'
+  // gradients once the unit's last piece is in.
   struct PendingScatter {
     size_t unit;
-    Tensor in, out;
+    Tensor in, piece_out, out;
+    bool last = true;
     std::shared_ptr<comm::Work> work;
     int record = -1;
   };

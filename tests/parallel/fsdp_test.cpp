@@ -284,6 +284,7 @@ struct Run {
   std::string save, resume;
   OptimizerKind optimizer = OptimizerKind::sgd;
   bool sharded = false;  // save a sharded checkpoint
+  int accum = 1;         // batches per optimizer step
 };
 
 // `steps` optimizer steps (SGD with momentum, or AdamW) of gpt2-tiny on 8-sequence global
@@ -294,7 +295,8 @@ void train(const Run& r) {
     auto model = model_on("gpt2-tiny", dev);
     auto data = data_for(*model, 64);
     TrainOptions o;
-    o.batch = 8 / r.world;
+    o.batch = 8 / r.world / r.accum;
+    o.accum_steps = r.accum;
     o.steps = r.steps;
     o.warmup = 0;
     o.seed = 11;
@@ -428,6 +430,19 @@ TEST(Fsdp, ShardedCheckpointsHoldEachRanksRowsAndResume) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("is a sharded one"), std::string::npos) << e.what();
   }
+  std::filesystem::remove_all(dir);
+}
+
+// Two batches a step: the second adds to the shards' gradients the first left (they are
+// dropped only once the optimizer has used them), as one device's whole batch.
+TEST(Fsdp, AccumulatedBatchesTrainAsOneDevicesWholeBatch) {
+  cpu::set_threads_per_device(1);
+  const auto dir = std::filesystem::temp_directory_path() / ("dpb_fsdp_accum_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto path = [&](const char* f) { return (dir / f).string(); };
+  train({"single", 1, 3, path("single.safetensors"), ""});
+  train({"fsdp", 2, 3, path("fsdp.safetensors"), "", OptimizerKind::sgd, false, 2});
+  EXPECT_LT(checkpoint_difference(path("single.safetensors"), path("fsdp.safetensors")), 1e-4);
   std::filesystem::remove_all(dir);
 }
 
