@@ -131,6 +131,10 @@ class NodeFaults:
         a = self.a
         problems = []
         result["strangers"] = {"opened": strangers.opened, "cut_off": strangers.cut}
+        if strangers.opened == 0:  # the store had gone with the job's end: nobody reached it
+            result["outcome"] = "ended before the fault"
+            del result["after_fault_s"]
+            return result, []
         failed = [n for n, (p, _, _) in nodes.items() if p.returncode != 0]
         if hung:
             problems.append(f"hung: node(s) {hung} killed by the campaign")
