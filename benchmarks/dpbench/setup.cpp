@@ -136,11 +136,18 @@ ModelOptions model_options(const BenchOptions& o) {
 }  // namespace
 
 void check_tensor_parallel(const BenchOptions& o) {
+  const int ranks = o.mode == ParallelMode::tp ? o.device.count * o.ranks.nnodes : o.ddp.tp;
+  const std::string flag = o.mode == ParallelMode::tp ? std::string("--mode=tp") : "--tp=" + std::to_string(o.ddp.tp);
+  // A transformer from its description (GPT-2 124M's parameters would take 638 MiB here,
+  // in the launcher); other models have their layers' widths read from a built model.
+  if (const auto spec = describe_transformer(o.data.model, model_options(o))) {
+    const std::string why = TensorParallel::cannot_split(*spec, ranks, flag);
+    DPB_CHECK(why.empty()) << why;
+    return;
+  }
   Generator g(o.train.seed);
   auto model = build_model(o.data.model, g, model_options(o));
-  const int ranks = o.mode == ParallelMode::tp ? o.device.count * o.ranks.nnodes : o.ddp.tp;
-  const std::string why = TensorParallel::cannot_split(
-      *model, ranks, o.mode == ParallelMode::tp ? std::string("--mode=tp") : "--tp=" + std::to_string(o.ddp.tp));
+  const std::string why = TensorParallel::cannot_split(*model, ranks, flag);
   DPB_CHECK(why.empty()) << why;
 }
 

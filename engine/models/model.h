@@ -3,6 +3,7 @@
 // what it expects and what it is trained with. forward() checks the input shape
 // against the spec, so a wrong dataset/model pairing is a clear error up front.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,9 @@ struct ModelOptions {
 // Builds a model by name with PyTorch-default initialisation from `gen`.
 // Throws dpb::Error listing the valid names for an unknown one.
 std::unique_ptr<Model> build_model(const std::string& name, Generator& gen, const ModelOptions& options = {});
+// A transformer's description (its spec: depth, width, heads, vocabulary) without
+// building or initialising any parameter; nullopt for a model that is not one.
+std::optional<ModelSpec> describe_transformer(const std::string& name, const ModelOptions& options = {});
 const std::vector<std::string>& model_names();
 
 }  // namespace dpb

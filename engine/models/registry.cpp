@@ -195,7 +195,7 @@ struct Gpt2Config {
   int64_t layers, heads, width, context, vocab;
 };
 
-std::unique_ptr<Model> gpt2_model(const Gpt2Config& c, Generator& gen, const ModelOptions& o) {
+ModelSpec gpt2_spec(const Gpt2Config& c, const ModelOptions& o) {
   const int64_t T = o.seq == 0 ? c.context : o.seq;
   DPB_CHECK(T >= 1 && T <= c.context) << c.name << " takes sequences of 1 to " << c.context << " tokens, got "
                                       << T << " (--seq)";
@@ -210,7 +210,11 @@ std::unique_ptr<Model> gpt2_model(const Gpt2Config& c, Generator& gen, const Mod
   // Each block is an FSDP unit; the embeddings, the last LayerNorm and the tied head
   // belong to the root (torchtitan's fully_shard per block, then the whole model).
   spec.fsdp_units = {"transformer.h."};
-  auto m = std::make_unique<Model>(spec);
+  return spec;
+}
+
+std::unique_ptr<Model> gpt2_model(const Gpt2Config& c, Generator& gen, const ModelOptions& o) {
+  auto m = std::make_unique<Model>(gpt2_spec(c, o));
   m->add("transformer.wte", std::make_unique<Embedding>(c.vocab, c.width, &gen));
   m->add("transformer.wpe", std::make_unique<PositionEmbedding>(c.context, c.width, &gen));
   for (int64_t i = 0; i < c.layers; ++i)
@@ -223,19 +227,17 @@ std::unique_ptr<Model> gpt2_model(const Gpt2Config& c, Generator& gen, const Mod
 
 // GPT-2 124M (12 layers, 12 heads, 768 wide, context 1024) and 350M (24, 16, 1024), with
 // the vocabulary of 50257 padded to 50304 (a multiple of 128) as llm.c and nanoGPT do.
-std::unique_ptr<Model> gpt2(Generator& gen, const ModelOptions& o) {
-  return gpt2_model({"gpt2", 12, 12, 768, 1024, 50304}, gen, o);
-}
+constexpr Gpt2Config kGpt2{"gpt2", 12, 12, 768, 1024, 50304};
+constexpr Gpt2Config kGpt2Medium{"gpt2-medium", 24, 16, 1024, 1024, 50304};
+constexpr Gpt2Config kGpt2Tiny{"gpt2-tiny", 2, 4, 64, 256, 512};
 
-std::unique_ptr<Model> gpt2_medium(Generator& gen, const ModelOptions& o) {
-  return gpt2_model({"gpt2-medium", 24, 16, 1024, 1024, 50304}, gen, o);
-}
+std::unique_ptr<Model> gpt2(Generator& gen, const ModelOptions& o) { return gpt2_model(kGpt2, gen, o); }
+
+std::unique_ptr<Model> gpt2_medium(Generator& gen, const ModelOptions& o) { return gpt2_model(kGpt2Medium, gen, o); }
 
 // A GPT-2 small enough for tests: 2 layers, 4 heads, 64 wide, context 256, and a
 // vocabulary of 512 (byte-level text uses its first 256 tokens).
-std::unique_ptr<Model> gpt2_tiny(Generator& gen, const ModelOptions& o) {
-  return gpt2_model({"gpt2-tiny", 2, 4, 64, 256, 512}, gen, o);
-}
+std::unique_ptr<Model> gpt2_tiny(Generator& gen, const ModelOptions& o) { return gpt2_model(kGpt2Tiny, gen, o); }
 
 using Builder = std::function<std::unique_ptr<Model>(Generator&, const ModelOptions&)>;
 
@@ -254,6 +256,12 @@ const std::vector<std::string>& model_names() {
                                                 "resnet101", "vgg16", "widemlp", "gpt2",     "gpt2-medium",
                                                 "gpt2-tiny"};
   return names;
+}
+
+std::optional<ModelSpec> describe_transformer(const std::string& name, const ModelOptions& options) {
+  for (const Gpt2Config* c : {&kGpt2, &kGpt2Medium, &kGpt2Tiny})
+    if (name == c->name) return gpt2_spec(*c, options);
+  return std::nullopt;
 }
 
 std::unique_ptr<Model> build_model(const std::string& name, Generator& gen, const ModelOptions& options) {

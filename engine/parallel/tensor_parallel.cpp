@@ -275,19 +275,31 @@ Tensor VocabParallelHead::backward(const Tensor& dy) {
 
 // --- the model -----------------------------------------------------------------------------------
 
-std::string TensorParallel::cannot_split(Model& model, int ranks, const std::string& flag) {
-  const ModelSpec& spec = model.spec();
+namespace {
+std::string cannot_split_what(const ModelSpec& spec, int ranks, const std::string& flag) {
   std::string who = flag;
   who += " cannot split '";
   who += spec.name;
   who += "' over " + std::to_string(ranks) + " ranks: ";
+  return who;
+}
+}  // namespace
+
+std::string TensorParallel::cannot_split(const ModelSpec& spec, int ranks, const std::string& flag) {
+  const std::string who = cannot_split_what(spec, ranks, flag);
+  DPB_CHECK(spec.per_position && spec.layers > 0) << "'" << spec.name << "' is not a transformer";
   if (ranks < 1) return who + "a tensor-parallel group needs at least 1 rank";
-  if (spec.per_position && spec.layers > 0) {
-    if (spec.heads % ranks != 0) return who + "its " + std::to_string(spec.heads) + " heads do not divide evenly";
-    if (spec.outputs % ranks != 0)
-      return who + "its vocabulary of " + std::to_string(spec.outputs) + " does not divide evenly";
-    return "";
-  }
+  if (spec.heads % ranks != 0) return who + "its " + std::to_string(spec.heads) + " heads do not divide evenly";
+  if (spec.outputs % ranks != 0)
+    return who + "its vocabulary of " + std::to_string(spec.outputs) + " does not divide evenly";
+  return "";
+}
+
+std::string TensorParallel::cannot_split(Model& model, int ranks, const std::string& flag) {
+  const ModelSpec& spec = model.spec();
+  if (spec.per_position && spec.layers > 0) return cannot_split(spec, ranks, flag);
+  const std::string who = cannot_split_what(spec, ranks, flag);
+  if (ranks < 1) return who + "a tensor-parallel group needs at least 1 rank";
   std::string why;
   const auto linears = linear_pairs(model, &why);
   if (linears.empty())

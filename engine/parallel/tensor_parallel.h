@@ -172,6 +172,8 @@ class TensorParallel {
   // they do not divide, or layers tensor parallelism does not split); empty when it can.
   // `flag`: how the user asked for it, named in the reason ("--mode=tp", "--tp=3").
   static std::string cannot_split(Model& model, int ranks, const std::string& flag = "--mode=tp");
+  // The same for a transformer from its description alone (no parameters built).
+  static std::string cannot_split(const ModelSpec& transformer, int ranks, const std::string& flag = "--mode=tp");
 
   // The loss of the cut model's output: the vocabulary-parallel cross-entropy when the
   // head is cut, else the model's own loss (its last layer is replicated). Deferred as

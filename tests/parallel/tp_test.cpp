@@ -15,6 +15,7 @@
 #include "engine/backend/ops.h"
 #include "engine/data/synthetic.h"
 #include "engine/data/tokens.h"
+#include "engine/tensor/allocator.h"
 #include "engine/train/safetensors.h"
 #include "engine/train/trainer.h"
 #include "tests/support/checkpoints.h"
@@ -247,6 +248,19 @@ TEST(TensorParallel, ModelsThatCannotBeCutAreNamedWithTheReason) {
   EXPECT_NE(conv.find("gpt2"), std::string::npos) << conv;  // names what it can cut
   auto simple = build_model("simple", g);
   EXPECT_NE(TensorParallel::cannot_split(*simple, 2).find("no pair of linear layers"), std::string::npos);
+  // A transformer judged from its description alone, as the launcher does: the same
+  // answer, and no parameter allocated (GPT-2 124M's would be 498 MB).
+  reset_peak_memory(Device::cpu());
+  const int64_t before = memory_stats(Device::cpu()).current_bytes;
+  const auto described = describe_transformer("gpt2");
+  ASSERT_TRUE(described.has_value());
+  EXPECT_EQ(memory_stats(Device::cpu()).peak_bytes, before);
+  EXPECT_EQ(described->heads, 12);
+  EXPECT_EQ(described->outputs, 50304);
+  EXPECT_EQ(TensorParallel::cannot_split(*described, 4), "");
+  EXPECT_NE(TensorParallel::cannot_split(*described, 5).find("12 heads do not divide evenly"), std::string::npos);
+  EXPECT_EQ(TensorParallel::cannot_split(*describe_transformer("gpt2-tiny"), 3), three);
+  EXPECT_FALSE(describe_transformer("mlp").has_value());
   // Constructing one anyway is the same error, on every rank.
   const auto errors = test::run_ranks(3, [](int rank, comm::ProcessGroup& pg) {
     auto model = model_on("gpt2-tiny", Device::cpu(rank));
