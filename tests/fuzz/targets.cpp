@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -100,6 +102,20 @@ void checkpoint(const uint8_t* data, size_t size) {
   if (pos.epoch < 0 || pos.batch < 0 || pos.global_step < 0) throw std::logic_error("a negative position was accepted");
 }
 
+// The server's side of the connection from `client_port` as the kernel sees it (state,
+// bytes queued unread, socket inode: 0 while it waits in the listener's accept queue),
+// for a failure's message.
+std::string server_side(int server_port, const sockaddr_in& client) {
+  std::ifstream in("/proc/self/net/tcp");
+  std::string line;
+  char want[32];
+  std::snprintf(want, sizeof(want), "0100007F:%04X %08X:%04X", server_port, client.sin_addr.s_addr,
+                ntohs(client.sin_port));
+  while (std::getline(in, line))
+    if (line.find(want) != std::string::npos) return line;
+  return "no server-side socket";
+}
+
 void store_server(const uint8_t* data, size_t size) {
   // The store's server loop on a real socket: a connection sends the bytes and closes its
   // side; whatever they are, the server answers or drops it, and keeps serving its job
@@ -107,13 +123,26 @@ void store_server(const uint8_t* data, size_t size) {
   static comm::TcpStoreServer server("127.0.0.1", 0, "fuzz-token", std::chrono::milliseconds(2000));
   static comm::TcpStore member("127.0.0.1", server.port(), false, comm::Millis(5000), "fuzz-token");
   static int64_t count = 0;
+  static uint32_t source = 0;
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Each connection from its own loopback address (127.0.0.2 to 127.0.255.255): this side
+  // closes first (it says all it has, then SHUT_WR), so each leaves a TIME_WAIT; from one
+  // address, thousands of connections a second run through the ephemeral ports and the
+  // kernel recycles their TIME_WAITs (tcp_tw_reuse), which once in ~10^5 inputs left a
+  // connected socket with no server side at all.
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  from.sin_addr.s_addr = htonl(0x7F000002u + (source++ % 0xFFFEu));
+  (void)::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(server.port()));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const auto began = std::chrono::steady_clock::now();
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
-    for (size_t sent = 0; sent < size;) {
+    const auto connected = std::chrono::steady_clock::now();
+    size_t sent = 0, received = 0;
+    while (sent < size) {
       const ssize_t n = ::send(fd, data + sent, size - sent, MSG_NOSIGNAL);
       if (n <= 0) break;
       sent += static_cast<size_t>(n);
@@ -122,8 +151,28 @@ void store_server(const uint8_t* data, size_t size) {
     char buf[4096];
     for (;;) {  // until the server closes (it must: this side said all it had)
       pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 3000) != 1) throw std::logic_error("the server neither answered nor closed within 3 s");
-      if (::recv(fd, buf, sizeof(buf), 0) <= 0) break;
+      if (::poll(&p, 1, 3000) != 1) {
+        sockaddr_in local{};
+        socklen_t len = sizeof(local);
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
+        const auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+        // Is the server's loop still serving (its member's request answered)?
+        std::string loop;
+        try {
+          loop = member.add("member-count-7f3a9c", 0) == count ? "its loop still serves the member" : "count lost";
+        } catch (const Error& e) {
+          loop = std::string("its loop does not serve the member either: ") + e.what();
+        }
+        throw std::logic_error("the server neither answered nor closed within 3 s (connect took " +
+                               std::to_string(ms(connected - began)) + " ms from local port " +
+                               std::to_string(ntohs(local.sin_port)) + "; " + std::to_string(sent) + " of " +
+                               std::to_string(size) + " bytes sent, " + std::to_string(received) +
+                               " received; server side: " + server_side(server.port(), local) +
+                               "; " + loop + ")");
+      }
+      const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      received += static_cast<size_t>(n);
     }
   }
   ::close(fd);
