@@ -79,8 +79,15 @@ void* map_segment(Store& store, int rank, int size, size_t bytes, Millis timeout
   // all have tried (a mapping outlives it). One that failed makes all fall back.
   store.set("mapped/" + std::to_string(rank), mapped);
   bool all = true;
+  int waiting_for = 0;
   try {
-    for (int r = 0; r < size; ++r) all = store.get("mapped/" + std::to_string(r), timeout) == "ok" && all;
+    for (; waiting_for < size; ++waiting_for)
+      all = store.get("mapped/" + std::to_string(waiting_for), timeout) == "ok" && all;
+  } catch (const Error& e) {
+    if (rank == 0 && fd >= 0) ::close(fd);
+    if (base != MAP_FAILED) ::munmap(base, bytes);
+    DPB_FAIL() << "shared memory: rank " << waiting_for << " did not say within " << timeout.count()
+               << " ms whether it mapped the all-reduce's segment (it died or hangs): " << e.what();
   } catch (...) {
     if (rank == 0 && fd >= 0) ::close(fd);
     if (base != MAP_FAILED) ::munmap(base, bytes);
