@@ -4,8 +4,8 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <regex>
 #include <set>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -201,11 +201,14 @@ TrainPosition load_sharded_checkpoint(const std::string& dir, Model& model, Full
     // What the directory holds instead: another world size's files, or none.
     std::set<int> worlds;
     std::error_code ec;
-    const std::regex name(R"(rank-\d{5}-of-(\d{5})\.safetensors)");
+    auto digits = [](std::string_view s) { return s.find_first_not_of("0123456789") == std::string_view::npos; };
     for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-      std::smatch m;
+      // rank-RRRRR-of-WWWWW.safetensors
       const std::string f = e.path().filename().string();
-      if (std::regex_match(f, m, name)) worlds.insert(std::stoi(m[1].str()));
+      if (f.size() == 31 && f.rfind("rank-", 0) == 0 && f.compare(10, 4, "-of-") == 0 &&
+          f.compare(19, 12, ".safetensors") == 0 && digits(std::string_view(f).substr(5, 5)) &&
+          digits(std::string_view(f).substr(14, 5)))
+        worlds.insert(std::stoi(f.substr(14, 5)));
     }
     std::string why = " (no rank-RRRRR-of-WWWWW.safetensors files at all)";
     if (!worlds.empty()) {
