@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "dpb/version.h"
 #include "engine/train/safetensors.h"
@@ -210,13 +211,11 @@ TrainPosition load_sharded_checkpoint(const std::string& dir, Model& model, Full
           digits(std::string_view(f).substr(14, 5)))
         worlds.insert(std::stoi(f.substr(14, 5)));
     }
-    std::string why = " (no rank-RRRRR-of-WWWWW.safetensors files at all)";
-    if (!worlds.empty()) {
-      why = " (it was written by ";
-      for (int w : worlds) why += fmt::format("{}{}", why.back() == ' ' ? "" : ", ", w);
-      why += " rank(s): resume with that many, or save a full checkpoint with --save-format=full to change the "
-             "world size)";
-    }
+    const std::string why =
+        worlds.empty() ? std::string(" (no rank-RRRRR-of-WWWWW.safetensors files at all)")
+                       : fmt::format(" (it was written by {} rank(s): resume with that many, or save a full checkpoint "
+                                     "with --save-format=full to change the world size)",
+                                     fmt::join(worlds, ", "));
     DPB_CHECK(false) << "sharded checkpoint '" << dir << "' has no file for rank " << rank << " of " << world << why;
   }
   CheckpointReader f(path, model, optimizer);
