@@ -119,6 +119,7 @@ json fsdp_json(const FsdpStats& f) {
   for (const auto& c : f.collectives) colls.push_back(collective_step_json(c));
   return {{"reshard_after_forward", f.reshard_after_forward},
           {"prefetch", f.prefetch},
+          {"param_dtype", f.param_dtype},
           {"units", f.units},
           {"full_parameter_bytes", f.full_parameter_bytes},
           {"largest_unit_bytes", f.largest_unit_bytes},
@@ -130,6 +131,8 @@ FsdpStats fsdp_from(const JsonView& j) {
   FsdpStats f;
   f.reshard_after_forward = j.boolean("reshard_after_forward");
   f.prefetch = static_cast<int>(j.integer("prefetch", 0, 1 << 16));
+  // Reports written before the bf16 policy gathered f32.
+  f.param_dtype = j.maybe_choice<std::string_view>("param_dtype", {{"f32", "f32"}, {"bf16", "bf16"}}).value_or("f32");
   f.units = static_cast<int>(j.integer("units", 0, kCount));
   f.full_parameter_bytes = j.integer("full_parameter_bytes", 0, kCount);
   f.largest_unit_bytes = j.integer("largest_unit_bytes", 0, kCount);

@@ -200,6 +200,7 @@ struct CollectiveStepStats {
 struct FsdpStats {
   bool reshard_after_forward = true;
   int prefetch = 1;
+  std::string param_dtype = "f32";  // what parameters were all-gathered in: f32 or bf16
   int units = 0;
   int64_t full_parameter_bytes = 0, largest_unit_bytes = 0;
   std::vector<FsdpRankMemory> ranks;

@@ -173,6 +173,7 @@ reports::FsdpStats fsdp_stats(FullyShardedDataParallel& f, const Optimizer& opt,
   reports::FsdpStats s;
   s.reshard_after_forward = f.options().reshard_after_forward;
   s.prefetch = f.options().prefetch;
+  s.param_dtype = f.options().param_dtype == DType::bf16 ? "bf16" : "f32";
   s.units = f.units();
   s.full_parameter_bytes = m.full_parameter_bytes;
   s.largest_unit_bytes = m.largest_unit_bytes;

@@ -98,9 +98,11 @@ void print_summary(const reports::RunReport& report, const SummaryExtras& extras
     const auto& f = *r.fsdp;
     const auto& m0 = f.ranks.front();
     const double mib = 1.0 / (1 << 20);
-    out << fmt::format("fsdp: {} unit(s), prefetch {}, {}; rank 0 keeps {:.1f} MiB of shards, gradients and optimizer "
-                       "state ({:.1f} MiB of parameters unsharded), gathers at most {:.1f} MiB at once\n",
+    out << fmt::format("fsdp: {} unit(s), prefetch {}, {}, all-gathered in {}; rank 0 keeps {:.1f} MiB of shards, "
+                       "gradients and optimizer state ({:.1f} MiB of parameters unsharded), gathers at most {:.1f} MiB "
+                       "at once\n",
                        f.units, f.prefetch, f.reshard_after_forward ? "gathered again for backward" : "kept to backward",
+                       f.param_dtype,
                        static_cast<double>(m0.shard_parameter_bytes + m0.shard_gradient_bytes + m0.optimizer_state_bytes) * mib,
                        static_cast<double>(f.full_parameter_bytes) * mib,
                        static_cast<double>(m0.peak_gathered_parameter_bytes) * mib);

@@ -26,6 +26,8 @@ constexpr int64_t kScatterPieceBytes = int64_t{32} << 20;
 FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessGroup& group, FsdpOptions options)
     : module_(module), group_(group), options_(options), device_(Device::cpu()) {
   DPB_CHECK(options_.prefetch >= 0) << "FSDP: prefetch must be >= 0 units, got " << options_.prefetch;
+  DPB_CHECK(options_.param_dtype == DType::f32 || options_.param_dtype == DType::bf16)
+      << "FSDP: parameters are all-gathered in F32 or BF16, not " << dtype_name(options_.param_dtype);
   const auto named = module_.named_parameters();
   DPB_CHECK(!named.empty()) << "FSDP: model '" << module_.spec().name << "' has no parameters to shard";
   device_ = named.front().second->data().device();
@@ -193,20 +195,38 @@ void FullyShardedDataParallel::note_grads(int64_t delta) {
   memory_.peak_full_gradient_bytes = std::max(memory_.peak_full_gradient_bytes, grads_now_);
 }
 
-void FullyShardedDataParallel::start_gather(size_t u) {
+DType FullyShardedDataParallel::gather_dtype(bool full_state) const {
+  return full_state || group_.size() == 1 ? DType::f32 : options_.param_dtype;
+}
+
+void FullyShardedDataParallel::start_gather(size_t u, DType dtype) {
   Unit& unit = units_[u];
   if (group_.size() == 1) return;  // one rank: its chunks are the whole parameters
-  unit.gathered = Tensor::empty({unit.chunk * group_.size()}, device_);
-  note_gathered(unit.gathered.numel() * kF32);
-  CollectiveRecord c{"all-gather", unit.name, unit.chunk * kF32, now_ns(), 0, 0, 0, 0};
-  unit.gather_work = group_.allgather(unit.gathered, unit.flat);
+  const auto size = static_cast<int64_t>(dtype_size(dtype));
+  unit.sent = dtype == DType::f32 ? unit.flat : unit.flat.to_dtype(dtype);
+  unit.gathered = Tensor::empty({unit.chunk * group_.size()}, device_, dtype);
+  note_gathered((unit.gathered.numel() + (dtype == DType::f32 ? 0 : unit.chunk)) * size);
+  CollectiveRecord c{"all-gather", unit.name, unit.chunk * size, now_ns(), 0, 0, 0, 0};
+  unit.gather_work = group_.allgather(unit.gathered, unit.sent);
   unit.gather_record = static_cast<int>(collectives_.size());
   collectives_.push_back(c);
 }
 
-void FullyShardedDataParallel::ensure_full(size_t u) {
+void FullyShardedDataParallel::ensure_full(size_t u, bool full_state) {
   Unit& unit = units_[u];
-  if (unit.full) return;
+  const DType dtype = gather_dtype(full_state);
+  if (unit.full && unit.full_dtype == dtype) return;
+  if (unit.full) free_full(u);  // gathered in another type (a full state dict after bf16 training, or back)
+  if (unit.gather_work && unit.gathered.dtype() != dtype) {
+    // A prefetch in the other type: finished and dropped.
+    unit.gather_work->wait();
+    const auto size = static_cast<int64_t>(dtype_size(unit.gathered.dtype()));
+    note_gathered(-(unit.gathered.numel() + (unit.sent.shares_storage_with(unit.flat) ? 0 : unit.chunk)) * size);
+    unit.gathered = unit.sent = Tensor();
+    unit.gather_work.reset();
+    unit.gather_record = -1;
+  }
+  unit.full_dtype = dtype;
   if (group_.size() == 1) {
     // Nothing to gather (nor allocated): the members are views into the shards themselves
     // (one rank's chunks are the whole parameters, unpadded, one after another).
@@ -218,7 +238,7 @@ void FullyShardedDataParallel::ensure_full(size_t u) {
     unit.full = true;
     return;
   }
-  if (!unit.gather_work) start_gather(u);
+  if (!unit.gather_work) start_gather(u, dtype);
   CollectiveRecord& c = collectives_[static_cast<size_t>(unit.gather_record)];
   std::optional<trace::NvtxRange> range;  // Nsight: the training thread waiting for it
   if (trace::nvtx_enabled()) range.emplace("fsdp: wait for the all-gather of " + unit.name);
@@ -233,19 +253,22 @@ void FullyShardedDataParallel::ensure_full(size_t u) {
   if (!unit.whole.defined()) unit.whole = Tensor::empty({unit.total}, device_);
   else unit.whole.refill_storage();
   note_gathered(unit.total * kF32);
-  // Each rank's rows of each member, out of that rank's chunks (FSDP2's copy-out).
+  // Each rank's rows of each member, out of that rank's chunks (FSDP2's copy-out),
+  // widened to f32 where they were gathered narrower.
   const int world = group_.size();
   for (size_t i : unit.members) {
     const Member& m = members_[i];
     for (int r = 0; r < world; ++r)
       if (const int64_t n = m.rows_of(r); n > 0) {
         const int64_t at = m.offset + r * m.chunk_rows * m.row, from = r * unit.chunk + m.slot;
-        unit.whole.slice(at, at + n * m.row).copy_from(unit.gathered.slice(from, from + n * m.row));
+        const Tensor part = unit.gathered.slice(from, from + n * m.row);
+        unit.whole.slice(at, at + n * m.row).copy_from(dtype == DType::f32 ? part : part.to_dtype(DType::f32));
       }
     members_[i].param->data() = unit.whole.slice(m.offset, m.offset + m.numel).view(m.shape);
   }
-  note_gathered(-unit.gathered.numel() * kF32);
-  unit.gathered = Tensor();
+  note_gathered(-(unit.gathered.numel() + (dtype == DType::f32 ? 0 : unit.chunk)) *
+                static_cast<int64_t>(dtype_size(dtype)));
+  unit.gathered = unit.sent = Tensor();
   unit.gather_work.reset();
   unit.gather_record = -1;
   unit.full = true;
@@ -287,7 +310,7 @@ void FullyShardedDataParallel::prefetch_after(size_t u, int direction) {
     const auto next = pos + direction * k;
     if (next < 0 || next >= static_cast<std::ptrdiff_t>(layer_units())) return;
     const auto v = static_cast<size_t>(next);
-    if (!units_[v].full && !units_[v].gather_work) start_gather(v);
+    if (!units_[v].full && !units_[v].gather_work) start_gather(v, gather_dtype(false));
   }
 }
 

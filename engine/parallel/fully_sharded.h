@@ -44,6 +44,14 @@ namespace dpb {
 struct FsdpOptions {
   bool reshard_after_forward = true;  // --fsdp-reshard
   int prefetch = 1;                   // --fsdp-prefetch: units all-gathered ahead
+  // The type parameters are all-gathered in for training and evaluation (FSDP2's
+  // MixedPrecisionPolicy.param_dtype): bf16 sends half the bytes; each rank's shard is
+  // rounded to it before the gather, and the gathered values are widened back into the
+  // unit's f32 parameters, which the layers convert to their compute type as always.
+  // Gradients are reduce-scattered in f32 (reduce_dtype float32), the shards and the
+  // optimizer stay f32, and a full state dict is gathered in f32. One rank gathers
+  // nothing and uses its f32 shards as they are.
+  DType param_dtype = DType::f32;
 };
 
 // What one rank holds, in bytes (f32 parameters).
@@ -139,12 +147,14 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
     int64_t total = 0;  // elements of its parameters
     int64_t chunk = 0;  // elements of one rank's chunks, padded (the members' chunk_rows x row)
     Tensor flat;        // this rank's chunks, one after another: the shards' storage
+    Tensor sent;        // `flat` in the gather's type while the all-gather is pending
     Tensor gathered;    // every rank's chunks (W x chunk) while the all-gather is pending
     Tensor whole;       // the whole parameters, the members' storage (freed when resharded)
     Tensor grads;       // the gradients its backward writes into (the members' layout)
     std::shared_ptr<comm::Work> gather_work;
     int gather_record = -1;
     bool full = false;      // members' data are views into `whole`
+    DType full_dtype = DType::f32;  // the type `whole`'s values were gathered in
     bool released = false;  // full, but its memory freed before backward ended (release_early)
   };
   // One reduce-scatter of a unit: its input (a piece of every rank's chunks), the part
@@ -167,8 +177,11 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   // Units of one layer each, numbered in forward order before the root.
   size_t layer_units() const { return units_.size() - (root_ >= 0 ? 1 : 0); }
   void attach_gradients(size_t u);
-  void start_gather(size_t u);
-  void ensure_full(size_t u);
+  // The type unit u is gathered in: options_.param_dtype, or f32 for a full state dict
+  // and wherever there is nothing to gather (one rank).
+  DType gather_dtype(bool full_state) const;
+  void start_gather(size_t u, DType dtype);
+  void ensure_full(size_t u, bool full_state = false);
   void free_full(size_t u);
   void release_early(size_t u);
   void prefetch_after(size_t u, int direction);

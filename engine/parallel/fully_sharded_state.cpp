@@ -23,7 +23,7 @@ void FullyShardedDataParallel::gather_full_parameters() {
   // A full state dict holds every parameter by definition: not counted in the peak,
   // which is what training held.
   const int64_t peak = memory_.peak_gathered_bytes;
-  for (size_t u = 0; u < units_.size(); ++u) ensure_full(u);
+  for (size_t u = 0; u < units_.size(); ++u) ensure_full(u, /*full_state=*/true);
   memory_.peak_gathered_bytes = peak;
 }
 

@@ -5,6 +5,7 @@
 
 #include "engine/backend/device_graph.h"
 #include "engine/backend/ops.h"
+#include "engine/backend/precision.h"
 #include "engine/core/clock.h"
 #include "engine/core/log.h"
 #include "engine/nn/batchnorm2d.h"
@@ -376,7 +377,11 @@ class FsdpStrategy : public ParallelStrategy {
     DPB_CHECK(o_.ddp.group) << "--mode=fsdp needs this rank's process group";
     DPB_CHECK(!o_.ddp.sync_bn) << "--sync-bn is for --mode=ddp";
     move_model(model_, o_.device);
-    fsdp_ = std::make_unique<FullyShardedDataParallel>(model_, *o_.ddp.group, o_.fsdp);
+    // Parameters are all-gathered in the type the layers compute in (bf16 on CUDA under
+    // --precision=bf16: half the bytes, as FSDP2's MixedPrecisionPolicy(param_dtype=bf16)).
+    FsdpOptions f = o_.fsdp;
+    if (compute_dtype(o_.device) == DType::bf16) f.param_dtype = DType::bf16;
+    fsdp_ = std::make_unique<FullyShardedDataParallel>(model_, *o_.ddp.group, f);
   }
   ParallelMode mode() const override { return ParallelMode::fsdp; }
   std::vector<Device> devices() const override { return {o_.device}; }

@@ -120,6 +120,38 @@ TEST_P(GlooReduceScatterAcrossHosts, KeepsEachRanksChunk) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, GlooReduceScatterAcrossHosts, ::testing::Values(1, 2, 3, 4, 5));
 
+// BF16 all-gathers (FSDP's parameters under a bf16 policy) move every rank's bits, through
+// shared memory and over TCP; a BF16 input gathered into F32 is refused by name.
+TEST(GlooGroup, AllGathersBf16ThroughSharedMemoryAndTcp) {
+  const int64_t count = 1001;
+  for (bool shm : {true, false}) {
+    comm::GroupOptions o;
+    o.shared_memory = shm;
+    expect_no_errors(run_ranks(
+        3,
+        [&](int r, ProcessGroup& pg) {
+          const Tensor mine = input(r, count).to_dtype(DType::bf16);
+          Tensor all = Tensor::empty({count * 3}, Device::cpu(), DType::bf16);
+          pg.allgather(all, mine)->wait();
+          const auto gv = all.to_vector();
+          for (int q = 0; q < 3; ++q) {
+            const auto want = input(q, count).to_vector();  // small integers: exact in bf16
+            for (int64_t i = 0; i < count; ++i)
+              ASSERT_EQ(gv[static_cast<size_t>(q * count + i)], want[static_cast<size_t>(i)])
+                  << (shm ? "shared memory" : "tcp") << ", rank " << q << " element " << i;
+          }
+          Tensor wide = Tensor::empty({count * 3});
+          try {
+            pg.allgather(wide, mine);
+            ADD_FAILURE() << "BF16 gathered into F32 was accepted";
+          } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("BF16 plain into F32 plain"), std::string::npos) << e.what();
+          }
+        },
+        o));
+  }
+}
+
 TEST(GlooGroup, MismatchedSizesAreAClearErrorWithDebugCollectives) {
   GroupOptions o;
   o.debug_collectives = true;

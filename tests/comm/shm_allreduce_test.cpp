@@ -82,7 +82,7 @@ TEST_P(ShmRanks, GathersEveryRanksBufferOverSeveralChunks) {
       for (int round = 0; round < 3; ++round) {
         const auto mine = input(r + round, n);
         std::vector<float> all(n * static_cast<size_t>(world), -1.0f);
-        shm.allgather(mine.data(), n, all.data());
+        shm.allgather(mine.data(), n * sizeof(float), all.data());
         for (int q = 0; q < world; ++q) {
           const auto theirs = input(q + round, n);
           for (size_t i = 0; i < n; ++i)

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <thread>
 
 #include "engine/backend/cuda/device_context.h"
@@ -203,6 +204,56 @@ TEST_P(CudaRanks, GlooRanksSharingOneGpuMatchCpuSingleDevice) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, CudaRanks, ::testing::Values(ParallelMode::ddp, ParallelMode::fsdp),
                          [](const auto& info) { return std::string(parallel_mode_name(info.param)); });
+
+// FSDP under --precision=bf16: parameters all-gathered in bf16 (half the bytes of the
+// same run in fp32), two ranks sharing the GPU over Gloo, training gpt2-tiny as one CPU
+// device does in fp32 (held to bf16's tolerance, as single-device bf16 training is).
+TEST(CudaFsdp, Bf16PolicyGathersHalfTheBytesAndTrainsLikeTheCpu) {
+  DPB_REQUIRE_GPU();
+  const std::string name = "gpt2-tiny";
+  const int world = 2;
+  const int64_t per_rank = 8, steps = 3;
+  cpu::set_threads_per_device(2);
+  const TrainedRun cpu_run = test::train_steps(name, Device::cpu(), per_rank * world, steps);
+  std::map<Precision, std::vector<TrainedRun>> runs;
+  for (Precision prec : {Precision::fp32, Precision::bf16}) {
+    LogicalGpus placed(world);
+    auto store = std::make_shared<comm::MemoryStore>();
+    std::vector<std::string> errors(world);
+    runs[prec].resize(world);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < world; ++r)
+      ranks.emplace_back([&, r] {
+        try {
+          comm::GroupOptions go;
+          go.timeout = comm::Millis(60000);
+          auto pg = comm::make_process_group("gloo", store, r, world, go, Device::cuda(r));
+          test::PrecisionScope scope(prec);
+          runs[prec][static_cast<size_t>(r)] = test::train_steps(name, per_rank, steps, [&](TrainOptions& o) {
+            o.device = Device::cuda(r);
+            o.mode = ParallelMode::fsdp;
+            o.ddp.group = pg.get();
+            o.workers = 0;
+          });
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(r)] = e.what();
+        }
+      });
+    for (auto& t : ranks) t.join();
+    for (int r = 0; r < world; ++r) ASSERT_EQ(errors[static_cast<size_t>(r)], "") << precision_name(prec) << " rank " << r;
+  }
+  const auto& f32 = runs[Precision::fp32];
+  const auto& bf16 = runs[Precision::bf16];
+  EXPECT_EQ(bf16[0].params, bf16[1].params);
+  ASSERT_EQ(f32[0].all_gather_bytes.size(), bf16[0].all_gather_bytes.size());
+  for (size_t s = 0; s < f32[0].all_gather_bytes.size(); ++s) {
+    EXPECT_GT(bf16[0].all_gather_bytes[s], 0) << "step " << s;
+    EXPECT_EQ(2 * bf16[0].all_gather_bytes[s], f32[0].all_gather_bytes[s]) << "step " << s;
+  }
+  std::string worst;
+  EXPECT_LT(test::trajectory_error(f32[0], cpu_run, &worst), 1e-2) << "fp32, most: " << worst;
+  EXPECT_LT(test::trajectory_error(bf16[0], cpu_run, &worst), 0.15) << "bf16, most: " << worst;
+}
 
 // Tensor parallelism with two ranks sharing one GPU over Gloo (each the whole batch, its
 // part of every cut layer; the vocabulary-parallel embedding and cross-entropy on the

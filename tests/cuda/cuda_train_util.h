@@ -20,6 +20,7 @@ namespace dpb::test {
 struct TrainedRun {
   std::vector<std::pair<std::string, std::vector<float>>> initial, params;
   std::vector<double> losses;
+  std::vector<int64_t> all_gather_bytes;  // per step (FSDP's parameters, tensor parallelism's loss)
 };
 
 // `steps` SGD steps of `name` (BatchNorm frozen: its statistics fixed, the setting in
@@ -49,7 +50,10 @@ inline TrainedRun train_steps(const std::string& name, int64_t batch, int64_t st
   Trainer t(*model, *data, o);
   TrainedRun r;
   for (auto& [n, p] : model->named_parameters()) r.initial.emplace_back(n, p->data().to_vector());
-  for (const auto& s : t.run().steps) r.losses.push_back(s.loss);
+  for (const auto& s : t.run().steps) {
+    r.losses.push_back(s.loss);
+    r.all_gather_bytes.push_back(s.all_gathers.bytes);
+  }
   for (auto& [n, p] : model->named_parameters()) r.params.emplace_back(n, p->data().to_vector());
   return r;
 }

@@ -446,6 +446,61 @@ TEST(Fsdp, AccumulatedBatchesTrainAsOneDevicesWholeBatch) {
   std::filesystem::remove_all(dir);
 }
 
+// Under a bf16 policy every all-gather sends half the bytes of an f32 one, and the
+// model computes with its parameters rounded to bf16 (exactly what one device computes
+// with the rounded parameters); the shards, and a full state dict gathered from them,
+// keep every f32 bit.
+TEST(Fsdp, Bf16PolicyGathersHalfTheBytesAndKeepsTheShardsF32) {
+  auto reference = model_on("gpt2-tiny", Device::cpu(0));
+  const auto whole = reference->named_parameters();
+  std::vector<std::vector<float>> exact;
+  for (const auto& [name, p] : whole) exact.push_back(p->data().to_vector());
+  auto data = data_for(*reference, 4);
+  Batch b = make_batch(*data, {0, 1, 2, 3});
+  for (const auto& [name, p] : whole) p->data() = p->data().to_dtype(DType::bf16).to_dtype(DType::f32);
+  reference->eval();
+  const auto want = reference->forward(b.x).to_vector();
+  std::vector<int64_t> f32_bytes;
+  for (DType dtype : {DType::f32, DType::bf16})
+    test::run_ranks_ok(2, [&](int rank, comm::ProcessGroup& pg) {
+      const Device dev = Device::cpu(rank);
+      auto model = model_on("gpt2-tiny", dev);
+      FsdpOptions o;
+      o.param_dtype = dtype;
+      FullyShardedDataParallel fsdp(*model, pg, o);
+      LossResult l = compute_loss(model->spec().loss, fsdp.forward(b.x.to(dev)), b.target.to(dev), true);
+      fsdp.backward(l.grad);
+      std::vector<int64_t> bytes;
+      for (const auto& c : fsdp.collectives())
+        if (c.kind == "all-gather") bytes.push_back(c.bytes);
+      ASSERT_FALSE(bytes.empty());
+      if (dtype == DType::f32) {
+        if (rank == 0) f32_bytes = bytes;
+        return;
+      }
+      ASSERT_EQ(bytes.size(), f32_bytes.size());
+      for (size_t k = 0; k < bytes.size(); ++k) EXPECT_EQ(2 * bytes[k], f32_bytes[k]) << "all-gather " << k;
+      model->eval();
+      const auto got = model->forward(b.x.to(dev)).to_vector();
+      ASSERT_EQ(got.size(), want.size());
+      double worst = 0;
+      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(got[i] - want[i])));
+      EXPECT_LT(worst, 1e-5) << "the forward computed with other than the bf16-rounded parameters";
+      fsdp.gather_full_parameters();
+      const auto named = model->named_parameters();
+      size_t unrounded = 0;
+      for (size_t i = 0; i < named.size(); ++i) {
+        const auto v = named[i].second->data().to_vector();
+        ASSERT_EQ(v.size(), exact[i].size());
+        for (size_t k = 0; k < v.size(); ++k) {
+          ASSERT_EQ(v[k], exact[i][k]) << named[i].first << "[" << k << "]: the full state dict is not f32";
+          unrounded += v[k] != bf16_to_float(float_to_bf16(v[k]));
+        }
+      }
+      EXPECT_GT(unrounded, 1000u) << "the check needs values bf16 cannot hold";
+    });
+}
+
 TEST(Fsdp, DifferentModelsOnTwoRanksNameTheParameter) {
   const auto errors = test::run_ranks(2, [](int rank, comm::ProcessGroup& pg) {
     auto model = model_on(rank == 0 ? "mlp" : "lenet", Device::cpu(rank));

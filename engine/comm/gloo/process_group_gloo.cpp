@@ -454,9 +454,15 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce(Tensor& t, int root, ReduceOp op)
   return enqueue(c);
 }
 
+// An all-gather moves bytes: F32 or BF16 (FSDP's parameters under a bf16 policy), the
+// output of the input's type.
 std::shared_ptr<Work> ProcessGroupGloo::allgather(Tensor& out, const Tensor& in) {
-  check_f32("allgather", in);
-  check_f32("allgather", out);
+  DPB_CHECK(in.defined() && out.defined() && (in.dtype() == DType::f32 || in.dtype() == DType::bf16) &&
+            in.layout() == Layout::plain && out.layout() == Layout::plain && out.dtype() == in.dtype())
+      << "allgather: the gloo backend takes plain F32 or BF16 tensors of one type, got "
+      << (in.defined() ? std::string(dtype_name(in.dtype())) + " " + layout_name(in.layout()) : "an undefined tensor")
+      << " into "
+      << (out.defined() ? std::string(dtype_name(out.dtype())) + " " + layout_name(out.layout()) : "an undefined tensor");
   DPB_CHECK(out.numel() == in.numel() * size_) << "allgather: output has " << out.numel() << " elements, expected "
                                                << size_ << " x " << in.numel();
   auto c = std::make_shared<Call>();
@@ -467,13 +473,13 @@ std::shared_ptr<Work> ProcessGroupGloo::allgather(Tensor& out, const Tensor& in)
   const Millis timeout = options_.timeout;
   ShmAllreduce* shm = shm_.get();  // ranks on one host: through shared memory
   c->run = [src, dst, timeout, shm](gloo::Context& ctx, uint32_t tag) {
-    const auto n = static_cast<size_t>(src->host.numel());
+    const size_t n = src->host.nbytes();
     if (n > 0 && shm) {
-      shm->allgather(src->data(), n, dst->data());
+      shm->allgather(src->host.raw(), n, dst->host.raw());
     } else if (n > 0) {
       gloo::AllgatherOptions o(std::shared_ptr<gloo::Context>(&ctx, [](gloo::Context*) {}));
-      o.setInput(src->data(), n);
-      o.setOutput(dst->data(), static_cast<size_t>(dst->host.numel()));
+      o.setInput(static_cast<uint8_t*>(src->host.raw()), n);
+      o.setOutput(static_cast<uint8_t*>(dst->host.raw()), dst->host.nbytes());
       o.setTag(tag);
       o.setTimeout(timeout);
       gloo::allgather(o);

@@ -243,12 +243,15 @@ void ShmAllreduce::allreduce_in_place(const Region& region, size_t offset, size_
   phase();  // every part summed into every copy
 }
 
-void ShmAllreduce::allgather(const float* in, size_t n, float* out) {
-  for (size_t off = 0; off < n; off += kSlotFloats) {
-    const size_t len = std::min(kSlotFloats, n - off);
-    std::memcpy(slot(rank_), in + off, len * sizeof(float));
+void ShmAllreduce::allgather(const void* in, size_t n, void* out) {
+  constexpr size_t kSlotBytes = kSlotFloats * sizeof(float);
+  const auto* src = static_cast<const char*>(in);
+  auto* dst = static_cast<char*>(out);
+  for (size_t off = 0; off < n; off += kSlotBytes) {
+    const size_t len = std::min(kSlotBytes, n - off);
+    std::memcpy(slot(rank_), src + off, len);
     phase();
-    for (int r = 0; r < size_; ++r) std::memcpy(out + static_cast<size_t>(r) * n + off, slot(r), len * sizeof(float));
+    for (int r = 0; r < size_; ++r) std::memcpy(dst + static_cast<size_t>(r) * n + off, slot(r), len);
     phase();
   }
 }

@@ -60,8 +60,9 @@ class ShmAllreduce {
   // `data` (n floats) summed over the ranks, or averaged, in place. Throws dpb::Error
   // naming the ranks that did not reach a phase within the timeout.
   void allreduce(float* data, size_t n, bool average);
-  // Every rank's `in` (n floats) into `out` (size x n floats, rank r's at r x n).
-  void allgather(const float* in, size_t n, float* out);
+  // Every rank's `in` (n bytes, of any element type) into `out` (size x n bytes, rank
+  // r's at r x n).
+  void allgather(const void* in, size_t n, void* out);
   // `in` holds size x n floats; `out` (n floats) gets chunk `rank` of their sum over the
   // ranks (in rank order, as allreduce sums), or of their average.
   void reduce_scatter(const float* in, size_t n, float* out, bool average);

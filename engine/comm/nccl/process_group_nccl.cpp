@@ -239,6 +239,8 @@ std::shared_ptr<Work> ProcessGroupNccl::reduce(Tensor& t, int root, ReduceOp op)
 }
 
 std::shared_ptr<Work> ProcessGroupNccl::allgather(Tensor& out, const Tensor& in) {
+  DPB_CHECK(out.dtype() == in.dtype()) << "allgather: " << dtype_name(in.dtype()) << " gathered into "
+                                       << dtype_name(out.dtype()) << " (the output takes the input's type)";
   DPB_CHECK(out.numel() == in.numel() * size_) << "allgather: output has " << out.numel() << " elements, expected "
                                                << size_ << " x " << in.numel();
   return launch("allgather", {&out, &in}, [&](cudaStream_t s) {
