@@ -5,12 +5,14 @@
 
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "engine/backend/cpu/cpu_context.h"
 #include "engine/backend/device_info.h"
 #include "engine/backend/precision.h"
 #include "engine/core/log.h"
+#include "engine/nn/init.h"
 #include "engine/parallel/tensor_parallel.h"
 #if DPB_WITH_CUDA
 #include "engine/backend/cuda/device_context.h"
@@ -155,7 +157,13 @@ RunSetup prepare_run(const BenchOptions& o, bool parallel, const RankContext* ra
   RunSetup r;
   if (o.device.logical_gpus) place_cuda_devices(parallel ? o.device.count : 0);
   Generator init_gen(o.train.seed);
-  r.model = build_model(o.data.model, init_gen, model_options(o));
+  {
+    // FSDP's ranks build the model without its parameters' memory (meta-device
+    // initialisation): each draws only its shards' rows.
+    std::optional<init::DeferredInit> deferred;
+    if (parallel && o.mode == ParallelMode::fsdp) deferred.emplace();
+    r.model = build_model(o.data.model, init_gen, model_options(o));
+  }
   check_language_model_fits(*r.model, o, parallel);
   const ModelSpec& spec = r.model->spec();
   DatasetRequest dr;

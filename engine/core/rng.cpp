@@ -49,6 +49,26 @@ double Generator::normal() {
   return r * std::cos(2.0 * M_PI * u2);
 }
 
+void Generator::skip_uniforms(int64_t n) {
+  for (int64_t i = 0; i < n; ++i) next_u64();
+}
+
+// normal() draws its values in pairs: the spare first, then each pair's two uniforms
+// (the first redrawn while zero); a last odd value is drawn for real, for its spare.
+void Generator::skip_normals(int64_t n) {
+  if (n <= 0) return;
+  if (has_spare_) {
+    has_spare_ = false;
+    --n;
+  }
+  for (; n >= 2; n -= 2) {
+    while ((next_u64() >> 11) == 0) {
+    }
+    next_u64();
+  }
+  if (n == 1) normal();
+}
+
 uint64_t Generator::below(uint64_t n) {
   // Lemire's nearly-divisionless method, with rejection for exact uniformity.
   __uint128_t m = static_cast<__uint128_t>(next_u64()) * n;

@@ -18,6 +18,10 @@ class Generator {
   float uniform(float lo, float hi) { return lo + static_cast<float>(uniform()) * (hi - lo); }
   // Standard normal (Box-Muller, both values used).
   double normal();
+  // The state after n more uniform() or normal() draws, as drawing them would leave it
+  // (deferred initialisation draws a shard's values without the rows before it).
+  void skip_uniforms(int64_t n);
+  void skip_normals(int64_t n);
   // Uniform integer in [0, n).
   uint64_t below(uint64_t n);
   // A new independent stream derived from this one (for per-module / per-worker use).

@@ -7,6 +7,7 @@
 #include "engine/backend/ops.h"
 #include "engine/core/clock.h"
 #include "engine/core/error.h"
+#include "engine/nn/init.h"
 #include "engine/nn/tied_linear.h"
 #include "engine/parallel/distributed_data_parallel.h"
 #include "engine/parallel/pipeline.h"
@@ -36,13 +37,17 @@ FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessG
         << "FSDP: parameter '" << name << "' is " << dtype_name(p->data().dtype()) << "; sharding needs f32 parameters";
   check_same_parameter_shapes(module_, group_, "FSDP");
   {
+    // Every rank starts from rank 0's values: those it holds, and the recipes of those
+    // not drawn yet (a model built under init::DeferredInit), each rank drawing its rows.
     std::vector<Tensor*> state;
     for (auto* p : module_.parameters()) {
+      if (p->data().deferred_values()) continue;
       if (p->data().layout() != Layout::plain) p->data() = p->data().to_plain();
       state.push_back(&p->data());
     }
     for (auto& [name, b] : module_.named_buffers()) state.push_back(b);
     broadcast_from_rank0(group_, state);
+    broadcast_deferred_from_rank0();
   }
 
   // Which layers use each parameter: its own layer, and a tied head the weight it computes with.
@@ -114,7 +119,10 @@ FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessG
       if (const int64_t mine = m.rows_of(rank); mine > 0) {
         const int64_t first = rank * m.chunk_rows;
         Tensor part = unit.flat.slice(m.slot, m.slot + mine * m.row).view(shard_shape(m));
-        part.copy_from(m.param->data().view({m.numel}).slice(first * m.row, (first + mine) * m.row));
+        if (const DeferredValues* v = m.param->data().deferred_values())
+          init::draw(*v, first * m.row, mine * m.row, part);  // only this rank's rows are ever drawn
+        else
+          part.copy_from(m.param->data().view({m.numel}).slice(first * m.row, (first + mine) * m.row));
         m.shard = std::make_unique<Parameter>(part);
         shard_members_.push_back(i);
         memory_.shard_gradient_bytes += mine * m.row * kF32;

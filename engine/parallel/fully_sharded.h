@@ -26,7 +26,9 @@
 //     rank's rows of each model parameter (none where it holds no row), with
 //     shard_decay_mask() for its weight decay.
 // Every rank must build the same model; construction checks it, broadcasts rank 0's
-// values and shards them.
+// values and shards them. A model built under init::DeferredInit (meta-device
+// initialisation) holds no parameter memory: each rank draws only its shards' rows, from
+// rank 0's recipes, so no rank ever holds the whole model.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -173,6 +175,7 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   void before_backward(Sequential& seq, size_t layer) override;
   void after_backward(Sequential& seq, size_t layer) override;
 
+  void broadcast_deferred_from_rank0();
   int unit_of(Sequential& seq, size_t layer) const;
   // Units of one layer each, numbered in forward order before the root.
   size_t layer_units() const { return units_.size() - (root_ >= 0 ? 1 : 0); }

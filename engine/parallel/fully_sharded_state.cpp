@@ -2,12 +2,53 @@
 // optimizer state gathered from every rank's shards (a full state dict) and scattered back,
 // and each rank's own shards by parameter name (a sharded checkpoint).
 #include <algorithm>
+#include <cstring>
 #include <map>
+#include <type_traits>
 
 #include "engine/core/error.h"
+#include "engine/parallel/distributed_data_parallel.h"
 #include "engine/parallel/fully_sharded.h"
 
 namespace dpb {
+
+// Each deferred parameter's recipe (the distribution and the generator's state, its
+// bytes carried in f32 words) as rank 0 built it; every rank must have built the same
+// parameters deferred.
+void FullyShardedDataParallel::broadcast_deferred_from_rank0() {
+  static_assert(std::is_trivially_copyable_v<Generator>);
+  constexpr size_t kGen = (sizeof(Generator) + sizeof(float) - 1) / sizeof(float);
+  constexpr size_t kWords = 3 + kGen;  // deferred?, kind, scale, generator
+  const auto named = module_.named_parameters();
+  std::vector<float> words(named.size() * kWords, 0.0f);
+  for (size_t i = 0; i < named.size(); ++i) {
+    const DeferredValues* v = named[i].second->data().deferred_values();
+    if (!v) continue;
+    float* w = words.data() + i * kWords;
+    w[0] = 1;
+    w[1] = v->kind == DeferredValues::Kind::uniform ? 0.0f : 1.0f;
+    w[2] = v->scale;
+    std::memcpy(w + 3, &v->start, sizeof(Generator));
+  }
+  Tensor t = Tensor::from_vector({static_cast<int64_t>(words.size())}, words, device_);
+  std::vector<Tensor*> one{&t};
+  broadcast_from_rank0(group_, one);
+  const auto got = t.to_vector();
+  for (size_t i = 0; i < named.size(); ++i) {
+    Parameter& p = *named[i].second;
+    const float* w = got.data() + i * kWords;
+    DPB_CHECK((w[0] != 0) == (p.data().deferred_values() != nullptr))
+        << "FSDP: parameter '" << named[i].first << "' is " << (w[0] != 0 ? "" : "not ")
+        << "deferred on rank 0 but " << (w[0] != 0 ? "not " : "") << "on rank " << group_.rank()
+        << " (every rank must build the model the same way)";
+    if (w[0] == 0) continue;
+    auto v = std::make_shared<DeferredValues>();
+    v->kind = w[1] == 0 ? DeferredValues::Kind::uniform : DeferredValues::Kind::normal;
+    v->scale = w[2];
+    std::memcpy(static_cast<void*>(&v->start), w + 3, sizeof(Generator));  // trivially copyable
+    p.data() = Tensor::deferred(p.data().shape(), p.data().device(), std::move(v));
+  }
+}
 
 std::vector<FullyShardedDataParallel::LocalShard> FullyShardedDataParallel::local_shards() {
   const auto named = module_.named_parameters();

@@ -77,6 +77,16 @@ Tensor Tensor::empty_pinned(const Shape& shape, DType dtype) {
   return t;
 }
 
+Tensor Tensor::deferred(const Shape& shape, Device device, std::shared_ptr<const DeferredValues> values) {
+  for (auto d : shape.dims()) DPB_CHECK(d >= 0) << "negative dimension in shape " << shape;
+  DPB_CHECK(values) << "a deferred tensor needs the recipe of its values";
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = DType::f32;
+  t.storage_ = std::make_shared<Storage>(device, static_cast<size_t>(shape.numel()) * sizeof(float), std::move(values));
+  return t;
+}
+
 Tensor Tensor::empty_like(const Tensor& t) { return empty(t.shape(), t.device(), t.dtype(), t.layout()); }
 
 namespace {
@@ -200,6 +210,7 @@ std::vector<int32_t> Tensor::to_labels() const {
 float* Tensor::host_data() const {
   DPB_CHECK(defined()) << "access to an undefined tensor";
   DPB_CHECK(device().is_cpu()) << "host access to a tensor on " << device() << "; copy it with .to(cpu) first";
+  DPB_CHECK(!deferred_values()) << "host access to a tensor whose values are not drawn yet (deferred initialisation)";
   return data();
 }
 
@@ -232,6 +243,7 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(Device dev) const {
   if (dev == device()) return *this;
+  if (const DeferredValues* v = deferred_values()) return deferred(shape_, dev, std::make_shared<const DeferredValues>(*v));
   // Layouts each side can hold: CPU f32 tensors any, CUDA tensors plain or nhwc.
   Layout l = layout_;
   if (dev.is_cpu() && l == Layout::nhwc && dtype_ != DType::f32) l = Layout::plain;
@@ -242,6 +254,8 @@ Tensor Tensor::to(Device dev) const {
 }
 
 void Tensor::copy_from(const Tensor& src) {
+  DPB_CHECK(!src.deferred_values() && !deferred_values())
+      << "copy of a tensor whose values are not drawn yet (deferred initialisation: init::draw them first)";
   DPB_CHECK(src.numel() == numel() && src.dtype() == dtype_)
       << "copy of " << src.shape() << " " << dtype_name(src.dtype()) << " into " << shape_ << " " << dtype_name(dtype_);
   if (src.layout() != layout_) {
@@ -284,6 +298,7 @@ Tensor Tensor::to_dtype(DType dtype) const {
 }
 
 std::vector<float> Tensor::to_vector() const {
+  DPB_CHECK(!deferred_values()) << "values of a tensor not drawn yet (deferred initialisation: init::draw them first)";
   DPB_CHECK(dtype_ != DType::i32) << "to_vector() of an I32 tensor (use to_labels())";
   if (device().is_cuda() && (layout_ != Layout::plain || dtype_ != DType::f32))
     return to_plain().to_dtype(DType::f32).to_vector();

@@ -22,12 +22,23 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/core/rng.h"
 #include "engine/tensor/allocator.h"
 #include "engine/tensor/device.h"
 #include "engine/tensor/dtype.h"
 #include "engine/tensor/shape.h"
 
 namespace dpb {
+
+// How the values of a tensor not yet materialised are drawn (deferred, "meta-device"
+// initialisation: engine/nn/init.h): element i of the tensor in row-major order is the
+// i-th draw from `start`.
+struct DeferredValues {
+  enum class Kind { uniform, normal };
+  Kind kind = Kind::uniform;
+  float scale = 0;  // U(-scale, scale) or N(0, scale^2)
+  Generator start;  // the generator as the tensor's first value was to be drawn
+};
 
 class Storage {
  public:
@@ -40,6 +51,9 @@ class Storage {
   // here.
   Storage(Device device, void* data, size_t bytes, std::shared_ptr<void> owner)
       : device_(device), bytes_(bytes), data_(data), owner_(std::move(owner)) {}
+  // Storage with no memory, for values drawn later (refill() allocates it, uninitialised).
+  Storage(Device device, size_t bytes, std::shared_ptr<const DeferredValues> values)
+      : device_(device), bytes_(bytes), data_(nullptr), deferred_(std::move(values)) {}
   ~Storage() {
     if (owner_) return;
     if (pinned_) pinned_free(data_, bytes_, true);
@@ -59,6 +73,8 @@ class Storage {
   void release();
   void refill();
   bool released() const { return data_ == nullptr; }
+  // The values not yet drawn (null for storage that holds its values).
+  const DeferredValues* deferred() const { return deferred_.get(); }
 
  private:
   Device device_;
@@ -66,6 +82,7 @@ class Storage {
   bool pinned_ = false;
   void* data_;
   std::shared_ptr<void> owner_;
+  std::shared_ptr<const DeferredValues> deferred_;
 };
 
 enum class Layout { plain, nChw8c, nChw16c, nhwc };
@@ -93,6 +110,12 @@ class Tensor {
   // A plain f32 tensor of logical CPU device `device` over host memory `data` (numel
   // floats) that `owner` keeps alive.
   static Tensor from_external(const Shape& shape, Device device, float* data, std::shared_ptr<void> owner);
+
+  // A plain f32 tensor of `shape` on `device` with no memory: its values are drawn
+  // later as `values` says (init::draw).
+  static Tensor deferred(const Shape& shape, Device device, std::shared_ptr<const DeferredValues> values);
+  // The recipe of a deferred tensor's values; null for a tensor that holds them.
+  const DeferredValues* deferred_values() const { return storage_ ? storage_->deferred() : nullptr; }
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

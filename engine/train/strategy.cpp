@@ -9,6 +9,7 @@
 #include "engine/core/clock.h"
 #include "engine/core/log.h"
 #include "engine/nn/batchnorm2d.h"
+#include "engine/nn/init.h"
 #include "engine/trace/nvtx.h"
 #include "engine/tensor/allocator.h"
 #include "engine/trace/timeline.h"
@@ -527,6 +528,8 @@ std::unique_ptr<ParallelStrategy> make_strategy(Model& model, const TrainOptions
   DPB_CHECK(is_distributed(o.mode) == (o.ddp.group != nullptr))
       << (o.ddp.group ? "a process group is for --mode=ddp, fsdp or tp"
                       : std::string("--mode=") + parallel_mode_name(o.mode) + " needs this rank's process group");
+  // Only FSDP draws a deferred model's values shard by shard; every other mode holds it whole.
+  if (o.mode != ParallelMode::fsdp) init::materialize(model);
   switch (o.mode) {
     case ParallelMode::single:
       return std::make_unique<SingleDevice>(model, o);

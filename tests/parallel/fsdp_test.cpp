@@ -15,6 +15,7 @@
 #include "engine/backend/ops.h"
 #include "engine/data/synthetic.h"
 #include "engine/data/tokens.h"
+#include "engine/nn/init.h"
 #include "engine/nn/linear.h"
 #include "engine/tensor/allocator.h"
 #include "engine/train/safetensors.h"
@@ -273,6 +274,50 @@ TEST(Fsdp, EachParameterIsShardedOnItsOwnAlongDimZero) {
       const auto back = model->named_parameters();
       for (size_t i = 0; i < whole.size(); ++i)
         EXPECT_EQ(back[i].second->data().to_vector(), whole[i].second->data().to_vector()) << whole[i].first;
+    });
+  }
+}
+
+// Built under init::DeferredInit (meta-device initialisation) the model holds no memory
+// for the parameters it draws (all but the small ones built by value: LayerNorms, GPT-2's
+// zero biases); FSDP draws each rank's rows, bit for bit those of the model built whole,
+// and a rank's allocator never holds more than its shards beside what it had.
+TEST(Fsdp, DeferredInitialisationDrawsOnlyEachRanksRows) {
+  auto reference = model_on("gpt2-tiny", Device::cpu(0));
+  const auto whole = reference->named_parameters();
+  int64_t whole_bytes = 0;
+  for (const auto& [name, p] : whole) whole_bytes += p->data().numel() * 4;
+  for (int world : {2, 3}) {
+    test::run_ranks_ok(world, [&](int rank, comm::ProcessGroup& pg) {
+      const Device dev = Device::cpu(rank);
+      Generator g(7);
+      std::unique_ptr<Model> model;
+      {
+        init::DeferredInit deferred;
+        model = build_model("gpt2-tiny", g);
+      }
+      model->to(dev);
+      int64_t deferred_bytes = 0;
+      for (const auto& [name, p] : model->named_parameters())
+        if (p->data().deferred_values()) {
+          deferred_bytes += p->data().numel() * 4;
+          EXPECT_TRUE(p->data().storage_released()) << name << " holds memory";
+        }
+      EXPECT_GT(deferred_bytes, whole_bytes * 9 / 10);
+      pg.barrier()->wait();  // every rank's model built (their transients gone) before the peak is read
+      reset_peak_memory(dev);
+      const int64_t before = memory_stats(dev).current_bytes;
+      FullyShardedDataParallel fsdp(*model, pg);
+      const int64_t added = memory_stats(dev).peak_bytes - before;
+      EXPECT_LE(added, fsdp.memory().shard_parameter_bytes + (int64_t{64} << 10)) << "rank " << rank << " of " << world;
+      EXPECT_LT(added, whole_bytes * 11 / 10 / world) << "rank " << rank << " of " << world;
+      const auto shards = fsdp.shard_parameters();
+      for (size_t k = 0; k < shards.size(); ++k) {
+        const size_t i = fsdp.shard_source(k);
+        const int64_t first = fsdp.shard_first_row(k), rows = shards[k]->data().shape()[0];
+        EXPECT_EQ(shards[k]->data().to_vector(), whole[i].second->data().slice(first, first + rows).to_vector())
+            << whole[i].first << " on rank " << rank << " of " << world;
+      }
     });
   }
 }
