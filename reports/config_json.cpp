@@ -115,7 +115,7 @@ json config_json(const RunConfig& c, bool sweep) {
 
 RunConfig config_from(const JsonView& j) {
   RunConfig c;
-  c.mode = j.choice("mode", kModes);
+  c.mode = j.choice("mode", parallel_mode_choices());
   c.model = j.str("model", kName);
   c.dataset = j.str("dataset", kName);
   c.data_dir = j.maybe_str("data_dir", 4096);
@@ -197,7 +197,7 @@ json sweep_json(const std::vector<SweepPoint>& sweep) {
 SweepPoint sweep_point_from(const JsonView& j) {
   SweepPoint p;
   p.world_size = static_cast<int>(j.integer("world_size", 1, kMaxWorld));
-  p.mode = j.choice("mode", kModes);
+  p.mode = j.choice("mode", parallel_mode_choices());
   p.global_batch = j.integer("global_batch", 1, kCount);
   p.batch_per_device = j.maybe_integer("batch_per_device", 0, kCount).value_or(0);
   p.throughput_samples_per_s = j.maybe_number("throughput_samples_per_s", 0, kBig);

@@ -195,11 +195,7 @@ DiagnosisReport DiagnosisReport::from_json(const nlohmann::json& j, const std::s
   auto& m = d.summary;
   m.source = s.str("source", 64);
   m.timeline_source = s.maybe_str("timeline_source", 32).value_or("host");
-  m.mode = s.choice<ParallelMode>("mode", {{"single", ParallelMode::single},
-                                           {"dp", ParallelMode::dp},
-                                           {"ddp", ParallelMode::ddp},
-                                           {"mp", ParallelMode::pipeline},
-                                           {"fsdp", ParallelMode::fsdp}, {"tp", ParallelMode::tp}});
+  m.mode = s.choice("mode", parallel_mode_choices());
   m.model = s.str("model", 256);
   m.world_size = static_cast<int>(s.integer("world_size", 1, 1 << 20));
   m.global_batch = s.maybe_integer("global_batch", 1, int64_t{1} << 40);

@@ -55,27 +55,38 @@ class JsonView {
   std::vector<JsonView> items(std::string_view key, size_t max_items = kMaxItems) const;
   std::vector<JsonView> maybe_items(std::string_view key, size_t max_items = kMaxItems) const;  // absent: empty
 
-  // One of the named values, e.g. choice(key, {{"single", Mode::single}, ...}).
+  // One of the named values, e.g. choice(key, {{"single", Mode::single}, ...}), or from a
+  // table (a registry's choices).
   template <typename E>
   E choice(std::string_view key, std::initializer_list<std::pair<std::string_view, E>> options) const {
-    const std::string s = str(key, 64);
-    for (const auto& [name, value] : options)
-      if (s == name) return value;
-    member(key).fail_choice(options_text(options));
+    return choice_in<E>(key, options);
+  }
+  template <typename E>
+  E choice(std::string_view key, const std::vector<std::pair<std::string_view, E>>& options) const {
+    return choice_in<E>(key, options);
   }
   template <typename E>
   std::optional<E> maybe_choice(std::string_view key,
                                 std::initializer_list<std::pair<std::string_view, E>> options) const {
     if (!has(key)) return std::nullopt;
-    return choice(key, options);
+    return choice_in<E>(key, options);
+  }
+  template <typename E>
+  std::optional<E> maybe_choice(std::string_view key,
+                                const std::vector<std::pair<std::string_view, E>>& options) const {
+    if (!has(key)) return std::nullopt;
+    return choice_in<E>(key, options);
   }
 
  private:
-  template <typename E>
-  static std::string options_text(std::initializer_list<std::pair<std::string_view, E>> options) {
-    std::string s;
-    for (const auto& o : options) s += (s.empty() ? "" : ", ") + std::string(o.first);
-    return s;
+  template <typename E, typename Options>
+  E choice_in(std::string_view key, const Options& options) const {
+    const std::string s = str(key, 64);
+    for (const auto& [name, value] : options)
+      if (s == name) return value;
+    std::string valid;
+    for (const auto& o : options) valid += (valid.empty() ? "" : ", ") + std::string(o.first);
+    member(key).fail_choice(valid);
   }
   [[noreturn]] void fail_choice(const std::string& valid) const;
   std::string found() const;  // what the node holds, for messages

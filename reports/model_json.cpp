@@ -337,7 +337,7 @@ RunMetrics run_from(const JsonView& j) {
   }
   if (j.has("layer_profile")) r.layer_profile = LayerProfile::from_json(j.member("layer_profile"));
   if (auto rep = j.maybe_integer("repeat", 0, 1 << 16)) r.repeat = static_cast<int>(*rep);
-  r.mode = j.maybe_choice("mode", kModes);
+  r.mode = j.maybe_choice("mode", parallel_mode_choices());
   return r;
 }
 

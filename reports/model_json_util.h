@@ -42,9 +42,6 @@ inline nlohmann::json opt_text(const std::optional<std::string>& s) {
   return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
 }
 
-inline const std::initializer_list<std::pair<std::string_view, ParallelMode>> kModes{
-    {"single", ParallelMode::single}, {"dp", ParallelMode::dp}, {"ddp", ParallelMode::ddp}, {"mp", ParallelMode::pipeline},
-    {"fsdp", ParallelMode::fsdp}, {"tp", ParallelMode::tp}};
 inline const std::initializer_list<std::pair<std::string_view, PipelineSchedule>> kSchedules{
     {"naive", PipelineSchedule::naive}, {"gpipe", PipelineSchedule::gpipe}, {"1f1b", PipelineSchedule::one_f_one_b}};
 inline const std::initializer_list<std::pair<std::string_view, trace::TimelineSource>> kSources{

@@ -136,14 +136,10 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
                  "What to measure: train (a training setup) or collectives (all-reduce, all-gather, reduce-scatter, "
                  "broadcast over --gpus ranks, as nccl-tests)")
       ->check(CLI::IsMember({"train", "collectives"}));
-  app.add_option("--mode", f.mode,
-                 "Parallel mode: single (one device), dp (one process, --gpus devices, as torch.nn.DataParallel), ddp "
-                 "(one process per rank, as DistributedDataParallel; --gpus ranks on this node), mp (one process, "
-                 "the model cut into --gpus pipeline stages), fsdp (one process per rank, parameters, gradients and "
-                 "optimizer state sharded across the ranks, as FSDP2's fully_shard), tp (one process per rank, "
-                 "each holding a part of every large layer and training on the whole batch, as Megatron-LM's "
-                 "tensor parallelism; within one node)")
-      ->check(CLI::IsMember({"single", "dp", "ddp", "mp", "fsdp", "tp"}));
+  std::string modes_help = "Parallel mode: ";
+  for (const ModeInfo& m : parallel_modes())
+    modes_help += fmt::format("{}{} ({})", m.mode == parallel_modes().front().mode ? "" : ", ", m.name, m.help);
+  app.add_option("--mode", f.mode, modes_help)->check(CLI::IsMember(parallel_mode_names()));
   app.add_option("--gpus", f.gpus,
                  "Devices (or ranks) to use, or a sweep such as 1,2,4 (one run each, with the scaling efficiency "
                  "E(N) = throughput(N) / (N x throughput(1)); dp and mp multiply --batch by N). With --devices=cpu "

@@ -5,32 +5,62 @@
 
 namespace dpb {
 
-const char* parallel_mode_name(ParallelMode m) {
-  switch (m) {
-    case ParallelMode::single:
-      return "single";
-    case ParallelMode::dp:
-      return "dp";
-    case ParallelMode::ddp:
-      return "ddp";
-    case ParallelMode::pipeline:
-      return "mp";
-    case ParallelMode::fsdp:
-      return "fsdp";
-    case ParallelMode::tp:
-      return "tp";
-  }
-  return "?";
+const std::vector<ModeInfo>& parallel_modes() {
+  //                 mode                    name      help
+  //                 distributed, splits_batch, multi_device_process, all_reduces_gradients,
+  //                 shards_state, splits_layers, pipelines
+  static const std::vector<ModeInfo> modes{
+      {ParallelMode::single, "single", "one device",  //
+       false, false, false, false, false, false, false},
+      {ParallelMode::dp, "dp", "one process, --gpus devices, as torch.nn.DataParallel",  //
+       false, false, true, false, false, false, false},
+      {ParallelMode::ddp, "ddp",
+       "one process per rank, as DistributedDataParallel; --gpus ranks on this node",  //
+       true, true, false, true, false, false, false},
+      {ParallelMode::pipeline, "mp", "one process, the model cut into --gpus pipeline stages",  //
+       false, false, true, false, false, false, true},
+      {ParallelMode::fsdp, "fsdp",
+       "one process per rank, parameters, gradients and optimizer state sharded across the ranks, as FSDP2's "
+       "fully_shard",  //
+       true, true, false, false, true, false, false},
+      {ParallelMode::tp, "tp",
+       "one process per rank, each holding a part of every large layer and training on the whole batch, as "
+       "Megatron-LM's tensor parallelism; within one node",  //
+       true, false, false, false, false, true, false},
+  };
+  return modes;
 }
 
+const ModeInfo& mode_info(ParallelMode m) {
+  for (const ModeInfo& i : parallel_modes())
+    if (i.mode == m) return i;
+  DPB_FAIL() << "parallel mode " << static_cast<int>(m) << " is not in the registry";
+}
+
+const std::vector<std::pair<std::string_view, ParallelMode>>& parallel_mode_choices() {
+  static const std::vector<std::pair<std::string_view, ParallelMode>> choices = [] {
+    std::vector<std::pair<std::string_view, ParallelMode>> c;
+    for (const ModeInfo& i : parallel_modes()) c.emplace_back(i.name, i.mode);
+    return c;
+  }();
+  return choices;
+}
+
+std::vector<std::string> parallel_mode_names() {
+  std::vector<std::string> names;
+  for (const ModeInfo& i : parallel_modes()) names.emplace_back(i.name);
+  return names;
+}
+
+const char* parallel_mode_name(ParallelMode m) { return mode_info(m).name; }
+
 ParallelMode parse_parallel_mode(std::string_view name) {
-  if (name == "single") return ParallelMode::single;
-  if (name == "dp") return ParallelMode::dp;
-  if (name == "ddp") return ParallelMode::ddp;
-  if (name == "mp") return ParallelMode::pipeline;
-  if (name == "fsdp") return ParallelMode::fsdp;
-  if (name == "tp") return ParallelMode::tp;
-  DPB_FAIL() << "mode '" << escape_untrusted(name) << "' is not available (valid: single, dp, ddp, mp, fsdp, tp)";
+  std::string valid;
+  for (const ModeInfo& i : parallel_modes()) {
+    if (name == i.name) return i.mode;
+    valid += (valid.empty() ? "" : ", ") + std::string(i.name);
+  }
+  DPB_FAIL() << "mode '" << escape_untrusted(name) << "' is not available (valid: " << valid << ")";
 }
 
 PipelineSchedule parse_pipeline_schedule(std::string_view name) {

@@ -1,24 +1,42 @@
 #pragma once
-// The names of the ways a model is trained over devices, shared by the trainer, the
-// harness and the report model: the parallel mode and the pipeline schedule.
+// The ways a model is trained over devices, shared by the trainer, the harness, the
+// report model and the doctor: the parallel modes' registry and the pipeline schedule.
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace dpb {
 
-// single: one device; dp: one process over several devices (torch.nn.DataParallel);
-// ddp: one process per rank (DistributedDataParallel); pipeline: the model cut into
-// stages over several devices ("mp" on the command line and in reports); fsdp: one
-// process per rank with parameters, gradients and optimizer state sharded
-// (FullyShardedDataParallel); tp: one process per rank, each holding a part of every
-// large layer and seeing the whole batch (Megatron-style tensor parallelism).
 enum class ParallelMode { single, dp, ddp, pipeline, fsdp, tp };
+
+// What a mode is, written once: its name on the command line and in reports, a line for
+// --help, and its traits. Code that must know something about a mode asks its traits
+// ("does it all-reduce gradients?"), not its name.
+struct ModeInfo {
+  ParallelMode mode;
+  const char* name;
+  const char* help;
+  bool distributed;            // one process per rank in a process group
+  bool splits_batch;           // each rank reads and trains on its own part of the global batch
+                               // (dp scatters one batch from its one process: not this)
+  bool multi_device_process;   // one process drives several devices (--batch x N is the global batch)
+  bool all_reduces_gradients;  // gradients averaged by all-reduce (DDP's buckets)
+  bool shards_state;           // parameters, gradients and optimizer state sharded over the ranks
+  bool splits_layers;          // each rank holds a part of every large layer
+  bool pipelines;              // the model cut into stages over the devices
+};
+// Every mode, in the order --help and error messages list them.
+const std::vector<ModeInfo>& parallel_modes();
+const ModeInfo& mode_info(ParallelMode m);
+// Each mode's name with its value (for a JSON reader's choice), and the names alone.
+const std::vector<std::pair<std::string_view, ParallelMode>>& parallel_mode_choices();
+std::vector<std::string> parallel_mode_names();
+
 // Modes that run one process per rank in a process group (ddp, fsdp, tp).
-inline bool is_distributed(ParallelMode m) {
-  return m == ParallelMode::ddp || m == ParallelMode::fsdp || m == ParallelMode::tp;
-}
+inline bool is_distributed(ParallelMode m) { return mode_info(m).distributed; }
 // Modes whose ranks each train on their own part of the global batch (ddp, fsdp).
-inline bool splits_batch(ParallelMode m) { return m == ParallelMode::ddp || m == ParallelMode::fsdp; }
+inline bool splits_batch(ParallelMode m) { return mode_info(m).splits_batch; }
 // "single", "dp", "ddp", "mp", "fsdp", "tp".
 const char* parallel_mode_name(ParallelMode m);
 // Throws dpb::Error naming the valid modes.
