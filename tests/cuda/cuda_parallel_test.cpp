@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -29,6 +30,40 @@ struct LogicalGpus {
   explicit LogicalGpus(int n) { place_cuda_devices(n); }
   ~LogicalGpus() { place_cuda_devices(0); }
 };
+
+// `world` ranks as threads of this process sharing the GPU, each on a logical device of
+// its own, given one store to meet at; each rank's error ("" where it ran through).
+std::vector<std::string> ranks_on_gpu(int world,
+                                      const std::function<void(int, const std::shared_ptr<comm::Store>&)>& body) {
+  LogicalGpus placed(world);
+  std::shared_ptr<comm::Store> store = std::make_shared<comm::MemoryStore>();
+  std::vector<std::string> errors(static_cast<size_t>(world));
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        body(r, store);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  return errors;
+}
+
+comm::GroupOptions gpu_group_options() {
+  comm::GroupOptions go;
+  go.timeout = comm::Millis(60000);
+  return go;
+}
+
+// The same, each rank with its Gloo process group.
+std::vector<std::string> gloo_ranks_on_gpu(int world, const std::function<void(int, comm::ProcessGroup&)>& body) {
+  return ranks_on_gpu(world, [&](int r, const std::shared_ptr<comm::Store>& store) {
+    auto pg = comm::make_process_group("gloo", store, r, world, gpu_group_options(), Device::cuda(r));
+    body(r, *pg);
+  });
+}
 
 std::vector<Device> cudas(int n) {
   std::vector<Device> d;
@@ -171,29 +206,16 @@ TEST_P(CudaRanks, GlooRanksSharingOneGpuMatchCpuSingleDevice) {
   const int64_t per_rank = 8, steps = 3;
   cpu::set_threads_per_device(2);
   const TrainedRun cpu_run = test::train_steps(name, Device::cpu(), per_rank * world, steps);
-  LogicalGpus placed(world);
-  auto store = std::make_shared<comm::MemoryStore>();
-  std::vector<std::string> errors(world);
   std::vector<TrainedRun> runs(world);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < world; ++r)
-    ranks.emplace_back([&, r] {
-      try {
-        comm::GroupOptions go;
-        go.timeout = comm::Millis(60000);
-        auto pg = comm::make_process_group("gloo", store, r, world, go, Device::cuda(r));
-        test::PrecisionScope fp32(Precision::fp32);
-        runs[static_cast<size_t>(r)] = test::train_steps(name, per_rank, steps, [&](TrainOptions& o) {
-          o.device = Device::cuda(r);
-          o.mode = mode;
-          o.ddp.group = pg.get();
-          o.workers = 0;
-        });
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
+  const auto errors = gloo_ranks_on_gpu(world, [&](int r, comm::ProcessGroup& pg) {
+    test::PrecisionScope fp32(Precision::fp32);
+    runs[static_cast<size_t>(r)] = test::train_steps(name, per_rank, steps, [&](TrainOptions& o) {
+      o.device = Device::cuda(r);
+      o.mode = mode;
+      o.ddp.group = &pg;
+      o.workers = 0;
     });
-  for (auto& t : ranks) t.join();
+  });
   for (int r = 0; r < world; ++r) ASSERT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
   // The ranks hold the same parameters, and they are single-device training's. (The
   // loss each rank reports is its own shard's, so only parameters are compared.)
@@ -217,29 +239,16 @@ TEST(CudaFsdp, Bf16PolicyGathersHalfTheBytesAndTrainsLikeTheCpu) {
   const TrainedRun cpu_run = test::train_steps(name, Device::cpu(), per_rank * world, steps);
   std::map<Precision, std::vector<TrainedRun>> runs;
   for (Precision prec : {Precision::fp32, Precision::bf16}) {
-    LogicalGpus placed(world);
-    auto store = std::make_shared<comm::MemoryStore>();
-    std::vector<std::string> errors(world);
     runs[prec].resize(world);
-    std::vector<std::thread> ranks;
-    for (int r = 0; r < world; ++r)
-      ranks.emplace_back([&, r] {
-        try {
-          comm::GroupOptions go;
-          go.timeout = comm::Millis(60000);
-          auto pg = comm::make_process_group("gloo", store, r, world, go, Device::cuda(r));
-          test::PrecisionScope scope(prec);
-          runs[prec][static_cast<size_t>(r)] = test::train_steps(name, per_rank, steps, [&](TrainOptions& o) {
-            o.device = Device::cuda(r);
-            o.mode = ParallelMode::fsdp;
-            o.ddp.group = pg.get();
-            o.workers = 0;
-          });
-        } catch (const std::exception& e) {
-          errors[static_cast<size_t>(r)] = e.what();
-        }
+    const auto errors = gloo_ranks_on_gpu(world, [&](int r, comm::ProcessGroup& pg) {
+      test::PrecisionScope scope(prec);
+      runs[prec][static_cast<size_t>(r)] = test::train_steps(name, per_rank, steps, [&](TrainOptions& o) {
+        o.device = Device::cuda(r);
+        o.mode = ParallelMode::fsdp;
+        o.ddp.group = &pg;
+        o.workers = 0;
       });
-    for (auto& t : ranks) t.join();
+    });
     for (int r = 0; r < world; ++r) ASSERT_EQ(errors[static_cast<size_t>(r)], "") << precision_name(prec) << " rank " << r;
   }
   const auto& f32 = runs[Precision::fp32];
@@ -269,38 +278,26 @@ TEST_P(CudaTensorParallel, GlooRanksSharingOneGpuMatchCpuSingleDevice) {
   const TrainedRun cpu_run = test::train_steps(name, Device::cpu(), batch, steps);
   for (int tp : {2, 0}) {  // 0: 2D, 4 ranks as 2 x 2
     const int world = tp == 2 ? 2 : 4;
-    LogicalGpus placed(world);
-    auto store = std::make_shared<comm::MemoryStore>();
-    std::vector<std::string> errors(static_cast<size_t>(world));
     std::vector<TrainedRun> runs(static_cast<size_t>(world));
-    std::vector<std::thread> ranks;
-    for (int r = 0; r < world; ++r)
-      ranks.emplace_back([&, r] {
-        try {
-          comm::GroupOptions go;
-          go.timeout = comm::Millis(60000);
-          test::PrecisionScope fp32(Precision::fp32);
-          std::unique_ptr<comm::ProcessGroup> pg;
-          comm::MeshGroups mesh;
-          if (tp == 2) pg = comm::make_process_group("gloo", store, r, world, go, Device::cuda(r));
-          else mesh = comm::make_mesh_groups("gloo", store, r, world, 2, go, Device::cuda(r));
-          runs[static_cast<size_t>(r)] = test::train_steps(name, tp == 2 ? batch : batch / 2, steps, [&](TrainOptions& o) {
-            o.device = Device::cuda(r);
-            o.workers = 0;
-            if (tp == 2) {
-              o.mode = ParallelMode::tp;
-              o.ddp.group = pg.get();
-            } else {
-              o.mode = ParallelMode::ddp;
-              o.ddp.group = mesh.data.get();
-              o.tp_group = mesh.tensor.get();
-            }
-          });
-        } catch (const std::exception& e) {
-          errors[static_cast<size_t>(r)] = e.what();
+    const auto errors = ranks_on_gpu(world, [&](int r, const std::shared_ptr<comm::Store>& store) {
+      test::PrecisionScope fp32(Precision::fp32);
+      std::unique_ptr<comm::ProcessGroup> pg;
+      comm::MeshGroups mesh;
+      if (tp == 2) pg = comm::make_process_group("gloo", store, r, world, gpu_group_options(), Device::cuda(r));
+      else mesh = comm::make_mesh_groups("gloo", store, r, world, 2, gpu_group_options(), Device::cuda(r));
+      runs[static_cast<size_t>(r)] = test::train_steps(name, tp == 2 ? batch : batch / 2, steps, [&](TrainOptions& o) {
+        o.device = Device::cuda(r);
+        o.workers = 0;
+        if (tp == 2) {
+          o.mode = ParallelMode::tp;
+          o.ddp.group = pg.get();
+        } else {
+          o.mode = ParallelMode::ddp;
+          o.ddp.group = mesh.data.get();
+          o.tp_group = mesh.tensor.get();
         }
       });
-    for (auto& t : ranks) t.join();
+    });
     for (int r = 0; r < world; ++r) ASSERT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
     for (int r = 1; r < world; ++r) EXPECT_EQ(runs[0].params, runs[static_cast<size_t>(r)].params) << "rank " << r;
     std::string worst;
