@@ -207,13 +207,27 @@ DType FullyShardedDataParallel::gather_dtype(bool full_state) const {
   return full_state || group_.size() == 1 ? DType::f32 : options_.param_dtype;
 }
 
+// The all-gather's own buffers: its output, and its input where that is a converted copy
+// of the shards.
+int64_t FullyShardedDataParallel::gather_buffer_bytes(const Unit& unit) {
+  const size_t sent = unit.sent.shares_storage_with(unit.flat) ? 0 : unit.sent.nbytes();
+  return static_cast<int64_t>(unit.gathered.nbytes() + sent);
+}
+
+void FullyShardedDataParallel::drop_gather(Unit& unit) {
+  note_gathered(-gather_buffer_bytes(unit));
+  unit.gathered = unit.sent = Tensor();
+  unit.gather_work.reset();
+  unit.gather_record = -1;
+}
+
 void FullyShardedDataParallel::start_gather(size_t u, DType dtype) {
   Unit& unit = units_[u];
   if (group_.size() == 1) return;  // one rank: its chunks are the whole parameters
   const auto size = static_cast<int64_t>(dtype_size(dtype));
   unit.sent = dtype == DType::f32 ? unit.flat : unit.flat.to_dtype(dtype);
   unit.gathered = Tensor::empty({unit.chunk * group_.size()}, device_, dtype);
-  note_gathered((unit.gathered.numel() + (dtype == DType::f32 ? 0 : unit.chunk)) * size);
+  note_gathered(gather_buffer_bytes(unit));
   CollectiveRecord c{"all-gather", unit.name, unit.chunk * size, now_ns(), 0, 0, 0, 0};
   unit.gather_work = group_.allgather(unit.gathered, unit.sent);
   unit.gather_record = static_cast<int>(collectives_.size());
@@ -228,11 +242,7 @@ void FullyShardedDataParallel::ensure_full(size_t u, bool full_state) {
   if (unit.gather_work && unit.gathered.dtype() != dtype) {
     // A prefetch in the other type: finished and dropped.
     unit.gather_work->wait();
-    const auto size = static_cast<int64_t>(dtype_size(unit.gathered.dtype()));
-    note_gathered(-(unit.gathered.numel() + (unit.sent.shares_storage_with(unit.flat) ? 0 : unit.chunk)) * size);
-    unit.gathered = unit.sent = Tensor();
-    unit.gather_work.reset();
-    unit.gather_record = -1;
+    drop_gather(unit);
   }
   unit.full_dtype = dtype;
   if (group_.size() == 1) {
@@ -274,11 +284,7 @@ void FullyShardedDataParallel::ensure_full(size_t u, bool full_state) {
       }
     members_[i].param->data() = unit.whole.slice(m.offset, m.offset + m.numel).view(m.shape);
   }
-  note_gathered(-(unit.gathered.numel() + (dtype == DType::f32 ? 0 : unit.chunk)) *
-                static_cast<int64_t>(dtype_size(dtype)));
-  unit.gathered = unit.sent = Tensor();
-  unit.gather_work.reset();
-  unit.gather_record = -1;
+  drop_gather(unit);
   unit.full = true;
 }
 

@@ -184,6 +184,8 @@ class FullyShardedDataParallel : private Sequential::LayerHooks {
   // and wherever there is nothing to gather (one rank).
   DType gather_dtype(bool full_state) const;
   void start_gather(size_t u, DType dtype);
+  static int64_t gather_buffer_bytes(const Unit& unit);
+  void drop_gather(Unit& unit);  // the all-gather's buffers and work let go (after its wait)
   void ensure_full(size_t u, bool full_state = false);
   void free_full(size_t u);
   void release_early(size_t u);

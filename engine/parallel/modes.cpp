@@ -1,5 +1,8 @@
 #include "engine/parallel/modes.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "engine/core/error.h"
 #include "engine/core/text.h"
 
@@ -55,12 +58,10 @@ std::vector<std::string> parallel_mode_names() {
 const char* parallel_mode_name(ParallelMode m) { return mode_info(m).name; }
 
 ParallelMode parse_parallel_mode(std::string_view name) {
-  std::string valid;
-  for (const ModeInfo& i : parallel_modes()) {
+  for (const ModeInfo& i : parallel_modes())
     if (name == i.name) return i.mode;
-    valid += (valid.empty() ? "" : ", ") + std::string(i.name);
-  }
-  DPB_FAIL() << "mode '" << escape_untrusted(name) << "' is not available (valid: " << valid << ")";
+  DPB_FAIL() << "mode '" << escape_untrusted(name) << "' is not available (valid: "
+             << fmt::format("{}", fmt::join(parallel_mode_names(), ", ")) << ")";
 }
 
 PipelineSchedule parse_pipeline_schedule(std::string_view name) {
