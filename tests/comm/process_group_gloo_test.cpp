@@ -11,6 +11,7 @@
 
 #include "engine/comm/store.h"
 #include "engine/core/error.h"
+#include "engine/tensor/allocator.h"
 #include "tests/support/ranks.h"
 
 namespace dpb::comm {
@@ -147,6 +148,37 @@ TEST(GlooGroup, AllGathersBf16ThroughSharedMemoryAndTcp) {
           } catch (const Error& e) {
             EXPECT_NE(std::string(e.what()).find("BF16 plain into F32 plain"), std::string::npos) << e.what();
           }
+        },
+        o));
+  }
+}
+
+// A finished collective holds on to none of its tensors, even while its Work lives on:
+// a caller that drops its buffers after wait() (FSDP's all-gather output, each bucket's
+// gradients) frees their memory then, not whenever the group's thread next runs.
+TEST(GlooGroup, AFinishedCollectiveLetsGoOfItsTensors) {
+  const int64_t count = 4096;
+  for (bool shm : {true, false}) {
+    comm::GroupOptions o;
+    o.shared_memory = shm;
+    expect_no_errors(run_ranks(
+        2,
+        [&](int r, ProcessGroup& pg) {
+          // A device of each rank's own (cpu:0 holds what the other rank makes elsewhere).
+          const Device dev = Device::cpu(1 + r);
+          const std::vector<float> values(static_cast<size_t>(count), static_cast<float>(r + 1));
+          const int64_t before = memory_stats(dev).current_bytes;
+          Tensor mine = Tensor::from_vector({count}, values, dev), all = Tensor::empty({count * 2}, dev);
+          Tensor summed = Tensor::from_vector({count}, values, dev);
+          auto gathered = pg.allgather(all, mine);
+          auto reduced = pg.allreduce(summed, ReduceOp::sum);
+          gathered->wait();
+          reduced->wait();
+          EXPECT_GE(memory_stats(dev).current_bytes - before, 4 * count * 4);
+          mine = all = summed = Tensor();
+          EXPECT_EQ(memory_stats(dev).current_bytes, before)
+              << (shm ? "shared memory" : "tcp") << ", rank " << r << ": the finished collectives still hold tensors";
+          EXPECT_TRUE(gathered->completed() && reduced->completed());
         },
         o));
   }

@@ -290,6 +290,7 @@ void ProcessGroupGloo::run_loop() {
       broken = broken_;
     }
     if (!broken.empty()) {
+      c->run = nullptr;
       c->finish(std::string(c->op) + " #" + std::to_string(c->seq) + " not run: the group broke earlier: " + broken);
       continue;
     }
@@ -312,6 +313,10 @@ void ProcessGroupGloo::run_loop() {
       std::lock_guard<std::mutex> lock(mu_);
       broken_ = error;
     }
+    // The tensors the collective captured are let go before the caller hears it is done:
+    // a caller that drops its buffers after wait() frees their memory then, not when this
+    // thread next wakes.
+    c->run = nullptr;
     c->finish(error);
   }
 }
