@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -36,10 +37,19 @@ struct Counters {
 constexpr double kCacheSlack = 0.10;
 constexpr int64_t kCacheFloor = int64_t{64} << 20;
 
-// Freed CPU blocks by rounded size, reused by the next allocation of that size.
+// A cached block may serve a smaller allocation, up to this factor (the best fit: the
+// smallest cached block that is large enough). A model whose layers differ in size (a
+// ResNet's stages) frees under FSDP a unit's buffers of one size and gathers the next
+// unit's in another; with exact sizes only, the cache held every size and the bound
+// below gave blocks back that the next step mapped and faulted in again.
+constexpr size_t kFitNumerator = 3, kFitDenominator = 2;
+
+// Freed CPU blocks by rounded size, reused by the next allocation that fits.
 struct HostCache {
   std::mutex mu;
-  std::unordered_map<size_t, std::vector<void*>> free;
+  std::map<size_t, std::vector<void*>> free;
+  // Blocks handed out larger than their allocation asked for, by address: their size.
+  std::unordered_map<void*, size_t> larger;
   int64_t bytes = 0;
 };
 
@@ -108,11 +118,14 @@ void* device_alloc(const Device& device, size_t bytes) {
     HostCache& cache = host_cache(device.index);
     {
       std::lock_guard<std::mutex> lock(cache.mu);
-      auto it = cache.free.find(rounded);
-      if (it != cache.free.end() && !it->second.empty()) {
+      auto it = cache.free.lower_bound(rounded);
+      if (it != cache.free.end() && it->first * kFitDenominator <= rounded * kFitNumerator) {
+        const size_t size = it->first;
         p = it->second.back();
         it->second.pop_back();
-        cache.bytes -= static_cast<int64_t>(rounded);
+        if (it->second.empty()) cache.free.erase(it);
+        cache.bytes -= static_cast<int64_t>(size);
+        if (size != rounded) cache.larger.emplace(p, size);
       }
     }
     if (!p) {
@@ -127,11 +140,8 @@ void* device_alloc(const Device& device, size_t bytes) {
       std::vector<std::pair<void*, size_t>> drop;
       {
         std::lock_guard<std::mutex> lock(cache.mu);
-        while (cache.bytes > 0 && live + cache.bytes + need > bound) {
-          auto big = std::max_element(cache.free.begin(), cache.free.end(), [](const auto& a, const auto& b) {
-            return (a.second.empty() ? 0 : a.first) < (b.second.empty() ? 0 : b.first);
-          });
-          if (big == cache.free.end() || big->second.empty()) break;
+        while (!cache.free.empty() && live + cache.bytes + need > bound) {
+          auto big = std::prev(cache.free.end());  // (sizes with no block left are erased)
           drop.emplace_back(big->second.back(), big->first);
           big->second.pop_back();
           cache.bytes -= static_cast<int64_t>(big->first);
@@ -153,11 +163,16 @@ void device_free(const Device& device, void* ptr, size_t bytes) noexcept {
   if (!ptr) return;
   if (bytes == 0) bytes = kCpuAlignment;
   if (device.is_cpu()) {
-    const size_t rounded = host_block_size(bytes);
+    size_t rounded = host_block_size(bytes);
     HostCache& cache = host_cache(device.index);
     bool kept = false;
     {
       std::lock_guard<std::mutex> lock(cache.mu);
+      if (!cache.larger.empty())
+        if (auto it = cache.larger.find(ptr); it != cache.larger.end()) {
+          rounded = it->second;
+          cache.larger.erase(it);
+        }
       if (cache.bytes + static_cast<int64_t>(rounded) <= kMaxCachedBytes) {
         cache.free[rounded].push_back(ptr);
         cache.bytes += static_cast<int64_t>(rounded);

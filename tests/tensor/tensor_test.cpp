@@ -146,6 +146,40 @@ TEST(Allocator, HostBlocksAreReusedAndReleasedOnRequest) {
   EXPECT_EQ(memory_stats(d).cached_bytes, 0);
 }
 
+// A cached block serves a smaller allocation when it is at most half as large again (the
+// smallest that fits), goes back to the cache at its own size, and is not stretched past
+// that: FSDP over a ResNet frees one unit's buffers and gathers the next, a different size,
+// without mapping (and faulting in) new memory each step.
+TEST(Allocator, ACachedBlockServesASmallerAllocationThatFits) {
+  const Device d = Device::cpu(10);
+  empty_cache(d);
+  void* big = nullptr;
+  {
+    Tensor t = Tensor::empty({1'300'000}, d);  // 5.2 MB
+    big = t.data();
+  }
+  const int64_t cached = memory_stats(d).cached_bytes;
+  EXPECT_GE(cached, 5'200'000);
+  {
+    Tensor smaller = Tensor::empty({1'000'000}, d);  // 4 MB: fits, 1.3x
+    EXPECT_EQ(static_cast<void*>(smaller.data()), big);
+    EXPECT_EQ(memory_stats(d).cached_bytes, 0);
+    EXPECT_EQ(memory_stats(d).current_bytes, 4'000'000) << "live bytes are what the tensors asked for";
+  }
+  EXPECT_EQ(memory_stats(d).cached_bytes, cached) << "the block went back at its own size";
+  {
+    Tensor again = Tensor::empty({1'300'000}, d);  // the whole block, reused
+    EXPECT_EQ(static_cast<void*>(again.data()), big);
+  }
+  {
+    Tensor much_smaller = Tensor::empty({500'000}, d);  // 2 MB: the block is 2.6x, too large
+    EXPECT_NE(static_cast<void*>(much_smaller.data()), big);
+    EXPECT_EQ(memory_stats(d).cached_bytes, cached);
+  }
+  empty_cache(d);
+  EXPECT_EQ(memory_stats(d).cached_bytes, 0);
+}
+
 TEST(Device, ParseAndErrors) {
   EXPECT_EQ(Device::parse("cpu"), Device::cpu(0));
   EXPECT_EQ(Device::parse("cpu:3"), Device::cpu(3));
