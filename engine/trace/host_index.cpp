@@ -46,7 +46,7 @@ HostIndex::HostIndex(const RankTimeline& t) : t_(t) {
   data_waits_ = merged(t.data_waits, INT64_MIN, INT64_MAX);
 
   std::unordered_map<int64_t, std::vector<Span64>> alloc, slow, block, copy_block, optim, input, rec;
-  std::vector<Span64> any;
+  std::vector<Span64> any, inputs;
   for (const auto& c : t.calls) {
     Thread& th = threads_[c.thread];
     th.calls.push_back(&c);
@@ -107,8 +107,10 @@ HostIndex::HostIndex(const RankTimeline& t) : t_(t) {
     th.input = merged(std::move(input[tid]), INT64_MIN, INT64_MAX);
     th.recorded = merged(std::move(rec[tid]), INT64_MIN, INT64_MAX);
     any.insert(any.end(), th.recorded.begin(), th.recorded.end());
+    inputs.insert(inputs.end(), th.input.begin(), th.input.end());
   }
   recorded_any_ = merged(std::move(any), INT64_MIN, INT64_MAX);
+  input_any_ = merged(std::move(inputs), INT64_MIN, INT64_MAX);
 }
 
 bool HostIndex::waits_for_copy_to_device(const HostCall& c, const HostCall* before) const {

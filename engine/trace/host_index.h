@@ -51,6 +51,8 @@ class HostIndex {
   // What any thread recorded (ops, Python functions, calls), merged: where nothing is,
   // the host's time is unrecorded.
   const std::vector<Span64>& recorded_any() const { return recorded_any_; }
+  // Every thread's ops that make the input on the CPU (Thread::input), merged.
+  const std::vector<Span64>& input_any() const { return input_any_; }
   const HostCall* call_of(int64_t correlation) const;
   // A call that returned only once the device had done its work: a synchronize, or a copy
   // to or from the host that ended after its copy.
@@ -73,6 +75,7 @@ class HostIndex {
   std::unordered_map<int64_t, const DeviceWork*> copy_of_;
   std::vector<Span64> data_waits_;
   std::vector<Span64> recorded_any_;
+  std::vector<Span64> input_any_;
   std::unordered_set<const HostCall*> copy_waits_;  // the calls blocking_copy() names
   // Whether `c` (after `before` on its thread, if any) waited for a copy to the device.
   bool waits_for_copy_to_device(const HostCall& c, const HostCall* before) const;
