@@ -1,5 +1,7 @@
 #include "reports/findings.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "reports/json_view.h"
@@ -65,6 +67,39 @@ RankBudget budget_from_json(const JsonView& j) {
 
 }  // namespace
 
+std::string Prediction::summary() const {
+  if (!step_time_s || !measured_step_time_s) return {};
+  return fmt::format("step {:.1f} ms -> {:.1f} ms ({:+.0f}%), by {}", 1e3 * *measured_step_time_s, 1e3 * *step_time_s,
+                     -100 * gain_share.value_or(0), method.substr(0, method.find(':')));
+}
+
+nlohmann::json Prediction::to_json() const {
+  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  return {{"step_time_s", opt(step_time_s)},
+          {"measured_step_time_s", opt(measured_step_time_s)},
+          {"gain_share", opt(gain_share)},
+          {"scaling_efficiency", opt(scaling_efficiency)},
+          {"method", method},
+          {"reason", reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(reason)},
+          {"inputs", inputs}};
+}
+
+Prediction Prediction::from_json(const JsonView& j) {
+  Prediction p;
+  p.step_time_s = j.maybe_number("step_time_s", 0, 1e9);
+  p.measured_step_time_s = j.maybe_number("measured_step_time_s", 0, 1e9);
+  p.gain_share = j.maybe_number("gain_share", -1e9, 1);
+  p.scaling_efficiency = j.maybe_number("scaling_efficiency", 0, 1e3);
+  p.method = j.str("method", 1024);
+  if (auto r = j.maybe_str("reason", 4096)) p.reason = *r;
+  if (j.has("inputs")) {
+    const JsonView inputs = j.member("inputs");
+    inputs.expect_object();
+    p.inputs = inputs.raw();
+  }
+  return p;
+}
+
 nlohmann::json Finding::to_json() const {
   nlohmann::json j = {{"id", id},
                       {"severity", severity_name(severity)},
@@ -76,6 +111,7 @@ nlohmann::json Finding::to_json() const {
     j["explains"] = nlohmann::json::array();
     for (const auto& c : explains) j["explains"].push_back({{"rank", rank_json(c.rank)}, {"device", c.device}, {"share", c.share}});
   }
+  if (predicted) j["predicted"] = predicted->to_json();
   return j;
 }
 
@@ -97,6 +133,7 @@ Finding Finding::from_json(const JsonView& j) {
     claim.share = c.number("share", 0, 1);
     f.explains.push_back(claim);
   }
+  if (j.has("predicted")) f.predicted = Prediction::from_json(j.member("predicted"));
   return f;
 }
 

@@ -28,6 +28,24 @@ struct Claim {
   double share = 0;
 };
 
+// What a finding's fix is worth: the step with its cause removed, from the measured
+// timeline (`method` says how, `inputs` what it read); step_time_s null with `reason`
+// where it cannot be said (advice on configuration, a timeline without steps).
+struct Prediction {
+  std::optional<double> step_time_s;           // the step, the cause removed
+  std::optional<double> measured_step_time_s;  // the same step as measured
+  std::optional<double> gain_share;            // 1 - predicted / measured
+  std::optional<double> scaling_efficiency;    // sweeps: E(N) with the cause removed
+  std::string method;
+  std::string reason;  // why step_time_s is null
+  nlohmann::json inputs = nlohmann::json::object();
+
+  // "step 211.2 ms -> 162.9 ms (-23%), by replay"; empty without a predicted step.
+  std::string summary() const;
+  nlohmann::json to_json() const;
+  static Prediction from_json(const JsonView& j);
+};
+
 struct Finding {
   std::string id;
   Severity severity = Severity::info;
@@ -36,6 +54,7 @@ struct Finding {
   std::string explanation;
   std::string fix;
   std::vector<Claim> explains;  // the time it accounts for (none: advice on configuration)
+  std::optional<Prediction> predicted;
 
   nlohmann::json to_json() const;
   static Finding from_json(const JsonView& j);

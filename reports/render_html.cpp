@@ -68,7 +68,12 @@ std::string diagnosis_html(const DiagnosisReport& d) {
          "<th>unexplained</th></tr>\n";
     for (const auto& b : d.budget) {
       std::string parts;
-      for (const auto& [id, share] : b.explained) parts += fmt::format("{}{} {:.1f}%", parts.empty() ? "" : ", ", id, 100 * share);
+      for (const auto& [id, share] : b.explained) {
+        parts += fmt::format("{}{} {:.1f}%", parts.empty() ? "" : ", ", id, 100 * share);
+        for (const auto& f : d.findings)
+          if (f.id == id && f.predicted && !f.predicted->summary().empty())
+            parts += " (fixed: " + f.predicted->summary() + ")";
+      }
       h << "<tr><td>" << esc(b.rank ? fmt::format("rank {} ({})", *b.rank, b.device) : b.device) << "</td><td>"
         << fmt::format("{:.1f}%", 100 * (b.idle_share + b.exposed_comm_share)) << "</td><td>"
         << esc(parts.empty() ? "-" : parts) << "</td><td>" << fmt::format("{:.1f}%", 100 * b.unexplained_share)
@@ -331,7 +336,9 @@ std::string render_html(const RunReport& report, const RunReport* prediction) {
   for (const auto& f : report.findings) {
     const std::string sev = severity_name(f.severity);
     h << "<div class=\"finding\"><p class=\"sev-" << esc(sev) << "\"><b>" << esc(sev) << ": " << esc(f.title) << "</b> ["
-      << esc(f.id) << "]</p><p>" << esc(f.explanation) << "</p><p><b>fix:</b> " << esc(f.fix) << "</p></div>\n";
+      << esc(f.id) << "]</p><p>" << esc(f.explanation) << "</p><p><b>fix:</b> " << esc(f.fix) << "</p>";
+    if (f.predicted && !f.predicted->summary().empty()) h << "<p><b>worth:</b> " << esc(f.predicted->summary()) << "</p>";
+    h << "</div>\n";
   }
   h << "<h2>Environment</h2>\n<pre>" << esc(environment_text(report.env)) << "</pre>\n";
   h << "</body></html>\n";

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "diagnostics/dpdoctor/pricing.h"
 #include "diagnostics/dpdoctor/rules/rules.h"
 #include "engine/core/error.h"
 #include "engine/core/text.h"
@@ -222,6 +223,7 @@ Diagnosis diagnose(const Evidence& e) {
     f->id = "unexplained-idle";
     d.findings.push_back(std::move(*f));
   }
+  price_findings(e, d);
   for (const auto& f : d.findings)
     if (f.severity != Severity::info) d.healthy = false;
   std::stable_sort(d.findings.begin(), d.findings.end(),
@@ -284,13 +286,39 @@ void print_job(const Diagnosis& d, std::ostream& out) {
     out << fmt::format("  {:<8} {}\n", f.rank ? fmt::format("rank {}", *f.rank) : "", escape_untrusted(f.path, 200));
 }
 
+// Whether a prediction was made for the budget row (its inputs name that rank or device).
+bool predicted_for(const reports::Prediction& p, const reports::RankBudget& b) {
+  if (!p.inputs.contains("device") || !p.inputs["device"].is_string()) return false;
+  const std::string who = p.inputs["device"].get<std::string>();
+  return who == b.device || (b.rank && who == fmt::format("rank {} ({})", *b.rank, b.device));
+}
+
+// What the finding's fix is worth: the step before and after, and how that was found.
+void print_worth(const Finding& f, std::ostream& out, bool verbose) {
+  if (!f.predicted) return;
+  const auto& p = *f.predicted;
+  if (!p.step_time_s || !p.measured_step_time_s) {
+    if (verbose) out << "  worth: not predicted: " << p.reason << "\n";
+    return;
+  }
+  out << "  worth: " << p.summary() << "\n";
+  if (verbose) out << "    how: " << p.method << "\n";
+}
+
 // Where each window went: the share lost, each finding's part of it, what is left.
 void print_budget(const Diagnosis& d, std::ostream& out) {
   if (d.budget.empty()) return;
   out << "where the time went (shares of each window; lost = idle + communication compute did not hide):\n";
   for (const auto& b : d.budget) {
     std::string parts;
-    for (const auto& [id, share] : b.explained) parts += fmt::format("{} {:.1f}%, ", id, 100 * share);
+    for (const auto& [id, share] : b.explained) {
+      // What removing it would give back, where the finding's prediction is for this row.
+      std::string back;
+      for (const auto& f : d.findings)
+        if (f.id == id && f.predicted && f.predicted->gain_share && predicted_for(*f.predicted, b))
+          back = fmt::format(" (gives back {:.0f}% of the step)", 100 * *f.predicted->gain_share);
+      parts += fmt::format("{} {:.1f}%{}, ", id, 100 * share, back);
+    }
     out << fmt::format("  {:<22} lost {:5.1f}% = {}unexplained {:.1f}%\n",
                        b.rank ? fmt::format("rank {} ({})", *b.rank, b.device) : b.device,
                        100 * (b.idle_share + b.exposed_comm_share), parts, 100 * b.unexplained_share);
@@ -318,6 +346,7 @@ void print_diagnosis(const Diagnosis& d, std::ostream& out, bool verbose) {
     out << fmt::format("{}[{}]: {}\n", severity_name(f.severity), f.id, f.title);
     if (!verbose) {
       out << "  fix: " << f.fix << "\n";
+      print_worth(f, out, false);
       continue;
     }
     out << "  evidence:\n";
@@ -331,6 +360,7 @@ void print_diagnosis(const Diagnosis& d, std::ostream& out, bool verbose) {
     }
     out << "  why: " << f.explanation << "\n";
     out << "  fix: " << f.fix << "\n";
+    print_worth(f, out, true);
   }
   if (verbose) print_breakdown(d, out);
   print_budget(d, out);

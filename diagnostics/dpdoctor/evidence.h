@@ -41,7 +41,8 @@ struct TimelineEvidence {
   std::optional<int> rank;
   std::string device;
   int steps = 0;
-  std::optional<double> step_s;
+  std::optional<double> step_s;       // median step, without its wait for data
+  std::optional<double> full_step_s;  // median step as measured
   // What the window is: "profiled steps" (a trace's ProfilerStep#N, host time before a
   // step's first kernel and after its last inside), "kernel span" (no step recorded), or
   // "measured steps" (dpbench's).
@@ -57,6 +58,8 @@ struct TimelineEvidence {
   bool launches_known = false;
   trace::IdleCauses idle;    // every gap charged to what the device waited for
   trace::LostEvents lost;
+  // The profiled steps replayed with the input made ahead (PyTorch traces with steps).
+  std::optional<trace::InputAhead> input_ahead;
   // Across ranks (clocks that agree): the part of its exposed communication spent waiting
   // for a later rank to reach the collective, over the window.
   std::optional<double> wait_exposed_s;

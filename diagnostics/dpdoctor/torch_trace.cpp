@@ -22,6 +22,7 @@ TimelineEvidence timeline_evidence(const trace::RankAnalysis& a, const trace::De
   t.device = gpu(d.device);
   t.steps = a.steps;
   t.step_s = a.step_s;
+  t.full_step_s = a.full_step_s;
   t.window = a.window_is_steps ? "profiled steps" : "kernel span";
   t.breakdown = d.breakdown;
   t.breakdown.device = t.device;
@@ -38,6 +39,7 @@ TimelineEvidence timeline_evidence(const trace::RankAnalysis& a, const trace::De
   t.copies = a.copies;
   t.idle = d.idle;
   t.lost = a.lost;
+  t.input_ahead = a.input_ahead;
   return t;
 }
 

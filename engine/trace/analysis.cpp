@@ -169,19 +169,22 @@ RankAnalysis analyze_rank(const RankTimeline& t, const AnalysisOptions& o) {
 
   // Steps without their wait for data (no profiler steps: the window is one step).
   {
-    std::vector<double> lengths;
+    std::vector<double> lengths, full;
     double waited = 0, net = 0;
     for (const auto& s : steps) {
       const double wait = seconds(union_ns(t.data_waits, s.first, s.second));
-      lengths.push_back(seconds(s.second - s.first) - wait);
+      full.push_back(seconds(s.second - s.first));
+      lengths.push_back(full.back() - wait);
       waited += wait;
       net += lengths.back();
     }
     a.step_s = median(lengths);
+    a.full_step_s = median(full);
     a.data_wait_share = waited + net > 0 ? waited / (waited + net) : 0;
   }
 
   const HostIndex host(t);
+  if (a.window_is_steps && o.launches_known) a.input_ahead = replay_input_ahead(t, host, steps);
   auto launch_call = [&](const DeviceWork& x) -> const HostCall* {
     return o.launches_known ? host.call_of(x.correlation) : nullptr;
   };

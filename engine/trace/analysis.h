@@ -33,6 +33,7 @@
 #include "engine/trace/breakdown.h"
 #include "engine/trace/device_timeline.h"
 #include "engine/trace/idle_causes.h"
+#include "engine/trace/replay.h"
 
 namespace dpb::trace {
 
@@ -119,6 +120,7 @@ struct RankAnalysis {
   bool window_is_steps = false;       // the window is the profiled steps (else the kernel span or the caller's)
   int steps = 0;                      // steps in the window
   std::optional<double> step_s;       // median step, without its wait for data
+  std::optional<double> full_step_s;  // median step as measured, its wait for data included
   double data_wait_share = 0;
   int main_device = 0;                // the device with the most work
   std::vector<DeviceAnalysis> devices;
@@ -126,6 +128,9 @@ struct RankAnalysis {
   SyncStats syncs;
   CopyStats copies;
   LostEvents lost;
+  // The profiled steps replayed with the input made ahead (replay.h): what a data-loading
+  // fix is worth. Null without profiled steps, or nothing to cut.
+  std::optional<InputAhead> input_ahead;
   const DeviceAnalysis* device(int d) const;
   const DeviceAnalysis& main() const;
 };

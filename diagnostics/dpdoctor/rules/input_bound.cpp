@@ -16,6 +16,37 @@ constexpr const char* kFix =
     "decoded data, or make the input on the device (torch.randn(..., device=\"cuda\"), augmentation and "
     "preprocessing on the GPU)";
 
+// The step with the input made ahead: the profiled steps replayed without the waits for
+// the input (trace/replay.h), each batch's hand-over kept.
+Prediction input_ahead_prediction(const TimelineEvidence& t) {
+  Prediction p;
+  p.method =
+      "replay: the profiled steps replayed with the DataLoader's waits and the input made on the CPU cut from the "
+      "host; device work keeps its measured durations and starts when its launch (moved) queued it and its stream "
+      "was free; blocking calls wait for the replayed device; each batch's copy to the device from pageable memory "
+      "is read once more (a batch from a worker arrives in shared memory); the workers' own load on the host's "
+      "cores is not modelled";
+  if (!t.input_ahead || t.input_ahead->replay.replayed_ns.empty()) {
+    p.reason = "the trace has no profiled steps (ProfilerStep#N) to replay";
+    return p;
+  }
+  const auto& in = *t.input_ahead;
+  const double measured = static_cast<double>(in.replay.measured_median_ns) * 1e-9;
+  const double replayed = static_cast<double>(in.replay.replayed_median_ns) * 1e-9;
+  p.step_time_s = figure(replayed).get<double>();
+  p.measured_step_time_s = figure(measured).get<double>();
+  p.gain_share = measured > 0 ? figure(1 - replayed / measured).get<double>() : 0.0;
+  const double steps = static_cast<double>(in.replay.measured_ns.size());
+  p.inputs = {{"device", t.who()},
+              {"steps", in.replay.measured_ns.size()},
+              {"batches", in.batches},
+              {"cut_per_step_s", figure(static_cast<double>(in.replay.cut_ns) * 1e-9 / steps)},
+              {"handover_per_step_s", figure(static_cast<double>(in.handover_ns) * 1e-9 / steps)},
+              {"given_back_to_device_waits_per_step_s",
+               figure(static_cast<double>(in.replay.device_waited_ns) * 1e-9 / steps)}};
+  return p;
+}
+
 std::optional<Finding> from_timelines(const Evidence& e) {
   const auto [t, share] = worst(e, [](const TimelineEvidence& x) { return x.share(trace::IdleCause::data_loading); });
   if (!t || share < 0.01) return std::nullopt;
@@ -57,6 +88,7 @@ std::optional<Finding> from_timelines(const Evidence& e) {
       ops.empty() ? std::string("none named") : ops_text(ops, 5));
   f.fix = kFix;
   for (const auto& x : e.timelines) f.explains.push_back(claim(x, x.share(trace::IdleCause::data_loading)));
+  f.predicted = input_ahead_prediction(*t);
   return f;
 }
 

@@ -18,6 +18,7 @@ namespace dpb::doctor::check {
 
 using reports::Claim;
 using reports::Finding;
+using reports::Prediction;
 using reports::Severity;
 
 std::optional<Finding> batch_smaller_than_devices(const Evidence& e);

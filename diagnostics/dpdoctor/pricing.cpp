@@ -1,0 +1,76 @@
+#include "diagnostics/dpdoctor/pricing.h"
+
+#include <cmath>
+
+namespace dpb::doctor {
+
+namespace {
+
+double rounded(double v) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  const double scale = std::pow(10.0, 3 - static_cast<int>(std::floor(std::log10(std::fabs(v)))));
+  return std::round(v * scale) / scale;
+}
+
+// The measured step of the rank (device) a budget row is: its timeline's median step
+// (profiler traces), else the run's.
+std::optional<double> step_of(const Evidence& e, const reports::RankBudget& b) {
+  for (const auto& t : e.timelines)
+    if (t.rank == b.rank && t.device == b.device) {
+      if (t.full_step_s) return t.full_step_s;
+      if (t.step_s) return t.step_s;
+    }
+  if (e.step_s > 0) return e.step_s;
+  return std::nullopt;
+}
+
+}  // namespace
+
+void price_findings(const Evidence& e, reports::DiagnosisReport& d) {
+  for (auto& f : d.findings) {
+    if (f.predicted) continue;
+    reports::Prediction p;
+    p.method =
+        "share removed: the share of the rank's window this finding explains taken off its measured step (an "
+        "upper bound: nothing that waited on that time is moved up, nothing else fills it)";
+    // The rank it costs the most.
+    const reports::RankBudget* worst = nullptr;
+    double most = 0;
+    for (const auto& b : d.budget)
+      for (const auto& [id, share] : b.explained)
+        if (id == f.id && share > most) {
+          most = share;
+          worst = &b;
+        }
+    // A finding outside the budget (unexplained-idle: what the budget left) by its claims.
+    if (!worst)
+      for (const auto& c : f.explains)
+        for (const auto& b : d.budget)
+          if ((c.rank && b.rank ? *c.rank == *b.rank : c.device == b.device) && c.share > most) {
+            most = c.share;
+            worst = &b;
+          }
+    if (!worst) {
+      p.reason = f.explains.empty() ? "advice on the configuration: it accounts for no measured time"
+                                    : "the time it explains is counted under other findings in the budget";
+      f.predicted = std::move(p);
+      continue;
+    }
+    const auto step = step_of(e, *worst);
+    if (!step) {
+      p.reason = "no measured step to take it from";
+      f.predicted = std::move(p);
+      continue;
+    }
+    p.measured_step_time_s = rounded(*step);
+    p.step_time_s = rounded(*step * (1 - most));
+    p.gain_share = rounded(most);
+    p.inputs = {{"device", worst->rank ? "rank " + std::to_string(*worst->rank) + " (" + worst->device + ")"
+                                       : worst->device},
+                {"explained_share", rounded(most)},
+                {"window", worst->window}};
+    f.predicted = std::move(p);
+  }
+}
+
+}  // namespace dpb::doctor
