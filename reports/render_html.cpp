@@ -51,7 +51,7 @@ std::string diagnosis_html(const DiagnosisReport& d) {
     h << fmt::format("; data wait {:.1f}% of the time", 100 * s.data_wait_share);
     if (s.overlap_ratio)
       h << fmt::format("; {:.0f}% of the {} overlapped", 100 * *s.overlap_ratio,
-                         s.mode == ParallelMode::fsdp ? "all-gathers and reduce-scatters" : "all-reduce");
+                         mode_info(s.mode).shards_state ? "all-gathers and reduce-scatters" : "all-reduce");
     h << ".</p>\n";
   } else {
     int errors = 0, warnings = 0;
@@ -242,7 +242,7 @@ std::string timeline_chart(const TimelineExcerpt& tl, const RunConfig& config) {
   s << fmt::format("<title>Timeline of step {} (from its wait for data to its end; {} times)</title>", tl.step,
                    trace::timeline_source_name(tl.source));
   // Devices by name (cpu:1), ranks by number.
-  const bool ranks = config.mode == ParallelMode::ddp;
+  const bool ranks = is_distributed(config.mode);
   auto device_name = [&](int d) {
     if (ranks) return fmt::format("rank {}", d);
     if (d >= 0 && d < static_cast<int>(config.device_list.size())) return config.device_list[static_cast<size_t>(d)];

@@ -373,7 +373,7 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
   }
 
   // mp: every stage handles the whole batch (its own layers of it).
-  const int64_t per_device = rank || o.mode == ParallelMode::pipeline ? o.train.batch : o.train.batch / o.device.count;
+  const int64_t per_device = rank || mode_info(o.mode).pipelines ? o.train.batch : o.train.batch / o.device.count;
   reports::RunReport report;
   report.tool = reports::this_tool();
   report.command = argv;

@@ -186,7 +186,7 @@ int visible_devices(const BenchOptions& o) {
 
 void apply_visible_devices(BenchOptions& o) {
   o.device.requested = o.device.count;
-  if ((o.mode != ParallelMode::dp && o.mode != ParallelMode::pipeline) || o.device.logical_gpus) return;
+  if (!multi_device_process(o.mode) || o.device.logical_gpus) return;
   const int visible = visible_devices(o);
   if (o.device.count <= visible) return;
   DPB_CHECK(visible >= 1) << "--gpus=" << o.device.count << " but no " << device_kind_name(o.device.kind)
@@ -206,7 +206,7 @@ BenchOptions sweep_point(const BenchOptions& o, int n) {
     for (const char* f : {"--split", "--schedule", "--micro-batches"}) p.given.erase(f);
   }
   if (o.mode == ParallelMode::single && n > 1) p.mode = ParallelMode::dp;
-  if (o.mode == ParallelMode::dp || o.mode == ParallelMode::pipeline) p.train.batch = o.train.batch * n;
+  if (multi_device_process(o.mode)) p.train.batch = o.train.batch * n;
   return p;
 }
 

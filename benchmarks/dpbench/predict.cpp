@@ -48,8 +48,7 @@ reports::RunReport prediction_report(const BenchOptions& o, const std::vector<st
     p.world_size = r.world_size;
     p.mode = o.mode;
     p.batch_per_device = s.profile.batch;
-    p.global_batch = o.mode == ParallelMode::pipeline || o.mode == ParallelMode::tp ? s.profile.batch
-                                                                                    : s.profile.batch * r.world_size;
+    p.global_batch = shares_one_batch(o.mode) ? s.profile.batch : s.profile.batch * r.world_size;
     p.throughput_samples_per_s = r.throughput;
     p.scaling_efficiency = r.efficiency;
     p.predicted = true;
@@ -155,12 +154,12 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
                                                            "rank cannot cause: taken as noise",
                                                            100 * measured_crowding)
                                              : "");
-  if (o.mode == ParallelMode::ddp)
+  if (mode_info(o.mode).all_reduces_gradients)
     out << fmt::format("  buckets: {:g} MiB (the first 1 MiB)\n", o.ddp.bucket_mb);
-  if (o.mode == ParallelMode::fsdp)
+  if (mode_info(o.mode).shards_state)
     out << fmt::format("  sharding: each layer with parameters a unit; prefetch {}, {}\n", o.fsdp.prefetch,
                        o.fsdp.reshard_after_forward ? "gathered again for the backward" : "kept to the backward");
-  if (o.mode == ParallelMode::tp)
+  if (mode_info(o.mode).splits_layers)
     out << "  tensor parallelism: blocks (or linear pairs) cut over the ranks, every rank on the whole batch; each "
            "all-reduce waited for in full\n";
   out << fmt::format("\n{:>7} {:>11} {:>12} {:>6} {:>10} {:>13} {:>8} {:>8}  {}\n", "ranks", "step (ms)", "samples/s",

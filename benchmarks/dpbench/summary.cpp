@@ -81,7 +81,7 @@ void print_summary(const reports::RunReport& report, const SummaryExtras& extras
       line += fmt::format("  {} {:.0f}% busy, {} samples", d.id, 100.0 * d.busy_fraction.value_or(0), d.samples);
     out << line << fmt::format("  ({} times)\n", source);
   }
-  if (c.mode == ParallelMode::ddp && r.world_size > 1 && r.ranks && !r.ranks->empty() && r.overlap) {
+  if (mode_info(c.mode).all_reduces_gradients && r.world_size > 1 && r.ranks && !r.ranks->empty() && r.overlap) {
     const auto& m0 = r.ranks->front();
     out << fmt::format("ddp: {} bucket(s) of up to {} MiB; rank 0 all-reduce {:.2f} ms/step, {:.0f}% of it during "
                        "backward, exposed {:.2f} ms/step ({:.1f}% of the step)\n",

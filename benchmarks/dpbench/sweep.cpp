@@ -77,7 +77,7 @@ int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
       without(args, {"--gpus", "--json", "--trace", "--repeat", "--batch", "--mode", "--threads"}, {"--doctor"});
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("dpbench-sweep-{}", ::getpid());
   std::filesystem::create_directories(dir);
-  const bool weak = o.mode == ParallelMode::dp || o.mode == ParallelMode::pipeline;
+  const bool weak = multi_device_process(o.mode);
   // The same thread budget per device at every point: at the largest count every device
   // of this node gets its share of the cores, and the smaller points get no more.
   const int largest = o.sweep.back();

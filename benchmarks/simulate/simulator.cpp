@@ -517,7 +517,7 @@ SimPoint simulate_point(const StepProfile& p, const LinkModel& link, int ranks, 
   }
   // The pipeline's and tensor parallelism's ranks share one batch.
   const double global_batch =
-      static_cast<double>(p.batch) * (o.mode == ParallelMode::pipeline || o.mode == ParallelMode::tp ? 1 : ranks);
+      static_cast<double>(p.batch) * (shares_one_batch(o.mode) ? 1 : ranks);
   r.throughput = r.step_s > 0 ? global_batch / r.step_s : 0;
   return r;
 }
@@ -530,7 +530,7 @@ Simulation simulate(const StepProfile& p, const LinkModel& link, const std::vect
     // Throughput over n devices against n independent devices (the pipeline's global
     // batch stays one device's).
     r.efficiency = one.throughput > 0 ? r.throughput / (n * one.throughput) : 0;
-    if (o.mode == ParallelMode::pipeline) r.efficiency = one.step_s / (r.step_s * n);
+    if (mode_info(o.mode).pipelines) r.efficiency = one.step_s / (r.step_s * n);
     s.points.push_back(r);
   }
   return s;

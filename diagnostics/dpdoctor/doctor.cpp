@@ -375,7 +375,7 @@ void print_diagnosis(const Diagnosis& d, std::ostream& out, bool verbose) {
                        devices.empty() ? "no device activity recorded" : devices, 100 * s.data_wait_share);
     if (s.overlap_ratio)
       out << fmt::format("; {:.0f}% of the {} overlapped", 100 * *s.overlap_ratio,
-                         s.mode == ParallelMode::fsdp ? "all-gathers and reduce-scatters" : "all-reduce");
+                         mode_info(s.mode).shards_state ? "all-gathers and reduce-scatters" : "all-reduce");
     if (s.bubble_measured)
       out << fmt::format("; pipeline bubble {:.0f}% (theory {:.0f}%)", 100 * *s.bubble_measured,
                          100 * s.bubble_theory.value_or(0));

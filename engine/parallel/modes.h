@@ -37,6 +37,11 @@ std::vector<std::string> parallel_mode_names();
 inline bool is_distributed(ParallelMode m) { return mode_info(m).distributed; }
 // Modes whose ranks each train on their own part of the global batch (ddp, fsdp).
 inline bool splits_batch(ParallelMode m) { return mode_info(m).splits_batch; }
+// Modes in which one process drives several devices (dp, mp): --batch x N is the batch.
+inline bool multi_device_process(ParallelMode m) { return mode_info(m).multi_device_process; }
+// Modes whose ranks all work on one global batch (the pipeline's stages, tensor
+// parallelism's ranks): the global batch is one rank's.
+inline bool shares_one_batch(ParallelMode m) { return mode_info(m).pipelines || mode_info(m).splits_layers; }
 // "single", "dp", "ddp", "mp", "fsdp", "tp".
 const char* parallel_mode_name(ParallelMode m);
 // Throws dpb::Error naming the valid modes.

@@ -57,7 +57,7 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
       << "dataset '" << train.name() << "' has " << loss_name(train.target_kind()) << " targets of width "
       << train.target_width() << " but model '" << spec.name << "' is trained with " << loss_name(spec.loss)
       << " on " << spec.outputs << " outputs";
-  if (o_.mode == ParallelMode::dp || o_.mode == ParallelMode::pipeline) {
+  if (multi_device_process(o_.mode)) {
     DPB_CHECK(!o_.devices.empty()) << "--mode=" << parallel_mode_name(o_.mode) << " needs its devices";
     o_.device = o_.devices[0];
   }

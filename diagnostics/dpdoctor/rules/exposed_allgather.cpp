@@ -56,7 +56,7 @@ Finding from_kernels(const Evidence& e, double share) {
 }  // namespace
 
 std::optional<Finding> exposed_allgather(const Evidence& e) {
-  if (e.mode != ParallelMode::fsdp || !(e.has_fsdp || e.allgathers_from_kernels) || e.world < 2 || e.step_s <= 0 ||
+  if (!mode_info(e.mode).shards_state || !(e.has_fsdp || e.allgathers_from_kernels) || e.world < 2 || e.step_s <= 0 ||
       e.allgather_waited_s < 0 || e.allgathers <= 0)
     return std::nullopt;
   const double share = e.allgather_waited_s / e.step_s;

@@ -29,13 +29,20 @@ constexpr const char* kFix =
 // The fix for what the mode's collectives are: DDP's gradient all-reduces can hide behind
 // the backward; tensor parallelism's activation all-reduces sit between layers by design;
 // FSDP's all-gathers hide behind the previous unit's compute.
+// Modes whose collectives move layers' activations or sharded state (tp, fsdp), not
+// gradients after backward.
+bool layer_or_state_collectives(const Evidence& e) {
+  const ModeInfo& m = mode_info(e.mode);
+  return m.splits_layers || m.shards_state;
+}
+
 std::string mode_fix(const Evidence& e, bool tiny) {
-  if (e.mode == ParallelMode::tp)
+  if (mode_info(e.mode).splits_layers)
     return "tensor parallelism all-reduces activations between layers, so nothing hides them by default: keep the "
            "tensor-parallel group within one node's fastest link (NVLink; tp-across-slow-link says when it is not), "
            "overlap them with compute (sequence parallelism, Megatron's --tp-comm-overlap, PyTorch's async tensor "
            "parallelism), or use a smaller tensor-parallel degree with more data parallelism";
-  if (e.mode == ParallelMode::fsdp)
+  if (mode_info(e.mode).shards_state)
     return "prefetch the next unit's all-gather while the current one computes (FSDP2 does by default), wrap coarser "
            "units, a larger per-rank batch, or a faster interconnect";
   return std::string(tiny ? "use larger buckets (bucket_cap_mb=25, the default; --bucket-mb=25); " : "") + kFix;
@@ -127,7 +134,7 @@ std::optional<Finding> on_timelines(const Evidence& e) {
 // dpbench on logical CPU devices: the host timeline is the device timeline; the A/B
 // against no_sync measures what communication costs the step, contention included.
 std::optional<Finding> on_host(const Evidence& e) {
-  if (e.mode != ParallelMode::ddp || e.world < 2 || e.exposed_share < 0) return std::nullopt;
+  if (!mode_info(e.mode).all_reduces_gradients || e.world < 2 || e.exposed_share < 0) return std::nullopt;
   const bool ab = e.exposed_share_ab >= 0;
   // A straggler's wait is not the network's: the time it explains (straggler-rank) is
   // left out, and what remains must still be a problem.
@@ -224,7 +231,7 @@ std::optional<Finding> on_host(const Evidence& e) {
 // budget charges it to communication; the warnings are tp-across-slow-link's and
 // exposed-allgather's, which say why (or the verdict's, when a quarter is lost).
 std::optional<Finding> on_host_ranks(const Evidence& e) {
-  if ((e.mode != ParallelMode::tp && e.mode != ParallelMode::fsdp) || e.world < 2 || e.breakdown.empty())
+  if (!layer_or_state_collectives(e) || e.world < 2 || e.breakdown.empty())
     return std::nullopt;
   const trace::Breakdown* worst = nullptr;
   for (const auto& b : e.breakdown)
@@ -243,7 +250,7 @@ std::optional<Finding> on_host_ranks(const Evidence& e) {
   f.explanation = fmt::format(
       "The {}'s collectives run with nothing computing beside them for {:.0f}% of {}'s window; on a machine the "
       "ranks share, part of it is a rank waiting for another that was slowed by its neighbours.",
-      e.mode == ParallelMode::tp ? "tensor-parallel all-reduces" : "FSDP all-gathers and reduce-scatters", 100 * share,
+      mode_info(e.mode).splits_layers ? "tensor-parallel all-reduces" : "FSDP all-gathers and reduce-scatters", 100 * share,
       who);
   f.fix = mode_fix(e, false);
   for (const auto& b : e.breakdown) f.explains.push_back({b.rank, b.device, b.comm_share.value_or(0)});
@@ -254,7 +261,7 @@ std::optional<Finding> exposed_communication(const Evidence& e) {
   const bool device = std::any_of(e.timelines.begin(), e.timelines.end(),
                                   [](const TimelineEvidence& t) { return t.breakdown.overlap.has_value(); });
   if (device) return on_timelines(e);
-  if (e.mode == ParallelMode::tp || e.mode == ParallelMode::fsdp) return on_host_ranks(e);
+  if (layer_or_state_collectives(e)) return on_host_ranks(e);
   return on_host(e);
 }
 

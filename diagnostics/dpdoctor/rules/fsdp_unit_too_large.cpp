@@ -11,7 +11,7 @@
 namespace dpb::doctor::check {
 
 std::optional<Finding> fsdp_unit_too_large(const Evidence& e) {
-  if (e.mode != ParallelMode::fsdp || !e.has_fsdp || e.world < 2 || e.fsdp_state_bytes <= 0 ||
+  if (!mode_info(e.mode).shards_state || !e.has_fsdp || e.world < 2 || e.fsdp_state_bytes <= 0 ||
       e.fsdp_peak_gathered_bytes < e.fsdp_state_bytes)
     return std::nullopt;
   const double mib = 1.0 / (1 << 20);

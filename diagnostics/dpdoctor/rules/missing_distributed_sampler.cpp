@@ -7,7 +7,7 @@
 namespace dpb::doctor::check {
 
 std::optional<Finding> missing_distributed_sampler(const Evidence& e) {
-  if (e.ranks.size() < 2 || e.data_compared == 0 || e.mode == ParallelMode::tp) return std::nullopt;
+  if (e.ranks.size() < 2 || e.data_compared == 0 || !mode_info(e.mode).splits_batch) return std::nullopt;
   const double share = static_cast<double>(e.data_identical) / static_cast<double>(e.data_compared);
   if (share < 0.9) return std::nullopt;
   Finding f;

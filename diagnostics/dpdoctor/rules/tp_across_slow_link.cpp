@@ -22,7 +22,7 @@ constexpr double kFastLinkStep_s = 10e-6;
 }  // namespace
 
 std::optional<Finding> tp_across_slow_link(const Evidence& e) {
-  if (e.mode != ParallelMode::tp || !e.has_tp || e.world < 2 || e.step_s <= 0 || e.tp_allreduces <= 0 ||
+  if (!mode_info(e.mode).splits_layers || !e.has_tp || e.world < 2 || e.step_s <= 0 || e.tp_allreduces <= 0 ||
       e.tp_allreduce_waited_s < 0)
     return std::nullopt;
   const double share = e.tp_allreduce_waited_s / e.step_s;
