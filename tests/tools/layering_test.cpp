@@ -63,7 +63,7 @@ std::optional<Place> place(const std::string& file) {
       {"benchmark", 5},        {"rank", 6},        {"sweep", 6},   {"predict", 6},   {"launch", 7},
       {"cli", 8},              {"main", 9}};
   static const std::map<std::string, int> dpdoctor{
-      {"json_stream", 0}, {"evidence", 0}, {"kineto_reader", 1}, {"rules", 1}, {"trace_jobs", 2},
+      {"json_stream", 0}, {"evidence", 0}, {"kineto_reader", 1}, {"rules", 1}, {"pricing", 2}, {"trace_jobs", 2},
       {"torch_trace", 3},  {"doctor", 4},   {"main", 5}};
   const fs::path p(file);
   const std::string stem = (p.parent_path() / p.stem()).string();
