@@ -1,16 +1,13 @@
 #include "diagnostics/dpdoctor/pricing.h"
 
-#include <cmath>
+#include "diagnostics/dpdoctor/rules/rules.h"
 
 namespace dpb::doctor {
 
 namespace {
 
-double rounded(double v) {
-  if (v == 0 || !std::isfinite(v)) return v;
-  const double scale = std::pow(10.0, 3 - static_cast<int>(std::floor(std::log10(std::fabs(v)))));
-  return std::round(v * scale) / scale;
-}
+// A figure to 4 significant digits, as the rules write theirs.
+double rounded(double v) { return check::figure(v).get<double>(); }
 
 // The measured step of the rank (device) a budget row is: its timeline's median step
 // (profiler traces), else the run's.
