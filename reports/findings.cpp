@@ -1,6 +1,7 @@
 #include "reports/findings.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 
@@ -100,6 +101,53 @@ Prediction Prediction::from_json(const JsonView& j) {
   return p;
 }
 
+std::string Proof::summary() const {
+  const std::string fix = fmt::format("{}", fmt::join(flags, " "));
+  if (!measured_gain_share || !original_median_s || !fixed_median_s)
+    return fmt::format("{}{}not run: {}", fix, fix.empty() ? "" : ": ", reason);
+  std::string predicted = predicted_gain_share
+                              ? fmt::format(" against {:+.0f}% predicted", -100 * *predicted_gain_share)
+                              : std::string(" (no prediction)");
+  return fmt::format("{}: {:.2f} ms -> {:.2f} ms, measured {:+.0f}% +- {:.0f}% over {} pairs{}: {}", fix,
+                     1e3 * *original_median_s, 1e3 * *fixed_median_s, -100 * *measured_gain_share,
+                     100 * noise_share.value_or(0), pairs, predicted, verdict);
+}
+
+nlohmann::json Proof::to_json() const {
+  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  return {{"flags", flags},
+          {"reason", reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(reason)},
+          {"pairs", pairs},
+          {"original_step_s", original_s},
+          {"fixed_step_s", fixed_s},
+          {"original_median_s", opt(original_median_s)},
+          {"fixed_median_s", opt(fixed_median_s)},
+          {"measured_gain_share", opt(measured_gain_share)},
+          {"noise_share", opt(noise_share)},
+          {"predicted_gain_share", opt(predicted_gain_share)},
+          {"prediction_method", prediction_method},
+          {"prediction_error", opt(prediction_error)},
+          {"verdict", verdict}};
+}
+
+Proof Proof::from_json(const JsonView& j) {
+  Proof p;
+  for (const auto& f : j.items("flags", 64)) p.flags.push_back(f.text(256));
+  if (auto r = j.maybe_str("reason", 4096)) p.reason = *r;
+  p.pairs = static_cast<int>(j.integer("pairs", 0, 1000));
+  for (const auto& v : j.items("original_step_s", 2000)) p.original_s.push_back(v.number(0, 1e9));
+  for (const auto& v : j.items("fixed_step_s", 2000)) p.fixed_s.push_back(v.number(0, 1e9));
+  p.original_median_s = j.maybe_number("original_median_s", 0, 1e9);
+  p.fixed_median_s = j.maybe_number("fixed_median_s", 0, 1e9);
+  p.measured_gain_share = j.maybe_number("measured_gain_share", -1e9, 1);
+  p.noise_share = j.maybe_number("noise_share", 0, 1e9);
+  p.predicted_gain_share = j.maybe_number("predicted_gain_share", -1e9, 1);
+  p.prediction_method = j.str("prediction_method", 4096);
+  p.prediction_error = j.maybe_number("prediction_error", -1e9, 1e9);
+  p.verdict = j.str("verdict", 256);
+  return p;
+}
+
 nlohmann::json Finding::to_json() const {
   nlohmann::json j = {{"id", id},
                       {"severity", severity_name(severity)},
@@ -112,6 +160,7 @@ nlohmann::json Finding::to_json() const {
     for (const auto& c : explains) j["explains"].push_back({{"rank", rank_json(c.rank)}, {"device", c.device}, {"share", c.share}});
   }
   if (predicted) j["predicted"] = predicted->to_json();
+  if (proof) j["proof"] = proof->to_json();
   return j;
 }
 
@@ -134,6 +183,7 @@ Finding Finding::from_json(const JsonView& j) {
     f.explains.push_back(claim);
   }
   if (j.has("predicted")) f.predicted = Prediction::from_json(j.member("predicted"));
+  if (j.has("proof")) f.proof = Proof::from_json(j.member("proof"));
   return f;
 }
 

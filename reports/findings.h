@@ -46,6 +46,34 @@ struct Prediction {
   static Prediction from_json(const JsonView& j);
 };
 
+// A finding's fix run and timed (dpbench --doctor=prove): the run again with the fix's
+// flags, alternated with the original run `pairs` times (A B, then B A, ...), so that a
+// machine drifting over the runs moves both sides alike. Each run's time per step is its
+// median step plus its mean wait for data (median / (1 - data_wait_share)); the measured
+// gain is the median over the pairs of 1 - fixed / original, its noise half the spread of
+// the pairs' gains. `reason` says why a finding was not run (its fix is no flag of this
+// run, or it changes what is learned rather than the step).
+struct Proof {
+  std::vector<std::string> flags;  // the fix as dpbench flags (empty: no flag fix)
+  std::string reason;              // why it was not run; empty when it was
+  int pairs = 0;
+  std::vector<double> original_s, fixed_s;  // each run's time per step, in run order
+  std::optional<double> original_median_s, fixed_median_s;
+  std::optional<double> measured_gain_share, noise_share;
+  std::optional<double> predicted_gain_share;  // the fix's own prediction
+  std::string prediction_method;
+  // measured / predicted gain - 1 (null without both)
+  std::optional<double> prediction_error;
+  // "held" (the gain beyond the noise and within 25 % of the prediction), "held, off
+  // the prediction", "did not hold", "not run"
+  std::string verdict;
+
+  // "--workers=4: 31.2 ms -> 11.0 ms, measured -65% +- 2% against -64% predicted: held"
+  std::string summary() const;
+  nlohmann::json to_json() const;
+  static Proof from_json(const JsonView& j);
+};
+
 struct Finding {
   std::string id;
   Severity severity = Severity::info;
@@ -55,6 +83,7 @@ struct Finding {
   std::string fix;
   std::vector<Claim> explains;  // the time it accounts for (none: advice on configuration)
   std::optional<Prediction> predicted;
+  std::optional<Proof> proof;
 
   nlohmann::json to_json() const;
   static Finding from_json(const JsonView& j);

@@ -338,6 +338,7 @@ std::string render_html(const RunReport& report, const RunReport* prediction) {
     h << "<div class=\"finding\"><p class=\"sev-" << esc(sev) << "\"><b>" << esc(sev) << ": " << esc(f.title) << "</b> ["
       << esc(f.id) << "]</p><p>" << esc(f.explanation) << "</p><p><b>fix:</b> " << esc(f.fix) << "</p>";
     if (f.predicted && !f.predicted->summary().empty()) h << "<p><b>worth:</b> " << esc(f.predicted->summary()) << "</p>";
+    if (f.proof) h << "<p class=\"proof\"><b>proved:</b> " << esc(f.proof->summary()) << "</p>";
     h << "</div>\n";
   }
   h << "<h2>Environment</h2>\n<pre>" << esc(environment_text(report.env)) << "</pre>\n";

@@ -68,6 +68,7 @@ struct Flags {
   std::string device_timing = "auto", dp_forward = "scatter", dp_input = "tensor", split, schedule = "gpipe";
   std::string eval = "auto", progress = "auto", optimizer = "sgd", lr_schedule = "constant", lr_scale = "none";
   std::string save_format = "auto";
+  std::string doctor;  // "", diagnose or prove
   std::string backend, sampler = "distributed", device_map = "spread", straggler, hang, host_allreduce = "shm";
   std::string ops = "allreduce,allgather,reduce_scatter,broadcast", min_bytes = "8", max_bytes = "256M", kill;
   bool simulate = false;
@@ -107,6 +108,8 @@ void convert(const Flags& f, BenchOptions& o) {
                                       : pick<Backend>(f.backend, {{"gloo", Backend::gloo}, {"nccl", Backend::nccl}});
   o.ddp.distributed_sampler = f.sampler == "distributed";
   o.ddp.device_map = f.device_map == "same" ? DeviceMap::same : DeviceMap::spread;
+  o.out.doctor = !f.doctor.empty();
+  o.out.prove = f.doctor == "prove";
   if (!f.straggler.empty())
     std::tie(o.ddp.straggler_rank, o.ddp.straggler_ms) =
         parse_rank_and_count(f.straggler, "--straggler", "RANK:MS", "1:30");
@@ -265,8 +268,14 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
       ->check(CLI::IsMember({"none", "linear"}));
   app.add_option("--base-batch", o.train.base_batch, "Batch the learning rate was tuned for (--lr-scale=linear)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  app.add_flag("--doctor", o.out.doctor,
-               "Diagnose the run with dpdoctor's rules: findings in the report and after the summary");
+  app.add_flag("--doctor{diagnose}", f.doctor,
+               "Diagnose the run with dpdoctor's rules: findings in the report and after the summary. "
+               "--doctor=prove also proves each finding whose fix is a flag: the run again with the fix, alternated "
+               "with the original --prove-pairs times, predicted against measured gain per finding")
+      ->check(CLI::IsMember({"diagnose", "prove"}));
+  app.add_option("--prove-pairs", o.out.prove_pairs,
+                 "--doctor=prove: original and fixed runs alternated this many times per finding (A B, B A, ...)")
+      ->check(CLI::Range(1, 20));
   app.add_option("--trace", o.out.trace_path,
                  "Write the run's timeline as Chrome/Perfetto JSON (open in ui.perfetto.dev): a process per device or "
                  "rank, a lane per thread or stream, categories compute, comm, copy, data, optim");

@@ -9,6 +9,7 @@
 
 #include "benchmarks/dpbench/benchmark.h"
 #include "benchmarks/dpbench/predict.h"
+#include "benchmarks/dpbench/prove.h"
 #include "benchmarks/dpbench/rank.h"
 #include "benchmarks/dpbench/sweep.h"
 #include "benchmarks/dpbench/verify.h"
@@ -50,6 +51,18 @@ int run(BenchOptions o, const std::vector<std::string>& argv) {
     validate_simulate(o);
     if (!o.out.json_path.empty()) check_writable(o.out.json_path);
     return run_simulation(o, argv, std::cout);
+  }
+  if (o.out.prove) {
+    DPB_CHECK(o.bench == BenchKind::train && !o.verify.enabled)
+        << "--doctor=prove proves a training run's findings (not --bench=" << (o.bench == BenchKind::collectives ? "collectives" : "simulate")
+        << " or --verify)";
+    DPB_CHECK(o.sweep.empty()) << "--doctor=prove proves one run's findings: give one --gpus count and no --repeat "
+                                  "(a sweep's findings are its largest run's: prove that run)";
+    if (rank_env(o).source == "none" && !std::getenv("DPB_LAUNCHED")) {
+      validate(o);
+      if (!o.out.json_path.empty()) check_writable(o.out.json_path);
+      return run_prove(o, argv);
+    }
   }
   if (!o.sweep.empty()) {
     DPB_CHECK(o.bench == BenchKind::train && !o.verify.enabled) << "--gpus lists and --repeat are for training benchmarks";

@@ -239,4 +239,28 @@ void check_checkpoint_writable(const BenchOptions& o) {
   DPB_CHECK(::access(p.c_str(), W_OK) == 0) << "--save=" << p << ": the directory is not writable";
 }
 
+std::vector<std::string> without_options(const std::vector<std::string>& args, const std::vector<std::string>& valued,
+                                         const std::vector<std::string>& flags) {
+  std::vector<std::string> out;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const std::string name = a.substr(0, a.find('='));
+    if (std::find(flags.begin(), flags.end(), name) != flags.end()) continue;
+    bool drop = false;
+    for (const auto& o : valued) {
+      if (a == o) {
+        drop = true;
+        ++i;  // its value
+        break;
+      }
+      if (a.rfind(o + "=", 0) == 0) {
+        drop = true;
+        break;
+      }
+    }
+    if (!drop) out.push_back(a);
+  }
+  return out;
+}
+
 }  // namespace dpb::bench

@@ -128,6 +128,8 @@ struct OutputOptions {
   std::string json_path;
   std::string trace_path;
   bool doctor = false;
+  bool prove = false;    // --doctor=prove: each flag fix run and timed against the original
+  int prove_pairs = 3;
   bool nvtx = false;
   bool op_profile = false;
   bool layer_profile = false;  // single device: the profile --simulate replays
@@ -207,5 +209,11 @@ int loader_workers(const BenchOptions& o);
 // devices the largest point of the run uses on this node (constant across a sweep).
 int threads_per_device(const BenchOptions& o, int devices_on_node);
 int64_t bucket_bytes(const BenchOptions& o);
+
+// The command line (args[0] the program) without those options, the program's name
+// dropped: `valued` ones take a value (--opt=v or --opt v), `flags` stand alone (a flag
+// given as --flag=v goes too).
+std::vector<std::string> without_options(const std::vector<std::string>& args, const std::vector<std::string>& valued,
+                                         const std::vector<std::string>& flags);
 
 }  // namespace dpb::bench

@@ -23,31 +23,6 @@ namespace dpb::bench {
 
 namespace {
 
-// The command line without the options the sweep sets per child: `valued` ones take a
-// value (--opt=v or --opt v), `flags` stand alone.
-std::vector<std::string> without(const std::vector<std::string>& args, const std::vector<std::string>& valued,
-                                 const std::vector<std::string>& flags) {
-  std::vector<std::string> out;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (std::find(flags.begin(), flags.end(), a) != flags.end()) continue;
-    bool drop = false;
-    for (const auto& o : valued) {
-      if (a == o) {
-        drop = true;
-        ++i;  // its value
-        break;
-      }
-      if (a.rfind(o + "=", 0) == 0) {
-        drop = true;
-        break;
-      }
-    }
-    if (!drop) out.push_back(a);
-  }
-  return out;
-}
-
 // Runs this program again with `args`, stdout and stderr inherited; returns its exit code.
 int run_child(const std::string& exe, const std::vector<std::string>& args) {
   proc::Spec spec;
@@ -74,7 +49,7 @@ double median(std::vector<double> v) {
 int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
   const std::string exe = proc::self_exe(args.front());
   const auto base =
-      without(args, {"--gpus", "--json", "--trace", "--repeat", "--batch", "--mode", "--threads"}, {"--doctor"});
+      without_options(args, {"--gpus", "--json", "--trace", "--repeat", "--batch", "--mode", "--threads"}, {"--doctor"});
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("dpbench-sweep-{}", ::getpid());
   std::filesystem::create_directories(dir);
   const bool weak = multi_device_process(o.mode);
@@ -97,8 +72,8 @@ int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
       // A one-device point of a pipeline runs as single: the pipeline's flags stay behind.
       std::vector<std::string> child = base;
       if (pt.options.mode != o.mode) {
-        child.insert(child.begin(), exe);  // without() skips the program's name
-        child = without(child, {"--split", "--schedule", "--micro-batches"}, {});
+        child.insert(child.begin(), exe);  // without_options() skips the program's name
+        child = without_options(child, {"--split", "--schedule", "--micro-batches"}, {});
       }
       child.push_back("--mode=" + mode);
       child.push_back(fmt::format("--gpus={}", n));

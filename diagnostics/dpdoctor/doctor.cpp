@@ -305,6 +305,11 @@ void print_worth(const Finding& f, std::ostream& out, bool verbose) {
   if (verbose) out << "    how: " << p.method << "\n";
 }
 
+// The fix run and timed (dpbench --doctor=prove).
+void print_proof(const Finding& f, std::ostream& out) {
+  if (f.proof) out << "  proved: " << f.proof->summary() << "\n";
+}
+
 // Where each window went: the share lost, each finding's part of it, what is left.
 void print_budget(const Diagnosis& d, std::ostream& out) {
   if (d.budget.empty()) return;
@@ -347,6 +352,7 @@ void print_diagnosis(const Diagnosis& d, std::ostream& out, bool verbose) {
     if (!verbose) {
       out << "  fix: " << f.fix << "\n";
       print_worth(f, out, false);
+      print_proof(f, out);
       continue;
     }
     out << "  evidence:\n";
@@ -361,6 +367,7 @@ void print_diagnosis(const Diagnosis& d, std::ostream& out, bool verbose) {
     out << "  why: " << f.explanation << "\n";
     out << "  fix: " << f.fix << "\n";
     print_worth(f, out, true);
+    print_proof(f, out);
   }
   if (verbose) print_breakdown(d, out);
   print_budget(d, out);

@@ -124,6 +124,7 @@ Evidence evidence_from_report(const reports::RunReport& report) {
   e.step_s = run.step_time_s.median.value_or(0);
   e.throughput = run.throughput_samples_per_s.value_or(0);
   e.data_wait_share = run.data_wait_share.value_or(0);
+  e.workers = cfg.workers;
   for (const auto& d : run.devices) e.device.push_back({d.id, d.busy_fraction.value_or(0), d.samples});
   if (run.dp) {
     const auto& dp = *run.dp;

@@ -120,6 +120,7 @@ struct Evidence {
   std::string lr_scale = "none";
   double lr = 0, lr_effective = 0;
   double step_s = 0, throughput = 0, data_wait_share = 0;
+  int workers = -1;  // the data loader's worker processes (-1: not recorded)
   std::vector<DeviceEvidence> device;
   // dp
   bool has_dp = false;

@@ -1,6 +1,7 @@
 // dpdoctor: why are the devices not all busy?
 //   dpdoctor REPORT.json [--json[=PATH]]     diagnose a dpbench report
 //   dpdoctor [--json[=PATH]] -- FLAGS...      run a short dpbench probe with FLAGS, diagnose it
+//   dpdoctor --prove -- FLAGS...              ... and run each flag fix against it (A/B pairs)
 //   dpdoctor --torch-trace=PATH...            diagnose PyTorch profiler traces: files or folders,
 //                                             grouped into jobs (--grouping=auto|job|runs), one
 //                                             diagnosis per job
@@ -118,6 +119,13 @@ int main(int argc, char** argv) {
                  "the same time by different ranks or processes are one job, any other file a run of its own), job "
                  "(every file a rank of one job), runs (every file on its own)")
       ->check(CLI::IsMember({"auto", "job", "runs"}));
+  bool prove = false;
+  app.add_flag("--prove", prove,
+               "With -- and dpbench flags: also run each finding whose fix is a flag with that fix, alternated with "
+               "the original run, and report predicted against measured gain (dpbench --doctor=prove)");
+  int pairs = 3;
+  app.add_option("--prove-pairs", pairs, "--prove: original and fixed runs alternated this many times per finding")
+      ->check(CLI::Range(1, 20));
   bool verbose = false;
   app.add_flag("--verbose,-v", verbose,
                "Each finding's evidence and explanation, and the temporal breakdown per rank (the text is otherwise a "
@@ -143,8 +151,18 @@ int main(int argc, char** argv) {
       for (const auto& e : dpb::doctor::read_torch_traces(torch_traces, dpb::doctor::parse_grouping(grouping)))
         diagnoses.push_back(dpb::doctor::diagnose(e));
     } else {
-      diagnoses.push_back(after ? dpb::doctor::diagnose(probe(flags))
-                                : dpb::doctor::diagnose(dpb::reports::RunReport::read(report_path)));
+      DPB_CHECK(!prove || after) << "--prove runs dpbench: give -- and its flags (a report cannot be run again)";
+      if (prove) {
+        // dpbench proves its own findings; its report holds the diagnosis with each proof.
+        flags.push_back("--doctor=prove");
+        flags.push_back("--prove-pairs=" + std::to_string(pairs));
+        auto report = probe(flags);
+        DPB_CHECK(report.diagnosis) << "dpbench --doctor=prove wrote no diagnosis";
+        diagnoses.push_back(std::move(*report.diagnosis));
+      } else {
+        diagnoses.push_back(after ? dpb::doctor::diagnose(probe(flags))
+                                  : dpb::doctor::diagnose(dpb::reports::RunReport::read(report_path)));
+      }
     }
     // One diagnosis: dpdoctor.findings/1; several jobs: dpdoctor.jobs/1, one for each.
     const auto j = diagnoses.size() == 1 ? diagnoses.front().to_json() : dpb::reports::jobs_json(diagnoses);

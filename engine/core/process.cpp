@@ -99,6 +99,10 @@ Child::Child(const Spec& spec) {
   if (pid_ == 0) {  // the child: only async-signal-safe calls until exec
     if (spec.out == Output::pipe) ::dup2(out_pipe[1], STDOUT_FILENO);
     if (spec.out == Output::to_stderr) ::dup2(STDERR_FILENO, STDOUT_FILENO);
+    if (spec.out == Output::discard) {
+      const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+      if (null >= 0) ::dup2(null, STDOUT_FILENO);
+    }
     if (spec.err == Output::pipe) ::dup2(err_pipe[1], STDERR_FILENO);
     if (exe.find('/') != std::string::npos) ::execve(exe.c_str(), args.data(), envp.data());
     else ::execvpe(exe.c_str(), args.data(), envp.data());

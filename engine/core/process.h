@@ -24,7 +24,8 @@ struct ResidentMemory {
 };
 std::optional<ResidentMemory> resident_memory();
 
-enum class Output { inherit, to_stderr, pipe };
+// discard: to /dev/null (stdout only).
+enum class Output { inherit, to_stderr, pipe, discard };
 
 struct Spec {
   std::vector<std::string> argv;  // argv[0] is the name the child sees

@@ -60,7 +60,7 @@ std::optional<Place> place(const std::string& file) {
       {"collectives/spec", 0}, {"options", 1},     {"setup", 2},   {"metrics", 2},   {"collectives/runner", 3},
       {"gather", 3},           {"summary", 3},     {"device_timing", 3},              {"trace_export", 4},
       {"layer_profile", 4},    {"what_if", 4},     {"verify", 5},
-      {"benchmark", 5},        {"rank", 6},        {"sweep", 6},   {"predict", 6},   {"launch", 7},
+      {"benchmark", 5},        {"rank", 6},        {"sweep", 6},   {"prove", 6},   {"predict", 6},   {"launch", 7},
       {"cli", 8},              {"main", 9}};
   static const std::map<std::string, int> dpdoctor{
       {"json_stream", 0}, {"evidence", 0}, {"kineto_reader", 1}, {"rules", 1}, {"pricing", 2}, {"trace_jobs", 2},

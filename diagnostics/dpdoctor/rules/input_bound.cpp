@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "diagnostics/dpdoctor/rules/rules.h"
 
@@ -44,6 +45,35 @@ Prediction input_ahead_prediction(const TimelineEvidence& t) {
               {"handover_per_step_s", figure(static_cast<double>(in.handover_ns) * 1e-9 / steps)},
               {"given_back_to_device_waits_per_step_s",
                figure(static_cast<double>(in.replay.device_waited_ns) * 1e-9 / steps)}};
+  return p;
+}
+
+// A dpbench run: with W workers each making a batch in L, the loop gets one every L / W,
+// so an iteration takes max(C, L / W) for a step of C; the run measured C and the wait
+// (with no workers the loop makes every batch itself: L is the wait). Enough workers,
+// W >= L / C, leave the step alone; the fix asks for a fifth more.
+Prediction workers_prediction(const Evidence& e, double wait) {
+  Prediction p;
+  p.method =
+      "loader model: with W workers each making a batch in L, the loop gets one every L / W, so an iteration takes "
+      "max(step, L / W); L from the measured wait (no workers: L is the wait; W workers: W x (step + wait)); the "
+      "workers' own load on the cores is not modelled";
+  if (e.step_s <= 0 || e.workers < 0) {
+    p.reason = "the run recorded no step time or no worker count";
+    return p;
+  }
+  const double step = e.step_s;
+  const double load = e.workers == 0 ? wait : e.workers * (step + wait);
+  // A fifth more than L / C: a worker late by a little would otherwise set the pace.
+  const int needed = std::max(e.workers + 1, static_cast<int>(std::ceil(1.2 * load / step)));
+  p.measured_step_time_s = figure(step + wait).get<double>();
+  p.step_time_s = figure(std::max(step, load / needed)).get<double>();
+  p.gain_share = figure(1 - *p.step_time_s / (step + wait)).get<double>();
+  p.inputs = {{"step_s", figure(step)},
+              {"wait_per_step_s", figure(wait)},
+              {"workers", e.workers},
+              {"load_per_batch_s", figure(load)},
+              {"workers_needed", needed}};
   return p;
 }
 
@@ -115,6 +145,9 @@ std::optional<Finding> input_bound(const Evidence& e) {
       wait_per_step * 1e3, e.step_s * 1e3);
   f.fix = kFix;
   f.explains = claim_all(e, e.data_wait_share);
+  f.predicted = workers_prediction(e, wait_per_step);
+  if (f.predicted->inputs.contains("workers_needed"))
+    f.fix += fmt::format(" (here --workers={} make a batch each step)", f.predicted->inputs["workers_needed"].get<int>());
   return f;
 }
 
