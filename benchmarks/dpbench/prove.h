@@ -33,7 +33,8 @@ std::vector<std::string> with_options(std::vector<std::string> args, const std::
 
 // A proof's figures from its runs' times per step, in run order (original and fixed, one
 // of each per pair): medians, the median gain over the pairs, its noise, and the verdict
-// against the predicted gain.
+// against the predicted gain (held: at least 2 % and beyond the noise; as predicted:
+// within 25 % of the prediction).
 void judge(reports::Proof& p);
 
 // Runs the whole of --doctor=prove (the process that the user started, before any rank).

@@ -559,5 +559,46 @@ TEST(DoctorRules, NotAReportIsAnError) {
   EXPECT_THROW(reports::RunReport::from_json(nlohmann::json{{"schema", "other"}}, "x"), Error);
 }
 
+// Each rule with a model of its fix prices it by that model, from the run's own figures.
+TEST(DoctorRules, FixesArePricedByTheirOwnModels) {
+  // The loop waits 45% of the time with no workers: the loader makes a batch in the wait
+  // (a 10 ms step, 8.18 ms of wait); ceil(1.2 x 8.18 / 10) = 1 worker makes one each step.
+  auto r = base_report();
+  run0(r).data_wait_share = 0.45;
+  r.config.workers = 0;
+  auto d = diagnose(r);
+  const Finding* f = find(d, "input-bound");
+  ASSERT_NE(f, nullptr);
+  ASSERT_TRUE(f->predicted && f->predicted->step_time_s);
+  const double wait = 0.45 / 0.55 * 0.01;
+  EXPECT_NEAR(*f->predicted->measured_step_time_s, 0.01 + wait, 1e-5);  // 4 significant digits
+  EXPECT_NEAR(*f->predicted->step_time_s, 0.01, 1e-6);
+  EXPECT_EQ(f->predicted->inputs["workers_needed"], 1);
+  EXPECT_NE(f->fix.find("--workers=1"), std::string::npos) << f->fix;
+  // With 2 workers already and the same wait, each makes a batch in 2 x (10 + 8.18) ms.
+  r.config.workers = 2;
+  d = diagnose(r);
+  f = find(d, "input-bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->predicted->inputs["workers_needed"], 5);  // ceil(1.2 x 36.4 / 10)
+
+  // Two ranks on one core, each computing 6 of its 10 ms: on a core of its own, 3.
+  auto shared = ddp_report(0.006, 0.006, 0.01);
+  (*run0(shared).ranks)[1].hardware = {"core 0"};
+  d = diagnose(shared);
+  f = find(d, "ranks-share-device");
+  ASSERT_NE(f, nullptr);
+  ASSERT_TRUE(f->predicted && f->predicted->step_time_s);
+  EXPECT_NEAR(*f->predicted->step_time_s, 0.01 - 0.003, 1e-9);
+
+  // Two stages, two micro-batches: (m + p - 1) / m from 3/2 to 5/4 with four.
+  d = diagnose(mp_report({0.33, 0.36}, "measured time", {16, 16}));
+  f = find(d, "pipeline-bubble");
+  ASSERT_NE(f, nullptr);
+  ASSERT_TRUE(f->predicted && f->predicted->gain_share);
+  EXPECT_NEAR(*f->predicted->gain_share, 1 - (5.0 / 4) / (3.0 / 2), 1e-3);
+  EXPECT_EQ(f->predicted->inputs["micro_batches_fixed"], 4);
+}
+
 }  // namespace
 }  // namespace dpb::doctor

@@ -82,6 +82,20 @@ nlohmann::json figure(const std::optional<double>& v) {
   return v ? nlohmann::json(significant4(*v)) : nlohmann::json(nullptr);
 }
 
+Prediction scaled_step(const Evidence& e, double factor, std::string method, nlohmann::json inputs) {
+  Prediction p;
+  p.method = std::move(method);
+  if (e.step_s <= 0) {
+    p.reason = "the run measured no step";
+    return p;
+  }
+  p.measured_step_time_s = figure(e.step_s).get<double>();
+  p.step_time_s = figure(e.step_s * factor).get<double>();
+  p.gain_share = figure(1 - factor).get<double>();
+  p.inputs = std::move(inputs);
+  return p;
+}
+
 nlohmann::json breakdown_table(const Evidence& e) {
   nlohmann::json t = nlohmann::json::array();
   for (const auto& b : e.breakdown) {

@@ -122,6 +122,20 @@ std::optional<Finding> exposed_allgather(const Evidence& e) {
       f.explains.push_back({b.rank, b.device, share});
     }
   }
+  if (e.fsdp_prefetch == 0) {
+    // Prefetch one unit ahead: each all-gather after the first runs beside the unit before
+    // it, and only what outlasts that unit's compute is still waited for.
+    const double n = static_cast<double>(e.allgathers), g = e.allgather_waited_s / n;
+    const double hidden = (n - 1) * std::min(g, compute_per_unit);
+    f.predicted = scaled_step(e, 1 - hidden / e.step_s,
+                              "prefetch model: each all-gather after the first issued one unit ahead, beside that "
+                              "unit's compute, so only what outlasts the compute is waited for (the wait per "
+                              "all-gather and the compute per unit are rank 0's means); a wait that is the other "
+                              "rank arriving late, not the transfer, is not hidden by prefetch",
+                              {{"allgathers_per_step", e.allgathers},
+                               {"wait_per_allgather_s", figure(g)},
+                               {"compute_per_unit_s", figure(compute_per_unit)}});
+  }
   return f;
 }
 

@@ -24,6 +24,14 @@ std::optional<Finding> forward_bypasses_scatter(const Evidence& e) {
       "the replicas were never used.";
   f.explains = claim_idle(e, [&](const std::string& id) { return id != e.device[0].id; });
   f.fix = "call the DataParallel wrapper (dp(x), in dpbench --dp-forward=scatter), not its .module";
+  // The primary's busy time split over the devices.
+  const double busy = e.device[0].busy, n = static_cast<double>(e.world);
+  f.predicted = scaled_step(
+      e, 1 - busy * (1 - 1 / n),
+      "work split: the primary's busy share of the step spread evenly over the devices; DataParallel's own work each "
+      "step (replicating the module, scattering the input, gathering the output), which the bypass skips, is not "
+      "added, so on a small model the fix can cost more than it gives",
+      {{"primary_busy", figure(busy)}, {"devices", e.world}});
   return f;
 }
 

@@ -1,6 +1,8 @@
 // Model parallelism without micro-batches: the stages take turns, one busy at a time.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "diagnostics/dpdoctor/rules/rules.h"
 
 namespace dpb::doctor::check {
@@ -30,6 +32,17 @@ std::optional<Finding> naive_model_parallel(const Evidence& e) {
   f.fix = "split the batch into micro-batches and pipeline them (GPipe or 1F1B, e.g. --schedule=1f1b "
           "--micro-batches=4 or more; the bubble is (p-1)/(m+p-1))";
   f.explains = claim_idle(e, [](const std::string&) { return true; });
+  // The prescribed 4 micro-batches over p stages, as balanced as the busiest stage is now:
+  // the step becomes that stage's work times (m + p - 1) / m.
+  constexpr int kMicro = 4;
+  const double busiest = *std::max_element(e.stage_busy.begin(), e.stage_busy.end());
+  const double fill = static_cast<double>(kMicro + p - 1) / kMicro;
+  f.predicted = scaled_step(e, std::min(1.0, busiest * fill),
+                            "pipeline model: with m = 4 micro-batches over p stages the step is the busiest stage's "
+                            "work times (m + p - 1) / m; what each micro-batch adds (sending activations, smaller "
+                            "products running below the device's speed) is not in one naive run, so the gain is at "
+                            "most this",
+                            {{"busiest_stage_busy", figure(busiest)}, {"stages", p}, {"micro_batches", kMicro}});
   return f;
 }
 

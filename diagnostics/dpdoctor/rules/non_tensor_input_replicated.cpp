@@ -27,6 +27,13 @@ std::optional<Finding> non_tensor_input_replicated(const Evidence& e) {
       e.world, e.global_batch, e.world, e.world);
   f.fix = "stack the samples into one tensor (torch.stack / a default collate) before calling the wrapper (in dpbench "
           "--dp-input=tensor)";
+  // Every device's per-sample work falls to its 1/N of the batch.
+  const double n = static_cast<double>(e.world);
+  f.predicted = scaled_step(e, 1 / n,
+                            "work split: every device's per-sample work (its forward and backward, its input's copy, "
+                            "its part of the gathered output) falls to 1/N; the module's replication each step stays, "
+                            "so the gain is at most this",
+                            {{"devices", e.world}});
   return f;
 }
 

@@ -39,6 +39,14 @@ std::optional<Finding> pipeline_bubble(const Evidence& e) {
   f.fix = "use more micro-batches (the bubble falls as 1/m; --micro-batches), keep them large enough to run efficiently, "
           "use fewer stages, or data parallelism (--mode=ddp) for a model that fits on one device";
   f.explains = claim_idle(e, [](const std::string&) { return true; });
+  // Twice the micro-batches: the fill and drain fall from (m+p-1)/m to (2m+p-1)/(2m) of the
+  // work.
+  const double md = static_cast<double>(m), pd = static_cast<double>(p);
+  f.predicted = scaled_step(e, (2 * md + pd - 1) / (2 * md) / ((md + pd - 1) / md),
+                            "pipeline model: the step scales as (m + p - 1) / m with m micro-batches over p stages, here "
+                            "for twice the micro-batches; each smaller micro-batch's own costs (its handoffs, its "
+                            "products below the device's speed) are not in one run, so the gain is at most this",
+                            {{"stages", p}, {"micro_batches", m}, {"micro_batches_fixed", 2 * m}});
   return f;
 }
 

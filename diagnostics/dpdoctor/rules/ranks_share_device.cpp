@@ -27,12 +27,16 @@ std::optional<Finding> ranks_share_device(const Evidence& e) {
   // Each rank that shares hardware, with the ranks it shares it with.
   nlohmann::json shared = nlohmann::json::array();
   std::set<int> crowded;
+  size_t most = 1;          // the most ranks on one device
+  double crowded_compute = 0;  // the longest compute of a rank that shares
   for (size_t i = 0; i < e.ranks.size(); ++i) {
     std::vector<int> with;
     for (size_t j = 0; j < e.ranks.size(); ++j)
       if (i != j && overlap(e.ranks[i], e.ranks[j])) with.push_back(e.ranks[j].rank);
     if (with.empty()) continue;
     crowded.insert(e.ranks[i].rank);
+    most = std::max(most, with.size() + 1);
+    crowded_compute = std::max(crowded_compute, e.ranks[i].compute_s);
     shared.push_back({{"rank", e.ranks[i].rank}, {"host", e.ranks[i].host}, {"device", e.ranks[i].device},
                       {"shares_with", with}});
   }
@@ -55,6 +59,16 @@ std::optional<Finding> ranks_share_device(const Evidence& e) {
       "process using cuda:0 (no torch.cuda.set_device(local_rank)) or more processes per node than devices.";
   f.fix = "give each local rank its own device (torch.cuda.set_device(LOCAL_RANK); in dpbench --device-map=spread), "
           "and start at most as many ranks per node as it has devices";
+  // k ranks taking turns on one device each get 1/k of it: on a device of its own a rank's
+  // compute takes 1/k of the time it measured.
+  const double k = static_cast<double>(most);
+  if (e.step_s > 0 && crowded_compute > 0)
+    f.predicted = scaled_step(e, 1 - std::min(crowded_compute, e.step_s) / e.step_s * (1 - 1 / k),
+                              "time sharing: k ranks on one device each had 1/k of it, so on a device of its own a "
+                              "rank's compute takes 1/k of what it measured; the rest of the step (communication, "
+                              "the host) stays, and devices of their own that are slower than the shared one are not "
+                              "known",
+                              {{"ranks_per_device", most}, {"compute_s", figure(crowded_compute)}});
   return f;
 }
 

@@ -59,6 +59,10 @@ double mean_busy_except_first(const Evidence& e);
 nlohmann::json breakdown_table(const Evidence& e);  // [{rank, device, idle, compute, comm, memory}]
 // A figure to 4 significant digits (14.0 us stays 1.4e-05), or null when it was not measured.
 nlohmann::json figure(const std::optional<double>& v);
+// The run's step scaled by `factor` as a fix's prediction (reports::Prediction), by a
+// model of the fix that `method` states, with what it read; null with the reason where the
+// run measured no step.
+Prediction scaled_step(const Evidence& e, double factor, std::string method, nlohmann::json inputs);
 // The same share of every rank's (or device's) window: a cause that holds all of them
 // alike (the loop waiting for data, for instance).
 std::vector<Claim> claim_all(const Evidence& e, double share);
