@@ -36,6 +36,7 @@ PACK="$ROOT/dist/gpu-check.tar.xz"
 STAGE="$ROOT/dist/gpu-check"
 mkdir -p "$OUT"
 summary="$OUT/summary.md"
+CHECKS="$ROOT/benchmarks/gpu_check/checks.py"
 
 say() { echo "$*" | tee -a "$summary"; }
 # step NAME LOG CMD...: runs CMD, its output appended to LOG, and says how it went.
@@ -164,61 +165,15 @@ measure() {
     done
   done
   # Each source as the report names it, and the collectors' cost: every run's median step
-  # with cupti and with events against off (target: cupti within 3 %).
-  python3 - "$reports" <<'PY' 2>&1 | tee -a "$summary"
-import glob, json, os, sys
-d = sys.argv[1]
-want = {"auto": ("cupti", "cuda-events"), "cupti": ("cupti",), "events": ("cuda-events",), "off": ("host",)}
-for name in sorted({os.path.basename(p).rsplit("-", 1)[0] for p in glob.glob(d + "/*.json")}):
-    med, src = {}, {}
-    for t in want:
-        try:
-            run = json.load(open(f"{d}/{name}-{t}.json"))["runs"][0]
-            med[t], src[t] = run["step_time_s"]["median"], (run.get("timeline") or {}).get("source")
-        except (OSError, ValueError, KeyError, IndexError):
-            pass
-    wrong = [f"{t}: {src[t]}" for t in src if src[t] not in want[t]]
-    cost = {t: med[t] / med["off"] - 1 for t in ("cupti", "events") if t in med and med.get("off")}
-    ok = not wrong and len(src) == 4 and cost.get("cupti", 1) <= 0.03
-    print(f"- [{'pass' if ok else 'FAIL'}] {name}: sources {src}; step vs off: "
-          + ", ".join(f"{t} {c:+.1%}" for t, c in cost.items()) + (f"; wrong source {wrong}" if wrong else ""))
-# The figures the device timeline now gives beyond the breakdown: DataParallel's split on
-# the primary (its replica's work against its own, within the step), and the pipeline's
-# stage events on each device's clock (every stage busy some of the step, the bubble
-# within [theory / 2, 1)).
-for path in sorted(glob.glob(d + "/*.json")):
-    try:
-        run = json.load(open(path))["runs"][0]
-    except (OSError, ValueError, KeyError, IndexError):
-        continue
-    tag, step = os.path.basename(path)[:-5], run["step_time_s"]["median"]
-    if run.get("dp"):
-        only, replica = run["dp"].get("primary_only_s"), run["dp"].get("primary_replica_s")
-        ok = only is not None and replica is not None and replica > 0 and only + replica <= step * 1.05
-        print(f"- [{'pass' if ok else 'FAIL'}] {tag}: the primary's own work {only}, its replica's {replica}, "
-              f"step {step:.6f} s")
-    if run.get("pipeline"):
-        b = run["pipeline"]["bubble"]
-        busy = [1 - s["idle_share"] for s in run.get("stages", [])]
-        ok = all(0 < x <= 1 for x in busy) and b["theory"] / 2 <= b["measured"] < 1
-        print(f"- [{'pass' if ok else 'FAIL'}] {tag}: stages busy {[round(x, 3) for x in busy]}, bubble "
-              f"{b['measured']:.3f} (theory {b['theory']:.3f})")
-PY
+  # with cupti and with events against off (target: cupti within 3 %); DataParallel's
+  # device split and the pipeline's stage events on each device's clock
+  # (benchmarks/gpu_check/checks.py, tested in tests/tools/gpu_check_test.py).
+  { python3 "$CHECKS" sources "$reports"; python3 "$CHECKS" splits "$reports"; } 2>&1 | tee -a "$summary"
   # CUPTI's kernel time against ncu's gpu__time_duration for the same kernel of the same
   # workload (the ResNet-18 step's longest kernel; ncu at the GPU's own clocks and caches,
   # as the run had them). Target: within 5 %.
   local kernel="$OUT/kernel.txt"
-  python3 - "$reports/single-resnet18-cupti.json" >"$kernel" <<'PY' || true
-import json, statistics, sys
-tl = json.load(open(sys.argv[1]))["runs"][0]["timeline"]
-times = {}
-for i in tl["intervals"]:
-    if i["lane"].startswith("gpu stream") and i["cat"] == "compute":
-        times.setdefault(i["name"], []).append(i["end_s"] - i["begin_s"])
-name = max(times, key=lambda n: sum(times[n]))
-print(name)
-print(statistics.median(times[name]) * 1e6)
-PY
+  python3 "$CHECKS" longest-kernel "$reports/single-resnet18-cupti.json" >"$kernel" 2>>"$OUT/modes.log" || true
   if [ -s "$kernel" ] && command -v ncu >/dev/null; then
     local name cupti_us
     name="$(sed -n 1p "$kernel")" cupti_us="$(sed -n 2p "$kernel")"
@@ -230,18 +185,7 @@ PY
         --devices=cuda --progress=none --steps=10 --warmup=2 --device-timing=off >"$OUT/ncu.csv" 2>>"$OUT/modes.log"
       grep -q gpu__time_duration "$OUT/ncu.csv" && break
     done
-    python3 - "$OUT/ncu.csv" "$cupti_us" "$name" <<'PY' 2>&1 | tee -a "$summary"
-import csv, statistics, sys
-rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')) ]
-head, body = rows[0], [r for r in rows[1:] if "gpu__time_duration" in r]
-unit, value = head.index("Metric Unit"), head.index("Metric Value")
-scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}
-ncu = statistics.median(float(r[value].replace(",", "")) * scale[r[unit]] for r in body) if body else None
-cupti = float(sys.argv[2])
-ok = ncu is not None and abs(cupti / ncu - 1) <= 0.05
-print(f"- [{'pass' if ok else 'FAIL'}] CUPTI kernel time against ncu (target 5 %): {sys.argv[3][:60]}: CUPTI {cupti:.1f} us, "
-      + (f"ncu {ncu:.1f} us ({cupti / ncu - 1:+.1%}, {len(body)} launches)" if ncu else "ncu profiled no launch of it"))
-PY
+    python3 "$CHECKS" ncu "$OUT/ncu.csv" "$cupti_us" "$name" 2>&1 | tee -a "$summary"
     rm -f "$OUT/ncu.csv" "$kernel"
   else
     say "- [FAIL] CUPTI kernel time against ncu: $( [ -s "$kernel" ] && echo 'no ncu on PATH' || echo 'no kernel in the cupti run report')"
