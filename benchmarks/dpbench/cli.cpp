@@ -70,7 +70,7 @@ struct Flags {
   std::string save_format = "auto";
   std::string doctor;  // "", diagnose or prove
   std::string backend, sampler = "distributed", device_map = "spread", straggler, hang, host_allreduce = "shm";
-  std::string ops = "allreduce,allgather,reduce_scatter,broadcast", min_bytes = "8", max_bytes = "256M", kill;
+  std::string ops = "allreduce,allgather,reduce_scatter,broadcast", kill;
   bool simulate = false;
   std::string links;
 };
@@ -126,8 +126,6 @@ void convert(const Flags& f, BenchOptions& o) {
   }
   o.collectives.ops = split_commas(f.ops);
   for (const auto& op : o.collectives.ops) (void)collective_spec(op);
-  o.collectives.min_bytes = parse_bytes(f.min_bytes);
-  o.collectives.max_bytes = parse_bytes(f.max_bytes);
   o.collectives.warmup = static_cast<int>(o.train.warmup);
   if (!f.kill.empty())
     std::tie(o.collectives.kill_rank, o.collectives.kill_after) =
@@ -348,8 +346,13 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
       ->check(CLI::Range(0, 1 << 20));
   auto* coll = app.add_option_group("Collectives", "--bench=collectives (nccl-tests' -b/-e/-f/-n/-w)");
   coll->add_option("--ops", f.ops, "Collectives, comma-separated: allreduce, allgather, reduce_scatter, broadcast");
-  coll->add_option("--min-bytes,-b", f.min_bytes, "Smallest size (bytes; K, M, G suffixes)");
-  coll->add_option("--max-bytes,-e", f.max_bytes, "Largest size");
+  // Sizes as nccl-tests writes them (8, 64K, 256M, 1G; K = 1024), up to 1 TiB.
+  const auto size = [](CLI::Option* opt) {
+    return opt->transform(CLI::AsSizeValue(false))->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  };
+  size(coll->add_option("--min-bytes,-b", o.collectives.min_bytes,
+                        "Smallest size in bytes (K, M, G: 1024, 1024^2, 1024^3), 1 byte to 1 TiB"));
+  size(coll->add_option("--max-bytes,-e", o.collectives.max_bytes, "Largest size"));
   coll->add_option("--step-factor,-f", o.collectives.factor, "Size multiplier between steps")->check(CLI::Range(2, 1024));
   coll->add_option("--iters,-n", o.collectives.iters, "Timed iterations per size")->check(CLI::Range(1, 1 << 20));
   coll->add_flag("--load", o.collectives.load,
@@ -470,22 +473,6 @@ std::vector<int> parse_rank_counts(const std::string& text) {
   }
   DPB_CHECK(!out.empty()) << "--gpus='" << shown << "': expected counts such as 2,4,8 or a doubling range such as 2..1024";
   return out;
-}
-
-int64_t parse_bytes(const std::string& text) {
-  const std::string shown = escape_untrusted(text);
-  DPB_CHECK(!text.empty()) << "empty size";
-  int64_t v = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  DPB_CHECK(ec == std::errc() && ptr != text.data()) << "size '" << shown << "' is not a number of bytes (e.g. 8, 64K, 256M, 1G)";
-  const std::string suffix(ptr, text.data() + text.size());
-  int64_t scale = 1;
-  if (suffix == "K" || suffix == "k") scale = int64_t{1} << 10;
-  else if (suffix == "M" || suffix == "m") scale = int64_t{1} << 20;
-  else if (suffix == "G" || suffix == "g") scale = int64_t{1} << 30;
-  else DPB_CHECK(suffix.empty()) << "size '" << shown << "': unknown suffix '" << escape_untrusted(suffix) << "' (valid: K, M, G)";
-  DPB_CHECK(v >= 1 && v <= (int64_t{1} << 40) / scale) << "size '" << shown << "' must be between 1 byte and 1 TiB";
-  return v * scale;
 }
 
 namespace {

@@ -21,8 +21,7 @@ std::vector<int> parse_gpus(const std::string& text);
 // --simulate's counts: "2,4,8" (increasing) or "2..1024" (doubling from the first, the
 // last included), each 1..1048576. A dpb::Error otherwise.
 std::vector<int> parse_rank_counts(const std::string& text);
-// "8", "64K", "256M", "1G" (powers of 1024), as nccl-tests' -b/-e.
-int64_t parse_bytes(const std::string& text);
+
 // RANK:N (two whole numbers, RANK >= 0, N > 0) from a flag such as --straggler=1:30;
 // `form` names them in the error (RANK:MS).
 std::pair<int, int64_t> parse_rank_and_count(const std::string& text, const char* flag, const char* form,

@@ -108,8 +108,7 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
         << "--crowded-profile is of " << crowded.model << " at batch " << crowded.batch << ", --profile of "
         << profile.model << " at batch " << profile.batch << ": they must be the same run";
     // A second rank computing beside this one cannot make it faster: a crowded profile
-    // that measured less is the machine's noise (-1 to -4 % for three profiles on a 2-vCPU VM),
-    // and the crowding is taken as none.
+    // that measured less is the machine's noise, and the crowding is taken as none.
     measured_crowding = crowded.compute_s() / profile.compute_s() - 1;
     opt.crowding = std::max(0.0, measured_crowding);
   }

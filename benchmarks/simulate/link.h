@@ -80,9 +80,7 @@ struct LinkModel {
   // Transfers scope, measured under load: the compute time an all-reduce takes from its
   // rank's core per byte it reduces (each row's load slowdown times its duration, summed,
   // over the bytes). The slowdown grows with the size, not with how long the all-reduce
-  // waits: on a 2-core VM, 1 KiB-1 MiB all-reduces under load slowed compute by 0 +/- 2 %
-  // (noise), 16 MiB by 12 %, 64 MiB by 63 %, while each lasted 4-14 ms. 0: not measured
-  // (`contention` applies as it is).
+  // waits (measured in docs/simulate.md). 0: not measured (`contention` applies as it is).
   double contention_per_byte_s = 0;
   // The same for FSDP's collectives, from their own rows under load (per byte of the
   // gathered output, of the scattered input): each moves half an all-reduce's traffic but

@@ -31,9 +31,7 @@ class BatchNorm2d : public Module {
  public:
   std::unique_ptr<Module> clone_structure() const override;
   void set_frozen(bool frozen) { frozen_ = frozen; }
-  bool frozen() const { return frozen_; }
   void set_sync_group(comm::ProcessGroup* group) { sync_ = group; }
-  comm::ProcessGroup* sync_group() const { return sync_; }
 
  protected:
   void copy_settings_from(const Module& other) override {

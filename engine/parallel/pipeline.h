@@ -127,8 +127,6 @@ class PipelineParallel {
   std::vector<int64_t> stage_parameters();
   const PipelineOptions& options() const { return o_; }
   const PipelineStepRecord& last_step() const { return last_; }
-  // A stage's device: where its activations live.
-  Device output_device() const { return o_.devices.back(); }
 
  private:
   struct Shared;

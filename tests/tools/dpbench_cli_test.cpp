@@ -91,6 +91,26 @@ TEST(DpbenchCli, ZeroBatchIsRejected) {
   EXPECT_LE(lines(r.err), 2) << r.err;
 }
 
+TEST(DpbenchCli, CollectiveSizesTakeNcclTestsSuffixes) {
+  const std::string json = test::temp_path("sizes.json");
+  const Proc r = run("--bench=collectives --gpus=1 --ops=allreduce -b 4K -e 16K -n 2 --warmup=0 --threads=1 --json=" +
+                     json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("  4096 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  16384 "), std::string::npos) << r.out;
+  std::remove(json.c_str());
+  // A unit it does not know names the ones it does; sizes stay within 1 byte and 1 TiB.
+  const Proc unit = run("--bench=collectives -b 1x");
+  EXPECT_NE(unit.code, 0);
+  EXPECT_NE(unit.err.find("--min-bytes"), std::string::npos) << unit.err;
+  EXPECT_NE(unit.err.find("kib"), std::string::npos) << unit.err;
+  for (const char* bad : {"-b 0", "-e 2T"}) {
+    const Proc p = run(std::string("--bench=collectives ") + bad);
+    EXPECT_NE(p.code, 0) << bad;
+    EXPECT_NE(p.err.find("not in range 1 to 1099511627776"), std::string::npos) << bad << ": " << p.err;
+  }
+}
+
 TEST(DpbenchCli, UnwritableReportPathFailsBeforeWork) {
   const Proc r = run("--model=mlp --steps=1 --json=/nonexistent_dpb_dir/r.json");
   EXPECT_NE(r.code, 0);

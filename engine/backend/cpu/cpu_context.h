@@ -38,10 +38,6 @@ class CpuContext {
     auto [it, inserted] = cache_.emplace(key, obj);
     return std::static_pointer_cast<T>(it->second);
   }
-  size_t cache_size() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return cache_.size();
-  }
 
  private:
   int index_;

@@ -84,10 +84,9 @@ void backward(ops::PoolKind k, const Tensor& dy, const Tensor* workspace, Tensor
 }  // namespace
 
 namespace {
-// 2 x 2 max pooling with stride 2 and no padding (LeNet's, VGG's), our own loops:
-// oneDNN 2.6 takes 0.49 ms forward and 0.85 ms backward for LeNet's first pooling
-// (64 x 6 x 28 x 28, channels-last) on an AVX-512 core, 3.0 and 2.6 ms with AVX2;
-// these take about 0.17 ms each. Every layout is planes of H x W vectors of V
+// 2 x 2 max pooling with stride 2 and no padding (LeNet's, VGG's), our own loops: several
+// times faster than oneDNN 2.6's on LeNet's first pooling (64 x 6 x 28 x 28,
+// channels-last), measured in reports/results/cpu-speed-scaling-2026-11-25.md. Every layout is planes of H x W vectors of V
 // contiguous channels: plain (N*C planes, V = 1), channel-blocked (N * C/b planes,
 // V = b) and channels-last (N planes, V = C). The workspace holds, for each output
 // element, the position (h * W + w) of its maximum in its plane; the first maximum

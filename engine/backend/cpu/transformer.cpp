@@ -259,8 +259,8 @@ int64_t block_edge(int64_t T, int64_t b, int64_t blocks) { return T * b / blocks
 // Each (sequence, head) pair's products are GEMMs over strided views: q, k and v are
 // columns [hD, hD + D) of the fused (N, T, 3C) projection (leading dimension 3C), y and
 // dy those of (N, T, C), the scores and probabilities (N, H, T, T) row-major. One GEMM per
-// pair and block: on one AVX-512 core, GPT-2's attention (batch 4 x 256, 12 heads of 64)
-// ran its products at about 50 GFLOP/s as oneDNN's strided batched matmul over all heads.
+// pair and block, faster than oneDNN's strided batched matmul over all heads on GPT-2's
+// attention (reports/results/cpu-gemm-simulate-2026-11-25.md).
 // Pair nh = n H + head: its sequence, its columns' offset, and its q, k and v (rows of 3C).
 struct HeadView {
   int64_t n, hd;

@@ -74,10 +74,6 @@ class DeviceContext {
     std::lock_guard<std::mutex> lock(mu_);
     algo_cache_[key] = std::make_shared<T>(value);
   }
-  size_t algo_cache_size() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return algo_cache_.size();
-  }
   // Peak FLOP/s of this GPU for dense math in `precision` ("fp32", "tf32", "bf16"),
   // 0 when unknown (for MFU).
   double peak_flops(Precision precision) const;

@@ -1,8 +1,8 @@
 #pragma once
 // All-reduce through shared memory, for the ranks of a Gloo group that share a host (the
 // usual CPU DDP job: one process per core or socket). Gloo moves every byte over loopback
-// TCP, about 1 GB/s here, with a thread wake-up per message; through a shared segment an
-// all-reduce costs three passes over memory. It stands in for Gloo's all-reduce of f32
+// TCP, with a thread wake-up per message; through a shared segment an all-reduce costs
+// three passes over memory (the two measured: reports/results/ddp-cpu-2026-11-24.md). It stands in for Gloo's all-reduce of f32
 // sums and averages (and the reduce-scatter made of one) and for its all-gather; every
 // other collective stays on Gloo.
 //
