@@ -70,8 +70,11 @@ RankBudget budget_from_json(const JsonView& j) {
 
 std::string Prediction::summary() const {
   if (!step_time_s || !measured_step_time_s) return {};
-  return fmt::format("step {:.1f} ms -> {:.1f} ms ({:+.0f}%), by {}", 1e3 * *measured_step_time_s, 1e3 * *step_time_s,
-                     -100 * gain_share.value_or(0), method.substr(0, method.find(':')));
+  std::string scaling;
+  if (scaling_efficiency && inputs.contains("scaling_efficiency") && inputs["scaling_efficiency"].is_number())
+    scaling = fmt::format(", E(N) {:.2f} -> {:.2f}", inputs["scaling_efficiency"].get<double>(), *scaling_efficiency);
+  return fmt::format("step {:.1f} ms -> {:.1f} ms ({:+.0f}%){}, by {}", 1e3 * *measured_step_time_s, 1e3 * *step_time_s,
+                     -100 * gain_share.value_or(0), scaling, method.substr(0, method.find(':')));
 }
 
 nlohmann::json Prediction::to_json() const {

@@ -1,5 +1,7 @@
 #include "diagnostics/dpdoctor/pricing.h"
 
+#include <algorithm>
+
 #include "diagnostics/dpdoctor/rules/rules.h"
 
 namespace dpb::doctor {
@@ -21,7 +23,28 @@ std::optional<double> step_of(const Evidence& e, const reports::RankBudget& b) {
   return std::nullopt;
 }
 
+// Causes that only several ranks pay: the one-rank run of a sweep did not, so removing
+// them leaves its step as it was.
+bool multi_rank_cost(const std::string& id) {
+  return id == "exposed-communication" || id == "straggler-rank" || id == "exposed-allgather" ||
+         id == "ranks-share-device" || id == "tp-across-slow-link";
+}
+
 }  // namespace
+
+void price_scaling(const Evidence& e, reports::DiagnosisReport& d) {
+  if (!e.scaling_efficiency) return;
+  const double E = *e.scaling_efficiency;
+  for (auto& f : d.findings) {
+    if (!f.predicted || !f.predicted->step_time_s || !f.predicted->measured_step_time_s ||
+        *f.predicted->step_time_s <= 0 || !multi_rank_cost(f.id))
+      continue;
+    // E(N) = T1 / TN at a fixed per-rank batch: TN moves, T1 stays; at most 1.
+    f.predicted->scaling_efficiency =
+        rounded(std::min(1.0, E * *f.predicted->measured_step_time_s / *f.predicted->step_time_s));
+    f.predicted->inputs["scaling_efficiency"] = rounded(E);
+  }
+}
 
 void price_findings(const Evidence& e, reports::DiagnosisReport& d) {
   for (auto& f : d.findings) {
@@ -68,6 +91,7 @@ void price_findings(const Evidence& e, reports::DiagnosisReport& d) {
                 {"window", worst->window}};
     f.predicted = std::move(p);
   }
+  price_scaling(e, d);
 }
 
 }  // namespace dpb::doctor

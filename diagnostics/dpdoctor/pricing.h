@@ -12,5 +12,9 @@
 namespace dpb::doctor {
 
 void price_findings(const Evidence& e, reports::DiagnosisReport& d);
+// A sweep's largest run: each finding whose cause only several ranks pay (communication,
+// a straggler, ranks sharing a device) also gets E(N) with it removed, the one-rank step
+// unchanged: E x measured / predicted step, at most 1 (price_findings calls it).
+void price_scaling(const Evidence& e, reports::DiagnosisReport& d);
 
 }  // namespace dpb::doctor

@@ -366,6 +366,19 @@ TEST(DoctorRules, ASweepSaysWhereItsEfficiencyWent) {
   ASSERT_NE(f, nullptr) << d.to_json().dump(2);
   EXPECT_EQ(f->severity, Severity::warning);
   EXPECT_EQ(find(d, "unexplained-idle"), nullptr);  // it says where the efficiency went
+  // Each cause only several ranks pay also says what E(N) would be without it, the
+  // one-rank step unchanged.
+  int priced = 0;
+  for (const auto& g : d.findings) {
+    if (!g.predicted || !g.predicted->scaling_efficiency) continue;
+    ++priced;
+    EXPECT_NEAR(*g.predicted->scaling_efficiency,
+                std::min(1.0, 0.8 * *g.predicted->measured_step_time_s / *g.predicted->step_time_s), 1e-3)
+        << g.id;
+    EXPECT_GT(*g.predicted->scaling_efficiency, 0.8) << g.id;
+    EXPECT_NE(g.predicted->summary().find("E(N) 0.80 -> "), std::string::npos) << g.predicted->summary();
+  }
+  EXPECT_GE(priced, 1) << d.to_json().dump(2);
   for (const auto& row : f->evidence["per_rank"]) {
     const double parts = row["compute slower than alone"].get<double>() + row["waiting for the slower rank"].get<double>() +
                          row["exposed communication"].get<double>() + row["idle"].get<double>();
