@@ -328,11 +328,11 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
   ranks->add_option("--fsdp-reshard", o.fsdp.reshard_after_forward,
                     "fsdp: free each layer's gathered parameters after its forward and gather them again for its "
                     "backward (true, as ZeRO-3), or keep them until its backward (false, as ZeRO-2)")
-      ->each([&o](const std::string&) { o.fsdp.set = true; });
+      ->each([&o](const std::string&) { o.given.insert("--fsdp-reshard"); });
   ranks->add_option("--fsdp-prefetch", o.fsdp.prefetch,
                     "fsdp: layers whose all-gather is issued ahead, while the current one computes (0: none)")
       ->check(CLI::Range(0, 64))
-      ->each([&o](const std::string&) { o.fsdp.set = true; });
+      ->each([&o](const std::string&) { o.given.insert("--fsdp-prefetch"); });
   ranks->add_option("--tp", o.ddp.tp,
                     "ddp: tensor-parallel groups of N adjacent ranks (each cuts the model as --mode=tp does), DDP "
                     "across the groups: 2D data x tensor parallelism, as Megatron-LM (N must divide the ranks)")

@@ -66,19 +66,11 @@ void validate(const BenchOptions& o) {
       << "--device-timing=" << (d.timing == DeviceTiming::cupti ? "cupti" : "events")
       << " times GPU work; on logical CPU devices the host clock is the device's (use auto or off)";
   // Checked before the GPUs are: a mistake in the flags is named on any machine.
-  // A flag of another mode is an error, never silently ignored.
-  struct ModeFlag {
-    const char* flag;
-    ParallelMode mode;
-  };
-  for (const ModeFlag& f : {ModeFlag{"--dp-forward", ParallelMode::dp}, ModeFlag{"--dp-input", ParallelMode::dp},
-                            ModeFlag{"--split", ParallelMode::pipeline}, ModeFlag{"--schedule", ParallelMode::pipeline},
-                            ModeFlag{"--micro-batches", ParallelMode::pipeline},
-                            ModeFlag{"--bucket-mb", ParallelMode::ddp}})
-    DPB_CHECK(!o.given.count(f.flag) || o.mode == f.mode)
-        << f.flag << " is for --mode=" << parallel_mode_name(f.mode) << ", not --mode=" << mode;
-  DPB_CHECK(!o.fsdp.set || o.mode == ParallelMode::fsdp)
-      << "--fsdp-reshard and --fsdp-prefetch are for --mode=fsdp";
+  // A flag of another mode is an error, never silently ignored (the registry says whose).
+  for (const ModeInfo& m : parallel_modes())
+    for (const char* flag : m.options)
+      DPB_CHECK(!o.given.count(flag) || o.mode == m.mode)
+          << flag << " is for --mode=" << m.name << ", not --mode=" << mode;
   DPB_CHECK(!o.train.save_sharded || o.mode == ParallelMode::fsdp)
       << "--save-format=sharded is for --mode=fsdp (--mode=" << mode << " writes one full checkpoint)";
   DPB_CHECK((o.mode != ParallelMode::fsdp && o.mode != ParallelMode::tp) || !o.ddp.sync_bn)
@@ -203,7 +195,7 @@ BenchOptions sweep_point(const BenchOptions& o, int n) {
   p.device.count = n;
   if (o.mode == ParallelMode::pipeline && n == 1) {
     p.mode = ParallelMode::single;  // one stage: the pipeline's flags have nothing to cut
-    for (const char* f : {"--split", "--schedule", "--micro-batches"}) p.given.erase(f);
+    for (const char* f : mode_info(ParallelMode::pipeline).options) p.given.erase(f);
   }
   if (o.mode == ParallelMode::single && n > 1) p.mode = ParallelMode::dp;
   if (multi_device_process(o.mode)) p.train.batch = o.train.batch * n;

@@ -121,7 +121,6 @@ struct DdpOptions {
 struct FsdpBenchOptions {
   bool reshard_after_forward = true;  // --fsdp-reshard
   int prefetch = 1;                   // --fsdp-prefetch
-  bool set = false;                   // either flag was given
 };
 
 struct OutputOptions {

@@ -73,7 +73,8 @@ int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
       std::vector<std::string> child = base;
       if (pt.options.mode != o.mode) {
         child.insert(child.begin(), exe);  // without_options() skips the program's name
-        child = without_options(child, {"--split", "--schedule", "--micro-batches"}, {});
+        const auto& own = mode_info(o.mode).options;
+        child = without_options(child, std::vector<std::string>(own.begin(), own.end()), {});
       }
       child.push_back("--mode=" + mode);
       child.push_back(fmt::format("--gpus={}", n));

@@ -25,6 +25,9 @@ struct ModeInfo {
   bool shards_state;           // parameters, gradients and optimizer state sharded over the ranks
   bool splits_layers;          // each rank holds a part of every large layer
   bool pipelines;              // the model cut into stages over the devices
+  // The command-line options only this mode takes (given under another mode, an error
+  // that names this one).
+  std::vector<const char*> options;
 };
 // Every mode, in the order --help and error messages list them.
 const std::vector<ModeInfo>& parallel_modes();

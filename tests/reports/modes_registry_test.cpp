@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "engine/core/error.h"
 #include "engine/parallel/modes.h"
 #include "reports/schemas.h"
+#include "tests/support/process.h"
 
 namespace dpb {
 namespace {
@@ -65,6 +67,28 @@ TEST(ModesRegistry, TheSchemasListExactlyItsNames) {
     ASSERT_FALSE(enums.empty()) << (*schema)["$id"];
     for (const auto& e : enums) EXPECT_EQ(e, want) << (*schema)["$id"];
   }
+}
+
+// The options only one mode takes are the registry's: each belongs to one mode, and
+// dpbench refuses it under another, naming its mode.
+TEST(ModesRegistry, EachModesOwnOptionsAreAnErrorUnderAnotherMode) {
+  // A valid value for each (an option added to the registry needs one here).
+  const std::map<std::string, std::string> value{
+      {"--dp-forward", "scatter"}, {"--dp-input", "tensor"},  {"--bucket-mb", "4"},      {"--split", "fc2"},
+      {"--schedule", "gpipe"},     {"--micro-batches", "2"},  {"--fsdp-reshard", "false"}, {"--fsdp-prefetch", "1"}};
+  std::set<std::string> seen;
+  for (const ModeInfo& m : parallel_modes()) {
+    for (const char* flag : m.options) {
+      EXPECT_TRUE(seen.insert(flag).second) << flag << " belongs to two modes";
+      ASSERT_TRUE(value.count(flag)) << flag << ": no value to try it with";
+      const ParallelMode other = m.mode == ParallelMode::single ? ParallelMode::dp : ParallelMode::single;
+      const auto r = test::run_command(std::string(DPBENCH_BIN) + " --mode=" + parallel_mode_name(other) +
+                                       " --model=mlp --steps=1 " + flag + "=" + value.at(flag));
+      EXPECT_NE(r.code, 0) << flag;
+      EXPECT_NE(r.err.find(std::string(flag) + " is for --mode=" + m.name), std::string::npos) << r.err;
+    }
+  }
+  EXPECT_EQ(seen.size(), value.size());
 }
 
 }  // namespace

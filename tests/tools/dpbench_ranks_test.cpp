@@ -379,7 +379,7 @@ TEST(DpbenchFsdp, ReportHasEachRanksMemoryAndCollectives) {
   expect_hung_rank_named("fsdp", run_hung("fsdp"));
   const Proc wrong = sh(bin() + " --mode=ddp --gpus=2 --model=mlp --steps=1 --fsdp-prefetch=2");
   EXPECT_NE(wrong.code, 0);
-  EXPECT_NE(wrong.err.find("--fsdp-reshard and --fsdp-prefetch are for --mode=fsdp"), std::string::npos) << wrong.err;
+  EXPECT_NE(wrong.err.find("--fsdp-prefetch is for --mode=fsdp, not --mode=ddp"), std::string::npos) << wrong.err;
 }
 
 TEST(DpbenchTp, ReportVerifyTwoDimensionsAndAHungRank) {
