@@ -54,15 +54,19 @@ int run(BenchOptions o, const std::vector<std::string>& argv) {
   }
   if (o.out.prove) {
     DPB_CHECK(o.bench == BenchKind::train && !o.verify.enabled)
-        << "--doctor=prove proves a training run's findings (not --bench=" << (o.bench == BenchKind::collectives ? "collectives" : "simulate")
-        << " or --verify)";
+        << "--doctor=prove proves a training run's findings (not --bench="
+        << (o.bench == BenchKind::collectives ? "collectives" : "simulate") << " or --verify)";
     DPB_CHECK(o.sweep.empty()) << "--doctor=prove proves one run's findings: give one --gpus count and no --repeat "
                                   "(a sweep's findings are its largest run's: prove that run)";
-    if (rank_env(o).source == "none" && !std::getenv("DPB_LAUNCHED")) {
-      validate(o);
-      if (!o.out.json_path.empty()) check_writable(o.out.json_path);
-      return run_prove(o, argv);
-    }
+    // The proving runs are jobs of their own, started from here: a rank of a job another
+    // launcher started cannot start them (its peers would wait for it in vain).
+    if (const RankEnv env = rank_env(o); env.source != "none")
+      DPB_FAIL() << "--doctor=prove runs the job again, as its own jobs, but this process is rank " << env.rank
+                 << " of " << env.world_size << " of a job started by " << env.source
+                 << ": start dpbench --doctor=prove once, on one node, and let it start the ranks (--gpus=N)";
+    validate(o);
+    if (!o.out.json_path.empty()) check_writable(o.out.json_path);
+    return run_prove(o, argv);
   }
   if (!o.sweep.empty()) {
     DPB_CHECK(o.bench == BenchKind::train && !o.verify.enabled) << "--gpus lists and --repeat are for training benchmarks";

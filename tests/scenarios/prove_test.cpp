@@ -75,6 +75,12 @@ TEST(ProveCli, RefusesWhatItCannotRunAgain) {
   const auto s = dpb::test::run_command(std::string(DPBENCH_BIN) + " --mode=ddp --gpus=1,2 --doctor=prove");
   EXPECT_EQ(s.code, 2);
   EXPECT_NE(s.err.find("--doctor=prove proves one run's findings"), std::string::npos) << s.err;
+  // A rank of another launcher's job cannot start the proving jobs.
+  const std::string torchrun = "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 ";
+  const auto t = dpb::test::run_command(torchrun + "MASTER_PORT=29999 " + std::string(DPBENCH_BIN) +
+                                        " --mode=ddp --model=mlp --doctor=prove");
+  EXPECT_EQ(t.code, 2);
+  EXPECT_NE(t.err.find("--doctor=prove runs the job again"), std::string::npos) << t.err;
   const auto b = dpb::test::run_command(std::string(DPBENCH_BIN) + " --doctor=maybe");
   EXPECT_NE(b.code, 0);
   EXPECT_NE(b.err.find("prove"), std::string::npos) << b.err;
