@@ -13,6 +13,7 @@
 #include "engine/core/error.h"
 #include "engine/core/log.h"
 #include "engine/core/process.h"
+#include "engine/core/stats.h"
 #include "reports/report.h"
 
 namespace dpb::bench {
@@ -23,12 +24,6 @@ namespace {
 // be at least kFloor (a smaller one is within what a shared machine drifts between runs).
 constexpr double kWithin = 0.25;
 constexpr double kFloor = 0.02;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::optional<double> evidence_number(const reports::Finding& f, const char* key) {
   if (!f.evidence.contains(key) || !f.evidence[key].is_number()) return std::nullopt;
@@ -160,9 +155,9 @@ void judge(reports::Proof& p) {
   }
   std::vector<double> gains;
   for (size_t i = 0; i < n; ++i) gains.push_back(p.original_s[i] > 0 ? 1 - p.fixed_s[i] / p.original_s[i] : 0.0);
-  p.original_median_s = median(p.original_s);
-  p.fixed_median_s = median(p.fixed_s);
-  p.measured_gain_share = median(gains);
+  p.original_median_s = percentile(p.original_s, 0.5);
+  p.fixed_median_s = percentile(p.fixed_s, 0.5);
+  p.measured_gain_share = percentile(gains, 0.5);
   const auto [lo, hi] = std::minmax_element(gains.begin(), gains.end());
   p.noise_share = (*hi - *lo) / 2;
   const double gain = *p.measured_gain_share;

@@ -30,8 +30,8 @@ bool multi_rank_cost(const std::string& id) {
          id == "ranks-share-device" || id == "tp-across-slow-link";
 }
 
-}  // namespace
-
+// A sweep's largest run: E(N) with each multi-rank cause removed, the one-rank step
+// unchanged: E x measured / predicted step, at most 1.
 void price_scaling(const Evidence& e, reports::DiagnosisReport& d) {
   if (!e.scaling_efficiency) return;
   const double E = *e.scaling_efficiency;
@@ -45,6 +45,8 @@ void price_scaling(const Evidence& e, reports::DiagnosisReport& d) {
     f.predicted->inputs["scaling_efficiency"] = rounded(E);
   }
 }
+
+}  // namespace
 
 void price_findings(const Evidence& e, reports::DiagnosisReport& d) {
   for (auto& f : d.findings) {

@@ -5,16 +5,13 @@
 // budget, as the share of its rank's window it explains taken off that rank's step: an
 // upper bound, since nothing that waited on that time is moved up and nothing else fills
 // it. A finding that explains no time (advice on configuration) gets a null step and says
-// why.
+// why. In a sweep's largest run, each finding whose cause only several ranks pay
+// (communication, a straggler, ranks sharing a device) also gets E(N) with it removed.
 #include "diagnostics/dpdoctor/evidence.h"
 #include "reports/findings.h"
 
 namespace dpb::doctor {
 
 void price_findings(const Evidence& e, reports::DiagnosisReport& d);
-// A sweep's largest run: each finding whose cause only several ranks pay (communication,
-// a straggler, ranks sharing a device) also gets E(N) with it removed, the one-rank step
-// unchanged: E x measured / predicted step, at most 1 (price_findings calls it).
-void price_scaling(const Evidence& e, reports::DiagnosisReport& d);
 
 }  // namespace dpb::doctor
