@@ -88,10 +88,14 @@ std::vector<Scenario> scenarios() {
                            "--workers=1",
        "unbalanced-pipeline", {}},
       // Two micro-batches through two stages: a third of every step fills and drains the
-      // pipeline ((p-1)/(m+p-1)); the stages idle 35% here.
+      // pipeline ((p-1)/(m+p-1)); the stages idle 35% here. The cut by measured time is
+      // the most even between ResNet-18's layers, yet the stages' busy shares differ by
+      // 1.13-1.27x (0.70 against 0.57-0.62 in three runs), near unbalanced-pipeline's
+      // 1.3x: a run past it gets that rule instead (the two are exclusive), rightly, and
+      // is measured again as a run whose timing rule missed.
       {"pipeline_bubble", "--mode=mp --gpus=2 --model=resnet18 --batch=32 --schedule=gpipe --micro-batches=2 "
                           "--workers=1 --steps=4 --warmup=1",
-       "pipeline-bubble", {}},
+       "pipeline-bubble", {"unbalanced-pipeline"}},
       // fully sharded data parallel: prefetch off, every all-gather waited for in full; four
       // ranks on two cores (the ranks share cores: said as the error it is) gathering more
       // than each keeps sharded
