@@ -44,7 +44,46 @@ struct Event {
   int64_t pid = -1, tid = 0;
   bool pid_known = false;
   int64_t device = -1, stream = -1, correlation = -1, bytes = -1;
+  // record_shapes: the bytes of the inputs whose shape and type were recorded (-1: none).
+  int64_t input_bytes = -1;
+  // record_param_comms (PyTorch 2.x): the collective and its input's elements and type.
+  std::string_view collective_name, dtype;
+  int64_t in_nelems = -1;
 };
+
+// Bytes per element of a type as PyTorch's record_shapes ("float", "c10::BFloat16") or
+// record_param_comms ("Float", "BFloat16") writes it; 0 for what is no tensor type.
+int64_t element_bytes(std::string_view type) {
+  const std::string t = ascii_lower(type);
+  if (t == "float" || t == "int" || t == "unsigned int" || t == "float32" || t == "int32") return 4;
+  if (t == "double" || t == "long int" || t == "long" || t == "int64" || t == "float64" || t == "c10::complex<float>")
+    return 8;
+  if (t == "c10::half" || t == "c10::bfloat16" || t == "half" || t == "bfloat16" || t == "short int" ||
+      t == "short" || t == "int16" || t == "float16")
+    return 2;
+  if (t == "bool" || t == "unsigned char" || t == "signed char" || t == "char" || t == "byte" || t == "int8" ||
+      t == "uint8" || starts_with(t, "c10::float8"))
+    return 1;
+  return 0;
+}
+
+// The collective a host annotation names: "nccl:all_reduce", "gloo:_allgather_base",
+// record_param_comms' "allreduce", "_reduce_scatter_base", ...
+trace::CollectiveKind host_collective_kind(std::string_view op) {
+  std::string o;
+  for (char c : ascii_lower(op))
+    if (c != '_') o += c;
+  if (o == "allreduce" || o == "allreducecoalesced") return trace::CollectiveKind::all_reduce;
+  if (o == "allgather" || o == "allgatherbase" || o == "allgatherintotensorcoalesced" || o == "allgathercoalesced")
+    return trace::CollectiveKind::all_gather;
+  if (o == "reducescatter" || o == "reducescatterbase" || o == "reducescattertensorcoalesced")
+    return trace::CollectiveKind::reduce_scatter;
+  if (o == "broadcast") return trace::CollectiveKind::broadcast;
+  if (o == "reduce") return trace::CollectiveKind::reduce;
+  if (o == "alltoall" || o == "alltoallbase") return trace::CollectiveKind::all_to_all;
+  if (o == "send" || o == "recv" || o == "sendrecv") return trace::CollectiveKind::send_recv;
+  return trace::CollectiveKind::other;
+}
 
 // Reads a value of the type asked for; false (leaving `out` alone) otherwise.
 template <typename T>
@@ -164,6 +203,8 @@ class Builder {
   }
 
   void args(sj::value v, Event& e) {
+    numels_.clear();
+    types_.clear();
     sj::object a;
     if (v.get_object().get(a)) return;
     for (auto f : a) {
@@ -175,6 +216,61 @@ class Builder {
       else if (k == "stream") (void)read_int(x, &e.stream);
       else if (k == "correlation") (void)read_int(x, &e.correlation);
       else if (k == "bytes") (void)read_int(x, &e.bytes);
+      else if (k == "Input Dims") input_dims(x);
+      else if (k == "Input type") input_types(x);
+      else if (k == "Collective name") (void)take(x.get_string(), &e.collective_name);
+      else if (k == "In msg nelems") (void)read_int(x, &e.in_nelems);
+      else if (k == "dtype") (void)take(x.get_string(), &e.dtype);
+    }
+    // The shapes and the types are two lists side by side, in either order.
+    if (!numels_.empty() && types_.size() == numels_.size()) {
+      int64_t total = 0;
+      bool any = false;
+      for (size_t i = 0; i < numels_.size(); ++i) {
+        const int64_t b = element_bytes(types_[i]);
+        if (b == 0 || numels_[i] < 0) continue;
+        int64_t x = 0;
+        if (__builtin_mul_overflow(numels_[i], b, &x) || __builtin_add_overflow(total, x, &total)) return;
+        any = true;
+      }
+      if (any) e.input_bytes = total;
+    }
+  }
+
+  // "Input Dims": [[d0, d1, ...], [], ...]: each input's element count (-1: not a tensor).
+  void input_dims(sj::value v) {
+    numels_.clear();
+    sj::array a;
+    if (v.get_array().get(a)) return;
+    for (auto item : a) {
+      sj::array dims;
+      sj::value iv;
+      if (item.get(iv) || iv.get_array().get(dims)) {
+        numels_.push_back(-1);
+        continue;
+      }
+      int64_t n = 1;
+      size_t count = 0;
+      for (auto d : dims) {
+        sj::value dv;
+        int64_t x = 0;
+        if (d.get(dv) || !read_int(dv, &x) || x < 0 || __builtin_mul_overflow(n, x, &n)) {
+          n = -1;
+          break;
+        }
+        ++count;
+      }
+      numels_.push_back(count == 0 ? -1 : n);  // [] is a scalar or a list: no tensor's shape
+    }
+  }
+
+  void input_types(sj::value v) {
+    sj::array a;
+    if (v.get_array().get(a)) return;
+    for (auto item : a) {
+      std::string_view t;
+      sj::value iv;
+      types_.emplace_back(item.get(iv) || iv.get_string().get(t) ? std::string() : std::string(t.substr(0, 64)));
     }
   }
 
@@ -217,6 +313,7 @@ class Builder {
     if (cat == "gpu_user_annotation") return;  // the device's copy of the annotations
     const bool host = cat == "cpu_op" || cat == "operator" || cat == "user_annotation" || cat == "python_function";
     if (host && e.pid_known && out_.process < 0) out_.process = e.pid;
+    if (host) collective(e, begin, end);
     if (starts_with(e.name, "ProfilerStep#")) {
       t.steps.emplace_back(begin, end);
       const std::string_view number = e.name.substr(13);
@@ -240,15 +337,45 @@ class Builder {
       t.ops.push_back({begin, end, t.names.intern(e.name), e.tid, trace::HostOpKind::optimizer});
     } else if (cat == "cpu_op" || cat == "operator") {
       if (starts_with(e.name, "_c10d_functional::")) ++t.functional_collectives;
+      if (e.name == "torch::autograd::AccumulateGrad" && e.input_bytes > 0)
+        t.gradients.push_back({begin, end, e.tid, e.input_bytes});
       t.ops.push_back({begin, end, t.names.intern(e.name), e.tid, trace::HostOpKind::op});
     } else if (cat == "python_function") {
       t.ops.push_back({begin, end, t.names.intern(e.name), e.tid, trace::HostOpKind::python});
     }
   }
 
+  // A collective the host issued: "nccl:OP" / "gloo:OP" (ProcessGroupNCCL's and
+  // ProcessGroupGloo's record_function, with the input's shape under record_shapes), or a
+  // record_param_comms that names its collective and message size. Both may stand for one
+  // call: the record_function is kept where the file has one (collectives_from_comms_).
+  void collective(const Event& e, int64_t begin, int64_t end) {
+    auto& t = out_.timeline;
+    const bool annotated = starts_with(e.name, "nccl:") || starts_with(e.name, "gloo:");
+    if (annotated) {
+      const trace::CollectiveKind k = host_collective_kind(e.name.substr(5));
+      if (k == trace::CollectiveKind::other) return;
+      if (!annotated_) {  // the first record_function: drop what record_param_comms gave
+        annotated_ = true;
+        t.collectives.clear();
+      }
+      t.collectives.push_back({begin, end, e.tid, k, e.input_bytes});
+    } else if (!annotated_ && e.name == "record_param_comms" && !e.collective_name.empty()) {
+      const trace::CollectiveKind k = host_collective_kind(e.collective_name);
+      if (k == trace::CollectiveKind::other) return;
+      const int64_t b = element_bytes(e.dtype);
+      int64_t bytes = -1;
+      if (e.in_nelems >= 0 && b > 0 && __builtin_mul_overflow(e.in_nelems, b, &bytes)) bytes = -1;
+      t.collectives.push_back({begin, end, e.tid, k, bytes});
+    }
+  }
+
   KinetoTrace& out_;
   sj::parser parser_;
   size_t kept_ = 0;
+  bool annotated_ = false;
+  std::vector<int64_t> numels_;
+  std::vector<std::string> types_;
 };
 
 // A top-level value we read whole: distributedInfo, deviceProperties, baseTimeNanoseconds.
@@ -271,6 +398,13 @@ void top_level(JsonStream& in, const std::string& key, size_t len, KinetoTrace& 
     size_t n = 0;
     if (a.count_elements().get(n)) in.fail("has a malformed deviceProperties");
     out.timeline.visible_devices = static_cast<int>(std::min<size_t>(n, 1 << 16));
+    for (auto item : a) {  // the first device's name ("NVIDIA H100 80GB HBM3")
+      sj::object d;
+      std::string_view name;
+      if (!item.get_object().get(d) && !d["name"].get_string().get(name))
+        out.timeline.gpu_name = std::string(name.substr(0, 128));
+      break;
+    }
     return;
   }
   sj::object o;

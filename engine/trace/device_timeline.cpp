@@ -147,6 +147,8 @@ void each_span(T& t, F f) {
   for (auto& w : t.work) f(w.begin_ns, w.end_ns);
   for (auto& c : t.calls) f(c.begin_ns, c.end_ns);
   for (auto& o : t.ops) f(o.begin_ns, o.end_ns);
+  for (auto& c : t.collectives) f(c.begin_ns, c.end_ns);
+  for (auto& g : t.gradients) f(g.begin_ns, g.end_ns);
   for (auto* v : {&t.steps, &t.data_waits, &t.optimizer_steps})
     for (auto& s : *v) f(s.first, s.second);
 }

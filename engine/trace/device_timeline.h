@@ -98,6 +98,25 @@ struct HostOp {
   HostOpKind kind = HostOpKind::op;
 };
 
+// A collective as the framework asked for it on the host: PyTorch's record_function
+// ("nccl:all_reduce", "gloo:all_gather", ...) or its record_param_comms with the message
+// size (PyTorch 2.x), with the bytes of its input where the trace recorded them (-1:
+// unknown; a trace recorded without record_shapes).
+struct HostCollective {
+  int64_t begin_ns = 0, end_ns = 0;
+  int64_t thread = 0;
+  CollectiveKind kind = CollectiveKind::other;
+  int64_t bytes = -1;
+};
+
+// A parameter's gradient accumulated by autograd (torch::autograd::AccumulateGrad), when
+// and on which thread, with its bytes (traces recorded with record_shapes).
+struct GradientReady {
+  int64_t begin_ns = 0, end_ns = 0;
+  int64_t thread = 0;
+  int64_t bytes = 0;
+};
+
 struct RankTimeline {
   std::optional<int> rank;
   int world = 1;
@@ -112,6 +131,9 @@ struct RankTimeline {
   std::vector<int> step_numbers;   // each ProfilerStep#N's N, as read (-1: not a number)
   std::vector<Span64> data_waits;  // the loop waiting for its input (DataLoader __next__)
   std::vector<Span64> optimizer_steps;  // the optimizer's step (Optimizer.step#...): iteration ends
+  std::vector<HostCollective> collectives;  // as the host issued them (Kineto traces)
+  std::vector<GradientReady> gradients;     // AccumulateGrad with its shape (record_shapes)
+  std::string gpu_name;                     // the first of deviceProperties (empty: not said)
   int64_t dp_forwards = 0;         // DataParallel.forward calls
   // Which parallel wrapper the host ops show: DistributedDataParallel.forward calls, FSDP
   // ops (FSDP2's FSDP::..., FSDP1's FullyShardedDataParallel.forward) and functional
