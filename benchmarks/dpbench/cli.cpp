@@ -383,9 +383,14 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
                   "--simulate: a measured or published one-device step time, split across --model's layers for "
                   "--batch on --hardware by FLOPs and bytes (an analytic profile)")
       ->check(CLI::Range(0.0, 1e6));
+  sim->add_option("--from-trace", o.simulate.trace_path,
+                  "--simulate: a PyTorch profiler trace of the job on one rank (a file, or a folder of one job's "
+                  "ranks: rank 0's is read): its forward, backward, optimizer, gradients and other communication "
+                  "become the one-device profile (--mode=ddp or fsdp); a dpbench report is read as --profile");
   sim->add_option("--hardware", o.simulate.hardware,
                   "--simulate: a preset (GPUs per node, fabrics, NICs, peak FLOP/s, memory bandwidth): dgx1-v100, "
-                  "dgx-h100, pcie-a100-25gbe, cpu-gloo-local, or a preset file's path");
+                  "dgx-h100, pcie-a100-25gbe, cpu-gloo-local, or a preset file's path (default: with --from-trace "
+                  "the trace's GPU's, else cpu-gloo-local)");
   sim->add_option("--link", f.links,
                   "--simulate: --bench=collectives reports (comma-separated, one per rank count) to fit the link on "
                   "instead of the preset's fabrics; one recorded with --load adds the all-reduce's time beside "

@@ -132,11 +132,17 @@ void validate_simulate(const BenchOptions& o) {
   const auto& s = o.simulate;
   DPB_CHECK(o.mode != ParallelMode::single)
       << "--simulate predicts a parallel mode at several device counts: give --mode=ddp, dp, mp, fsdp or tp";
-  DPB_CHECK(s.profile_path.empty() != (s.single_step_s <= 0))
-      << (s.profile_path.empty()
-              ? "--simulate needs a one-device profile: --profile=REPORT (a dpbench --layer-profile report) or "
-                "--single-step-s=SECONDS with --model, --batch and --hardware (an analytic profile)"
-              : "--profile and --single-step-s are two profiles; give one");
+  const int profiles = !s.profile_path.empty() + (s.single_step_s > 0) + !s.trace_path.empty();
+  DPB_CHECK(profiles == 1)
+      << (profiles == 0 ? "--simulate needs a one-device profile: --profile=REPORT (a dpbench --layer-profile report), "
+                          "--from-trace=TRACE (a PyTorch profiler trace of the job) or --single-step-s=SECONDS with "
+                          "--model, --batch and --hardware (an analytic profile)"
+                        : "--profile, --from-trace and --single-step-s are three profiles; give one");
+  DPB_CHECK(s.trace_path.empty() || o.mode == ParallelMode::ddp || o.mode == ParallelMode::fsdp)
+      << "--from-trace predicts --mode=ddp or --mode=fsdp (a trace gives the job's gradients, not its layers' "
+         "activations or splits), got --mode=" << parallel_mode_name(o.mode);
+  DPB_CHECK(s.trace_path.empty() || s.crowded_profile_path.empty())
+      << "--crowded-profile goes with --profile, not --from-trace";
   DPB_CHECK(s.jitter < 1 && (s.jitter >= 0 || s.jitter == -1)) << "--sim-jitter is a relative standard deviation in [0, 1), got " << s.jitter;
   DPB_CHECK(s.contention < 0 || s.contention <= 100) << "--contention must be in [0, 100], got " << s.contention;
   DPB_CHECK(o.ddp.bucket_mb > 0 && o.ddp.bucket_mb <= 1024 * 1024)

@@ -139,7 +139,8 @@ struct SimulateOptions {
   std::vector<int> ranks;                  // --gpus: the counts to predict
   std::string profile_path;                // --profile: a --layer-profile report
   double single_step_s = 0;                // --single-step-s: an analytic profile
-  std::string hardware = "cpu-gloo-local"; // --hardware: preset name or file
+  std::string trace_path;                  // --from-trace: a PyTorch profiler trace (or a dpbench report)
+  std::string hardware;                    // --hardware: preset name or file ("": the trace's GPU's, else cpu-gloo-local)
   std::vector<std::string> links;          // --link: collectives reports to fit
   double jitter = -1;                      // --sim-jitter (< 0: a measured profile's rank lag, else 0)
   std::string crowded_profile_path;        // --crowded-profile: the profile recorded with another rank computing

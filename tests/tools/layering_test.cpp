@@ -80,7 +80,8 @@ std::optional<Place> place(const std::string& file) {
     if (!dpdoctor.count(name)) return std::nullopt;
     return Place{"dpdoctor/" + name, 30 + dpdoctor.at(name)};
   }
-  // The simulator knows the engine and the report, nothing of dpbench, which uses it.
+  // The simulator knows the engine, the report and dpdoctor's trace reader (a profile from
+  // a PyTorch trace), nothing of dpbench, which uses it.
   if (starts_with(file, "benchmarks/simulate/")) return Place{"simulate", 35};
   if (starts_with(file, "benchmarks/dpbench/")) {
     std::string name = stem.substr(std::string("benchmarks/dpbench/").size());
