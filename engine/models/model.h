@@ -2,6 +2,7 @@
 // Model: a named network (a Sequential whose top-level children are its layers) plus
 // what it expects and what it is trained with. forward() checks the input shape
 // against the spec, so a wrong dataset/model pairing is a clear error up front.
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +13,24 @@
 #include "engine/nn/sequential.h"
 
 namespace dpb {
+
+// How tensor parallelism cuts one module (torchtitan's ColwiseParallel, RowwiseParallel,
+// ...; Megatron-LM's column- and row-parallel linears).
+enum class TpStyle {
+  colwise,     // a Linear's outputs: its weight's rows and its bias, in `blocks` equal blocks
+               // each cut over the ranks (3 for a fused query/key/value projection)
+  rowwise,     // a Linear's inputs: its weight's columns; the partial products all-reduced,
+               // the bias added once
+  vocab,       // an Embedding's rows (the vocabulary); each lookup's partial rows all-reduced
+  vocab_head,  // the TiedLinear head over a vocab embedding: this rank's part of the
+               // logits, the loss the vocabulary-parallel cross-entropy
+  heads,       // a module whose attention heads are divided over the ranks (its q/k/v colwise)
+};
+struct TpRule {
+  std::string path;  // a module path; '*' stands for one name ("transformer.h.*.attn.c_attn")
+  TpStyle style = TpStyle::colwise;
+  int blocks = 1;    // colwise
+};
 
 struct ModelSpec {
   std::string name;
@@ -31,6 +50,9 @@ struct ModelSpec {
   // FSDP2's fully_shard on each; every other parameter belongs to the root unit. Empty:
   // every layer with parameters of its own is a unit.
   std::vector<std::string> fsdp_units;
+  // Tensor parallelism's plan, beside the model's definition: which modules are cut and
+  // how; a parameter no rule cuts is replicated. Empty: the model is not cut.
+  std::vector<TpRule> tp_plan;
 };
 
 class Model : public Sequential {
@@ -38,6 +60,8 @@ class Model : public Sequential {
   explicit Model(ModelSpec spec) : spec_(std::move(spec)) {}
 
   const ModelSpec& spec() const { return spec_; }
+  // The model's tensor-parallel plan (ModelSpec::tp_plan), declared where it is built.
+  void set_tp_plan(std::vector<TpRule> plan) { spec_.tp_plan = std::move(plan); }
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return spec_.name; }
   std::unique_ptr<Module> clone_structure() const override;
@@ -69,6 +93,11 @@ struct ModelOptions {
   // Tokens per sequence for the language models (at most their context); 0: the context.
   int64_t seq = 0;
 };
+
+using ModelBuilder = std::function<std::unique_ptr<Model>(Generator&, const ModelOptions&)>;
+// Adds a model defined outside the registry (a test's, a user's) under `name`; its
+// builder sets its spec, its plans included. A name already there is an error.
+void register_model(const std::string& name, ModelBuilder build);
 
 // Builds a model by name with PyTorch-default initialisation from `gen`.
 // Throws dpb::Error listing the valid names for an unknown one.

@@ -3,6 +3,7 @@
 // weights can be exchanged with PyTorch through safetensors checkpoints.
 #include <functional>
 #include <map>
+#include <mutex>
 
 #include "engine/models/model.h"
 #include "engine/nn/basic_block.h"
@@ -48,6 +49,8 @@ std::unique_ptr<Model> mlp(Generator& gen, const ModelOptions& o) {
   m->add("fc2", std::make_unique<Linear>(512, 512, true, &gen));
   m->add("relu2", std::make_unique<ReLU>(true));
   m->add("fc3", std::make_unique<Linear>(512, o.classes, true, &gen));
+  // Megatron's pair: fc1's outputs cut, fc2's inputs; the 10-class fc3 replicated.
+  m->set_tp_plan({{"fc1", TpStyle::colwise}, {"fc2", TpStyle::rowwise}});
   return m;
 }
 
@@ -181,6 +184,7 @@ std::unique_ptr<Model> widemlp(Generator& gen, const ModelOptions&) {
   m->add("fc1", std::make_unique<Linear>(5000, 10000, true, &gen));
   m->add("relu", std::make_unique<ReLU>(true));
   m->add("fc2", std::make_unique<Linear>(10000, 5000, true, &gen));
+  m->set_tp_plan({{"fc1", TpStyle::colwise}, {"fc2", TpStyle::rowwise}});
   return m;
 }
 
@@ -210,6 +214,18 @@ ModelSpec gpt2_spec(const Gpt2Config& c, const ModelOptions& o) {
   // Each block is an FSDP unit; the embeddings, the last LayerNorm and the tied head
   // belong to the root (torchtitan's fully_shard per block, then the whole model).
   spec.fsdp_units = {"transformer.h."};
+  // Megatron-LM's plan (torchtitan's for Llama, on nanoGPT's names): in each block the
+  // fused q/k/v and the MLP's first linear column-parallel (a rank keeps its heads' q, k
+  // and v rows, its quarter of the hidden units), the two output projections row-parallel
+  // (one all-reduce each), attention over the rank's heads; the token embedding and the
+  // tied head over its rows vocabulary-parallel. Norms and the position table replicated.
+  spec.tp_plan = {{"transformer.wte", TpStyle::vocab},
+                  {"transformer.h.*.attn", TpStyle::heads},
+                  {"transformer.h.*.attn.c_attn", TpStyle::colwise, 3},
+                  {"transformer.h.*.attn.c_proj", TpStyle::rowwise},
+                  {"transformer.h.*.mlp.c_fc", TpStyle::colwise},
+                  {"transformer.h.*.mlp.c_proj", TpStyle::rowwise},
+                  {"lm_head", TpStyle::vocab_head}};
   return spec;
 }
 
@@ -239,23 +255,37 @@ std::unique_ptr<Model> gpt2_medium(Generator& gen, const ModelOptions& o) { retu
 // vocabulary of 512 (byte-level text uses its first 256 tokens).
 std::unique_ptr<Model> gpt2_tiny(Generator& gen, const ModelOptions& o) { return gpt2_model(kGpt2Tiny, gen, o); }
 
-using Builder = std::function<std::unique_ptr<Model>(Generator&, const ModelOptions&)>;
-
-const std::map<std::string, Builder>& builders() {
-  static const std::map<std::string, Builder> b{
+// The registry: the built-in models, then any register_model() added (in that order).
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, ModelBuilder> builders{
       {"simple", simple}, {"mlp", mlp}, {"lenet", lenet}, {"resnet18", resnet18},
       {"resnet50", resnet50}, {"resnet101", resnet101}, {"vgg16", vgg16}, {"widemlp", widemlp},
       {"gpt2", gpt2}, {"gpt2-medium", gpt2_medium}, {"gpt2-tiny", gpt2_tiny}};
-  return b;
+  std::vector<std::string> names{"simple", "mlp",     "lenet", "resnet18", "resnet50",    "resnet101",
+                                 "vgg16",  "widemlp", "gpt2",  "gpt2-medium", "gpt2-tiny"};
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
 }
 
 }  // namespace
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names{"simple",    "mlp",   "lenet",   "resnet18", "resnet50",
-                                                "resnet101", "vgg16", "widemlp", "gpt2",     "gpt2-medium",
-                                                "gpt2-tiny"};
-  return names;
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  return r.names;
+}
+
+void register_model(const std::string& name, ModelBuilder build) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  DPB_CHECK(!name.empty() && build) << "register_model needs a name and a builder";
+  DPB_CHECK(!r.builders.count(name)) << "a model named '" << name << "' is already registered";
+  r.builders.emplace(name, std::move(build));
+  r.names.push_back(name);
 }
 
 std::optional<ModelSpec> describe_transformer(const std::string& name, const ModelOptions& options) {
@@ -265,14 +295,17 @@ std::optional<ModelSpec> describe_transformer(const std::string& name, const Mod
 }
 
 std::unique_ptr<Model> build_model(const std::string& name, Generator& gen, const ModelOptions& options) {
-  auto it = builders().find(name);
-  if (it == builders().end()) {
-    std::string valid;
-    for (const auto& n : model_names()) valid += (valid.empty() ? "" : ", ") + n;
-    DPB_FAIL() << "unknown model '" << name << "' (valid: " << valid << ")";
+  ModelBuilder build;
+  std::string valid;
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    if (auto it = r.builders.find(name); it != r.builders.end()) build = it->second;
+    for (const auto& n : r.names) valid += (valid.empty() ? "" : ", ") + n;
   }
+  DPB_CHECK(build) << "unknown model '" << name << "' (valid: " << valid << ")";
   DPB_CHECK(options.classes >= 2) << "a classifier needs at least 2 classes, got " << options.classes;
-  auto model = it->second(gen, options);
+  auto model = build(gen, options);
   model->set_needs_input_grad(false);
   return model;
 }

@@ -21,11 +21,24 @@ CausalSelfAttention::CausalSelfAttention(int64_t dim, int64_t heads, float proj_
 
 CausalSelfAttention::CausalSelfAttention(int64_t dim, int64_t heads, int64_t head_width,
                                          std::unique_ptr<Module> c_attn, std::unique_ptr<Module> c_proj)
-    : dim_(dim), heads_(heads), head_width_(head_width) {
+    : dim_(dim), heads_(heads), head_width_(head_width), full_heads_(heads), full_width_(head_width) {
   DPB_CHECK(dim > 0 && heads > 0 && head_width > 0 && head_width % heads == 0)
       << "CausalSelfAttention: width " << head_width << " does not divide into " << heads << " heads";
   c_attn_ = &register_module("c_attn", std::move(c_attn));
   c_proj_ = &register_module("c_proj", std::move(c_proj));
+}
+
+bool CausalSelfAttention::split_heads(int ranks) {
+  DPB_CHECK(ranks >= 1 && full_heads_ % ranks == 0)
+      << "CausalSelfAttention: " << full_heads_ << " heads do not split over " << ranks << " ranks";
+  heads_ = full_heads_ / ranks;
+  head_width_ = full_width_ / ranks;
+  return true;
+}
+
+void CausalSelfAttention::child_replaced(const std::string& name, Module* child) {
+  if (name == "c_attn") c_attn_ = child;
+  if (name == "c_proj") c_proj_ = child;
 }
 
 void CausalSelfAttention::set_needs_input_grad(bool on) {

@@ -19,8 +19,7 @@ class CausalSelfAttention : public Module {
   CausalSelfAttention(int64_t dim, int64_t heads, float proj_std, Generator* gen);
   // Attention over `heads` heads `head_width` wide in total, with given projections:
   // c_attn (dim -> 3 x head_width, query/key/value side by side) and c_proj
-  // (head_width -> dim). Tensor parallelism builds one with a rank's heads and
-  // column/row-parallel projections.
+  // (head_width -> dim) (clone_structure builds one so).
   CausalSelfAttention(int64_t dim, int64_t heads, int64_t head_width, std::unique_ptr<Module> c_attn,
                       std::unique_ptr<Module> c_proj);
 
@@ -32,9 +31,15 @@ class CausalSelfAttention : public Module {
   void set_needs_input_grad(bool on) override;
 
   int64_t heads() const { return heads_; }
+  bool split_heads(int ranks) override;
+  int64_t attention_heads() const override { return full_heads_; }
+
+ protected:
+  void child_replaced(const std::string& name, Module* child) override;
 
  private:
   int64_t dim_, heads_, head_width_;
+  int64_t full_heads_, full_width_;  // before split_heads
   Module* c_attn_;
   Module* c_proj_;
   // Saved by a training forward: qkv (N, T, 3C) and the probabilities (N, heads, T, T),

@@ -143,9 +143,33 @@ std::unique_ptr<Module> Module::replace_child(const std::string& name, std::uniq
   for (auto& [n, c] : children_)
     if (n == name) {
       std::swap(c, child);
+      child_replaced(name, c.get());
       return child;
     }
   DPB_FAIL() << type_name() << ": no child named '" << name << "' to replace";
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  for (auto& [name, c] : children_) {
+    out.emplace_back(name, c.get());
+    for (auto& [sub, m] : c->named_modules()) out.emplace_back(name + "." + sub, m);
+  }
+  return out;
+}
+
+std::unique_ptr<Module> Module::replace_module(const std::string& path, std::unique_ptr<Module> m) {
+  // A child's own name may hold dots (a model's layer "transformer.h.0"): the child whose
+  // name is the path, or a prefix of it up to a dot.
+  for (auto& [name, c] : children_) {
+    if (path == name) {
+      m->set_needs_input_grad(c->needs_input_grad());
+      return replace_child(name, std::move(m));
+    }
+    if (path.size() > name.size() && path.compare(0, name.size(), name) == 0 && path[name.size()] == '.')
+      return c->replace_module(path.substr(name.size() + 1), std::move(m));
+  }
+  DPB_FAIL() << type_name() << ": no module at '" << path << "' to replace";
 }
 
 }  // namespace dpb

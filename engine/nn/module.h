@@ -34,7 +34,18 @@ class Module {
   std::vector<Parameter*> parameters();
   std::vector<std::pair<std::string, Tensor*>> named_buffers();
   std::vector<std::pair<std::string, Module*>> named_children();
+  // Every module below this one (not itself) with its path ("transformer.h.0.attn"), parents first.
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  // Puts `m` where the module at `path` (as named_modules() names it) was; returns the
+  // one it replaces. Throws dpb::Error naming the path when there is none.
+  std::unique_ptr<Module> replace_module(const std::string& path, std::unique_ptr<Module> m);
   int64_t parameter_count();
+
+  // Attention over 1 / ranks of its heads (1: all of them), for tensor parallelism over a
+  // column-parallel query/key/value projection; false for a module that has no heads.
+  virtual bool split_heads(int ranks) { return false; }
+  // Its attention heads (0: none), whole.
+  virtual int64_t attention_heads() const { return 0; }
 
   void train(bool on = true);
   void eval() { train(false); }
@@ -76,6 +87,8 @@ class Module {
   // Puts `child` where the child named `name` was (same name and position); returns
   // the one it replaces.
   std::unique_ptr<Module> replace_child(const std::string& name, std::unique_ptr<Module> child);
+  // Told after replace_child: a module that keeps pointers to its children updates them.
+  virtual void child_replaced(const std::string& name, Module* child) {}
   bool training_ = true;
   bool needs_input_grad_ = true;
 

@@ -98,8 +98,12 @@ std::unique_ptr<Module> Sequential::clone_structure() const {
 std::unique_ptr<Module> Sequential::replace_layer(size_t i, std::unique_ptr<Module> layer) {
   DPB_CHECK(i < layers_.size() && layer) << "Sequential: no layer " << i << " to replace";
   layer->set_needs_input_grad(layers_[i]->needs_input_grad());
-  layers_[i] = layer.get();
   return replace_child(names_[i], std::move(layer));
+}
+
+void Sequential::child_replaced(const std::string& name, Module* child) {
+  for (size_t i = 0; i < names_.size(); ++i)
+    if (names_[i] == name) layers_[i] = child;
 }
 
 }  // namespace dpb

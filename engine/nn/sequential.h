@@ -49,6 +49,9 @@ class Sequential : public Module {
   void set_needs_input_grad(bool on) override;
   std::unique_ptr<Module> clone_structure() const override;
 
+ protected:
+  void child_replaced(const std::string& name, Module* child) override;
+
  private:
   bool params_before(size_t k);  // whether a layer before the k-th has parameters
   std::vector<Module*> layers_;

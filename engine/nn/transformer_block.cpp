@@ -36,6 +36,12 @@ TransformerBlock::TransformerBlock(int64_t dim, std::unique_ptr<Module> attn, st
   mlp_ = &register_module("mlp", std::move(mlp));
 }
 
+void TransformerBlock::child_replaced(const std::string& name, Module* child) {
+  if (name == "attn") attn_ = child;
+  if (name == "mlp") mlp_ = child;
+  DPB_CHECK(name != "ln_1" && name != "ln_2") << "TransformerBlock: its layer norms are not replaced";
+}
+
 void TransformerBlock::set_needs_input_grad(bool on) {
   Module::set_needs_input_grad(on);
   ln_1_->set_needs_input_grad(on);

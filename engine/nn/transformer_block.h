@@ -16,7 +16,7 @@ class TransformerBlock : public Module {
   // initialisation by 1/sqrt(2 x layers)).
   TransformerBlock(int64_t dim, int64_t heads, int64_t layers, Generator* gen);
   // A block with given branches: attn and mlp each map (N, T, dim) to (N, T, dim)
-  // (tensor parallelism builds one from a rank's parts of them).
+  // (clone_structure builds one so).
   TransformerBlock(int64_t dim, std::unique_ptr<Module> attn, std::unique_ptr<Module> mlp);
 
   Tensor forward(const Tensor& x) override;
@@ -25,6 +25,9 @@ class TransformerBlock : public Module {
   int64_t forward_flops(const Shape& input, Shape* output) const override;
   std::unique_ptr<Module> clone_structure() const override;
   void set_needs_input_grad(bool on) override;
+
+ protected:
+  void child_replaced(const std::string& name, Module* child) override;
 
  private:
   int64_t dim_;

@@ -2,14 +2,11 @@
 
 #include <cmath>
 #include <functional>
+#include <string_view>
 
 #include "engine/backend/ops.h"
 #include "engine/core/clock.h"
-#include "engine/nn/attention.h"
-#include "engine/nn/embedding.h"
-#include "engine/nn/gelu.h"
 #include "engine/nn/linear.h"
-#include "engine/nn/transformer_block.h"
 #include "engine/parallel/distributed_data_parallel.h"
 #include "engine/trace/nvtx.h"
 
@@ -77,24 +74,98 @@ bool has_bias(Module& l) {
   return false;
 }
 
-// The indices of the linear layers cut column- then row-parallel in pairs (an odd last
-// one stays whole); empty with *why set when the model is not a stack of linear layers.
-std::vector<size_t> linear_pairs(Model& model, std::string* why) {
-  std::vector<size_t> linears;
-  for (size_t i = 0; i < model.size(); ++i) {
-    const std::string type = model.layer(i).type_name();
-    if (type == "Linear") linears.push_back(i);
-    else if (type != "Flatten" && type != "ReLU" && type != "GELU") {
-      *why = "its layer '" + model.layer_name(i) + "' is a " + type;
-      return {};
+// Whether `path` is what `pattern` names: the same dot-separated names, '*' any one.
+bool path_matches(std::string_view pattern, std::string_view path) {
+  while (true) {
+    const size_t pd = pattern.find('.'), qd = path.find('.');
+    const std::string_view p = pattern.substr(0, pd), q = path.substr(0, qd);
+    if (p != "*" && p != q) return false;
+    if (pd == std::string_view::npos || qd == std::string_view::npos) return pd == qd;
+    pattern.remove_prefix(pd + 1);
+    path.remove_prefix(qd + 1);
+  }
+}
+
+struct Cut {
+  std::string path;
+  Module* module;
+  const TpRule* rule;
+};
+
+// The modules the model's plan cuts, parents first, each by the first rule naming it; the
+// rules that name no module of it in *unmatched.
+std::vector<Cut> plan_cuts(Model& model, std::vector<std::string>* unmatched) {
+  std::vector<Cut> out;
+  std::vector<bool> used(model.spec().tp_plan.size());
+  for (auto& [path, m] : model.named_modules())
+    for (size_t r = 0; r < used.size(); ++r)
+      if (path_matches(model.spec().tp_plan[r].path, path)) {
+        out.push_back({path, m, &model.spec().tp_plan[r]});
+        used[r] = true;
+        break;
+      }
+  for (size_t r = 0; r < used.size(); ++r)
+    if (!used[r]) unmatched->push_back(model.spec().tp_plan[r].path);
+  return out;
+}
+
+Module& module_at(Model& model, const std::string& path) {
+  for (auto& [p, m] : model.named_modules())
+    if (p == path) return *m;
+  DPB_FAIL() << "--mode=tp: no module at '" << path << "'";
+}
+
+const char* style_name(TpStyle s) {
+  switch (s) {
+    case TpStyle::colwise: return "column-parallel";
+    case TpStyle::rowwise: return "row-parallel";
+    case TpStyle::vocab: return "vocabulary-parallel";
+    case TpStyle::vocab_head: return "a vocabulary-parallel head";
+    case TpStyle::heads: return "split by heads";
+  }
+  return "?";
+}
+
+// Why `cut` cannot be cut over `ranks`; empty when it can.
+std::string cannot_cut(const Cut& cut, int ranks) {
+  const std::string what = "layer '" + cut.path + "' (" + style_name(cut.rule->style) + ")";
+  const bool linear = cut.rule->style == TpStyle::colwise || cut.rule->style == TpStyle::rowwise;
+  if (linear || cut.rule->style == TpStyle::vocab) {
+    bool weight = false;
+    for (auto& [name, p] : cut.module->named_parameters()) weight = weight || (name == "weight" && p->data().ndim() == 2);
+    if (!weight) return what + " is a " + cut.module->type_name() + ", which has no weight matrix to cut";
+  }
+  if (linear && !has_bias(*cut.module)) return what + " has no bias";
+  switch (cut.rule->style) {
+    case TpStyle::colwise: {
+      const int64_t out = linear_shape(*cut.module).first;
+      if (cut.rule->blocks < 1 || out % (static_cast<int64_t>(cut.rule->blocks) * ranks) != 0)
+        return "layer '" + cut.path + "' has " + std::to_string(out) + " outputs, which do not divide evenly" +
+               (cut.rule->blocks > 1 ? " in " + std::to_string(cut.rule->blocks) + " blocks" : "");
+      return "";
+    }
+    case TpStyle::rowwise: {
+      const int64_t in = linear_shape(*cut.module).second;
+      if (in % ranks != 0)
+        return "layer '" + cut.path + "' has " + std::to_string(in) + " inputs, which do not divide evenly";
+      return "";
+    }
+    case TpStyle::vocab: {
+      const int64_t rows = linear_shape(*cut.module).first;
+      if (rows % ranks != 0) return "its vocabulary of " + std::to_string(rows) + " does not divide evenly";
+      return "";
+    }
+    case TpStyle::vocab_head:
+      if (!dynamic_cast<TiedLinear*>(cut.module)) return what + " is a " + cut.module->type_name() + ", not a TiedLinear";
+      return "";
+    case TpStyle::heads: {
+      const int64_t heads = cut.module->attention_heads();
+      if (heads == 0) return what + " is a " + cut.module->type_name() + ", which has no attention heads";
+      if (heads % ranks != 0) return "its " + std::to_string(heads) + " heads do not divide evenly";
+      return "";
     }
   }
-  if (linears.size() < 2) {
-    *why = "it has no pair of linear layers to cut";
-    return {};
-  }
-  linears.resize(linears.size() / 2 * 2);
-  return linears;
+  return "";
 }
 
 }  // namespace
@@ -297,19 +368,21 @@ std::string TensorParallel::cannot_split(const ModelSpec& spec, int ranks, const
 
 std::string TensorParallel::cannot_split(Model& model, int ranks, const std::string& flag) {
   const ModelSpec& spec = model.spec();
-  if (spec.per_position && spec.layers > 0) return cannot_split(spec, ranks, flag);
+  if (spec.per_position && spec.layers > 0) {
+    const std::string why = cannot_split(spec, ranks, flag);
+    if (!why.empty()) return why;
+  }
   const std::string who = cannot_split_what(spec, ranks, flag);
   if (ranks < 1) return who + "a tensor-parallel group needs at least 1 rank";
-  std::string why;
-  const auto linears = linear_pairs(model, &why);
-  if (linears.empty())
-    return who + why + " (tensor parallelism cuts the transformers gpt2, gpt2-medium and gpt2-tiny, and MLPs of "
-                       "linear layers: mlp, widemlp)";
-  for (size_t k = 0; k < linears.size(); k += 2) {
-    const int64_t hidden = linear_shape(model.layer(linears[k])).first;
-    if (hidden % ranks != 0)
-      return who + "layer '" + model.layer_name(linears[k]) + "' has " + std::to_string(hidden) +
-             " outputs, which do not divide evenly";
+  if (spec.tp_plan.empty())
+    return who + "it declares no tensor-parallel plan (a model declares one beside its definition, ModelSpec::tp_plan: "
+                 "which layers are column-parallel, row-parallel, vocabulary-parallel or split by heads)";
+  std::vector<std::string> unmatched;
+  const std::vector<Cut> cuts = plan_cuts(model, &unmatched);
+  if (!unmatched.empty()) return who + "its plan names '" + unmatched.front() + "', which is no module of it";
+  for (const Cut& c : cuts) {
+    const std::string why = cannot_cut(c, ranks);
+    if (!why.empty()) return who + why;
   }
   return "";
 }
@@ -323,68 +396,49 @@ TensorParallel::TensorParallel(Model& model, comm::ProcessGroup& group) : model_
   broadcast_from_rank0(group, state);
   for (auto* p : model_.parameters()) memory_.full_parameter_bytes += bytes_of(p->data());
 
-  std::vector<size_t> cut;
-  std::string unused;
-  const bool transformer = model.spec().per_position && model.spec().layers > 0;
-  if (transformer) {
-    for (size_t i = 0; i < model_.size(); ++i) {
-      const std::string type = model_.layer(i).type_name();
-      if (type == "Embedding" || type == "TransformerBlock" || type == "TiedLinear") cut.push_back(i);
-    }
-  } else {
-    cut = linear_pairs(model_, &unused);
-  }
+  // The plan applied: each module it cuts replaced by this rank's part of it (the same
+  // parameter names, in the same order), attention over this rank's heads.
+  std::vector<std::string> unmatched;
   const Device device = model_.device();
-  for (size_t k = 0; k < cut.size(); ++k) {
-    const size_t i = cut[k];
-    Module& full = model_.layer(i);
-    std::unique_ptr<Module> part;
-    if (!transformer) {
-      const auto [out, in] = linear_shape(full);
-      if (k % 2 == 0) part = std::make_unique<ColumnParallelLinear>(comm_, in, out, 1, model_.layer_name(i));
-      else part = std::make_unique<RowParallelLinear>(comm_, in, out, model_.layer_name(i));
-      DPB_CHECK(has_bias(full)) << "--mode=tp: layer '" << model_.layer_name(i) << "' has no bias";
-    } else {
-      part = cut_layer(full, model_.layer_name(i));
+  const int64_t W = comm_.size();
+  for (const Cut& c : plan_cuts(model_, &unmatched)) {
+    if (c.rule->style == TpStyle::heads) {
+      DPB_CHECK(c.module->split_heads(static_cast<int>(W))) << "--mode=tp: '" << c.path << "' has no heads to split";
+      headed_.push_back(c.path);
+      continue;
     }
-    copy_parts(full, *part);
+    std::unique_ptr<Module> part;
+    // (rows, columns) of its weight; the tied head has none of its own.
+    const auto [out, in] = c.rule->style == TpStyle::vocab_head ? std::pair<int64_t, int64_t>{0, 0}
+                                                                 : linear_shape(*c.module);
+    switch (c.rule->style) {
+      case TpStyle::colwise: part = std::make_unique<ColumnParallelLinear>(comm_, in, out, c.rule->blocks, c.path); break;
+      case TpStyle::rowwise: part = std::make_unique<RowParallelLinear>(comm_, in, out, c.path); break;
+      case TpStyle::vocab:
+        vocab_parallel_ = true;
+        vocab_first_ = out / W * comm_.rank();
+        part = std::make_unique<VocabParallelEmbedding>(comm_, out, in, c.path);
+        break;
+      case TpStyle::vocab_head: part = std::make_unique<VocabParallelHead>(comm_); break;
+      case TpStyle::heads: break;
+    }
+    copy_parts(*c.module, *part);
     part->to(device);
     part->train(model_.is_training());
-    std::unique_ptr<Module> whole = model_.replace_layer(i, std::move(part));
+    std::unique_ptr<Module> whole = model_.replace_module(c.path, std::move(part));
     std::vector<Shape> shapes;
     for (Parameter* p : whole->parameters()) {
       shapes.push_back(p->data().shape());
       p->data() = Tensor();
       p->grad() = Tensor();
     }
-    replaced_.push_back({i, std::move(whole), std::move(shapes)});
+    replaced_.push_back({c.path, std::move(whole), std::move(shapes)});
   }
   model_.tie_head();
   for (auto* p : model_.parameters()) {
     memory_.rank_parameter_bytes += bytes_of(p->data());
     if (!splits_.count(p)) memory_.replicated_bytes += bytes_of(p->data());
   }
-}
-
-std::unique_ptr<Module> TensorParallel::cut_layer(Module& full, const std::string& name) {
-  const std::string type = full.type_name();
-  const int64_t C = model_.spec().width, W = comm_.size();
-  if (type == "Embedding") {
-    vocab_parallel_ = true;
-    vocab_first_ = model_.spec().outputs / W * comm_.rank();
-    return std::make_unique<VocabParallelEmbedding>(comm_, model_.spec().outputs, C, name);
-  }
-  if (type == "TiedLinear") return std::make_unique<VocabParallelHead>(comm_);
-  DPB_CHECK(type == "TransformerBlock") << "--mode=tp: no way to cut a " << type;
-  const int64_t heads = model_.spec().heads;
-  auto attn = std::make_unique<CausalSelfAttention>(
-      C, heads / W, C / W, std::make_unique<ColumnParallelLinear>(comm_, C, 3 * C, 3, name + ".attn.c_attn"),
-      std::make_unique<RowParallelLinear>(comm_, C, C, name + ".attn.c_proj"));
-  auto mlp = std::make_unique<Sequential>();
-  mlp->add("c_fc", std::make_unique<ColumnParallelLinear>(comm_, C, 4 * C, 1, name + ".mlp.c_fc"));
-  mlp->add("gelu", std::make_unique<GELU>());
-  mlp->add("c_proj", std::make_unique<RowParallelLinear>(comm_, 4 * C, C, name + ".mlp.c_proj"));
-  return std::make_unique<TransformerBlock>(C, std::move(attn), std::move(mlp));
 }
 
 void TensorParallel::copy_parts(Module& full, Module& cut) {
@@ -459,7 +513,7 @@ void TensorParallel::gather_full_parameters() {
   if (gathered_) return;
   const Device device = model_.device();
   for (auto& r : replaced_) {
-    Module& cut = model_.layer(r.layer);
+    Module& cut = module_at(model_, r.path);
     auto part = cut.named_parameters();
     auto whole = r.full->named_parameters();
     for (size_t i = 0; i < part.size(); ++i) {
@@ -473,8 +527,9 @@ void TensorParallel::gather_full_parameters() {
     r.full->to(device);
     r.full->train(model_.is_training());
     // The cut layer stays alive: the optimizer still holds its parameters.
-    r.full = model_.replace_layer(r.layer, std::move(r.full));
+    r.full = model_.replace_module(r.path, std::move(r.full));
   }
+  for (const std::string& path : headed_) module_at(model_, path).split_heads(1);
   model_.tie_head();
   comm_.take();
   gathered_ = true;

@@ -1,27 +1,27 @@
 #pragma once
 // Tensor parallelism within a node, as Megatron-LM (Shoeybi et al., 2019, section 3):
 // every rank of the group holds a part of each large layer and sees the whole batch.
-//   - GPT-2: in each block, attention's fused query/key/value projection c_attn and the
-//     MLP's first linear c_fc are column-parallel (a rank keeps its heads' query, key and
-//     value rows, and its quarter of the hidden units); the output projections
-//     attn.c_proj and mlp.c_proj are row-parallel, their partial products summed by one
-//     all-reduce each in the forward. The input of each column-parallel layer is the
-//     whole activation (Megatron's f: identity forward, all-reduce of its gradient in the
-//     backward). So a block costs two all-reduces forward and two backward.
-//   - The token embedding is vocabulary-parallel (a rank keeps rows [r V/W, (r+1) V/W)
-//     of the table; the lookup's partial rows are summed by an all-reduce) and so is the
-//     tied output head: each rank computes its part of the logits, and the loss is the
-//     vocabulary-parallel cross-entropy (max, sum of exponentials and the label's logit
-//     of each part, all-gathered: one collective of 4 floats a token), never the whole
-//     logits.
-//   - An MLP of linear layers (mlp, widemlp, simple): consecutive pairs of linears are
-//     column- then row-parallel; an odd last linear (a classifier of 10 classes) is
-//     replicated.
-//   - Layer norms, position embeddings and row-parallel biases are replicated: their
-//     gradients are the same on every rank (their inputs and output gradients are).
-// The model is cut in place: its layers are replaced by layers holding this rank's parts,
-// with the same parameter names and order (so the optimizer, weight decay mask and
-// checkpoints see the usual names). gather_full_parameters() puts the whole layers back.
+// What is cut is the model's own declared plan (ModelSpec::tp_plan, beside its
+// definition, as torchtitan's parallelize plans): this applier knows no model.
+//   - colwise: a Linear's outputs (a rank keeps its rows of the weight and bias; in
+//     `blocks` blocks for a fused projection: its heads' query, key and value rows). Its
+//     input is the whole activation (Megatron's f: identity forward, all-reduce of its
+//     gradient in the backward).
+//   - rowwise: a Linear's inputs (its columns of the weight), the partial products summed
+//     by one all-reduce in the forward, the (replicated) bias added once.
+//   - vocab: an Embedding's rows [r V/W, (r+1) V/W), each lookup's partial rows summed
+//     by an all-reduce; vocab_head: the tied output head over those rows, each rank
+//     computing its part of the logits, and the loss the vocabulary-parallel
+//     cross-entropy (max, sum of exponentials and the label's logit of each part,
+//     all-gathered: one collective of 4 floats a token), never the whole logits.
+//   - heads: attention over 1/W of its heads (its q/k/v colwise, its output rowwise).
+//   - anything no rule names is replicated: its gradients are the same on every rank.
+// GPT-2's plan (engine/models/registry.cpp) is Megatron's: two all-reduces forward and
+// two backward per block. The MLPs' (mlp, widemlp): fc1 colwise, fc2 rowwise.
+// The model is cut in place: each module the plan names is replaced by one holding this
+// rank's parts, with the same parameter names and order (so the optimizer, weight decay
+// mask and checkpoints see the usual names). gather_full_parameters() puts the whole
+// modules back.
 #include <map>
 #include <memory>
 #include <string>
@@ -203,13 +203,12 @@ class TensorParallel {
 
  private:
   struct Replaced {
-    size_t layer;
+    std::string path;
     // The whole layer, its parameters released while the cut one trains (no rank keeps a
     // whole copy); their shapes, to allocate them again when the parts are gathered.
     std::unique_ptr<Module> full;
     std::vector<Shape> shapes;
   };
-  std::unique_ptr<Module> cut_layer(Module& full, const std::string& name);
   void copy_parts(Module& full, Module& cut);
   // A cut parameter's whole shape.
   Shape full_shape(const Parameter& p, TpSplit s) const;
@@ -217,6 +216,7 @@ class TensorParallel {
   Model& model_;
   TpComm comm_;
   std::vector<Replaced> replaced_;
+  std::vector<std::string> headed_;  // the modules whose heads are split
   std::map<const Parameter*, TpSplit> splits_;
   bool vocab_parallel_ = false;
   int64_t vocab_first_ = 0;

@@ -244,10 +244,19 @@ TEST(TensorParallel, ModelsThatCannotBeCutAreNamedWithTheReason) {
   EXPECT_NE(mlp3.find("512 outputs"), std::string::npos) << mlp3;
   auto lenet = build_model("lenet", g);
   const std::string conv = TensorParallel::cannot_split(*lenet, 2);
-  EXPECT_NE(conv.find("Conv2d"), std::string::npos) << conv;
-  EXPECT_NE(conv.find("gpt2"), std::string::npos) << conv;  // names what it can cut
+  EXPECT_NE(conv.find("declares no tensor-parallel plan"), std::string::npos) << conv;
+  EXPECT_NE(conv.find("ModelSpec::tp_plan"), std::string::npos) << conv;  // where one is declared
   auto simple = build_model("simple", g);
-  EXPECT_NE(TensorParallel::cannot_split(*simple, 2).find("no pair of linear layers"), std::string::npos);
+  EXPECT_NE(TensorParallel::cannot_split(*simple, 2).find("declares no tensor-parallel plan"), std::string::npos);
+  // A plan that names what the model lacks, or cuts what cannot be cut, says which rule.
+  simple->set_tp_plan({{"fc2", TpStyle::colwise}});
+  EXPECT_NE(TensorParallel::cannot_split(*simple, 2).find("its plan names 'fc2', which is no module of it"),
+            std::string::npos);
+  simple->set_tp_plan({{"fc", TpStyle::heads}});
+  EXPECT_NE(TensorParallel::cannot_split(*simple, 2).find("is a Linear, which has no attention heads"),
+            std::string::npos);
+  simple->set_tp_plan({{"fc", TpStyle::colwise}});  // one output
+  EXPECT_NE(TensorParallel::cannot_split(*simple, 2).find("layer 'fc' has 1 outputs"), std::string::npos);
   // A transformer judged from its description alone, as the launcher does: the same
   // answer, and no parameter allocated (GPT-2 124M's would be 498 MB).
   reset_peak_memory(Device::cpu());

@@ -436,7 +436,7 @@ TEST(DpbenchTp, ReportVerifyTwoDimensionsAndAHungRank) {
   for (const auto& [flags, says] :
        {std::pair<std::string, std::string>{"--mode=tp --gpus=3 --model=gpt2-tiny --data=synthetic",
                                             "its 4 heads do not divide evenly"},
-        {"--mode=tp --gpus=2 --model=resnet18", "its layer 'conv1' is a Conv2d"},
+        {"--mode=tp --gpus=2 --model=resnet18", "'resnet18' over 2 ranks: it declares no tensor-parallel plan"},
         {"--mode=ddp --tp=3 --gpus=4 --model=mlp", "does not divide the 4 rank(s)"},
         {"--mode=fsdp --tp=2 --gpus=2 --model=mlp", "--tp=2 is for --mode=ddp"},
         // The flag the user gave is the one named, not a mode they did not choose.

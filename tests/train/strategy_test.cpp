@@ -17,6 +17,10 @@
 #include "engine/data/synthetic.h"
 #include "engine/data/tokens.h"
 #include "engine/nn/batchnorm2d.h"
+#include "engine/nn/gelu.h"
+#include "engine/nn/linear.h"
+#include "engine/nn/relu.h"
+#include "engine/parallel/tensor_parallel.h"
 #include "tests/support/ranks.h"
 
 namespace dpb {
@@ -162,7 +166,7 @@ TEST_P(Strategies, EveryModeTrainsLikeOneDevice) {
     }
   }
   if (name == "lenet") {
-    EXPECT_NE(TensorParallel::cannot_split(*probe, 2).find("Conv2d"), std::string::npos);
+    EXPECT_NE(TensorParallel::cannot_split(*probe, 2).find("declares no tensor-parallel plan"), std::string::npos);
   }
   // 2D: 2 data-parallel groups of 2 tensor-parallel ranks; each data rank half the batch.
   if (TensorParallel::cannot_split(*probe, 2).empty()) {
@@ -244,10 +248,63 @@ TEST(Strategies, ClippingTheGlobalNormMatchesOneDevice) {
   EXPECT_GT(relative_difference(unclipped.params, single.params, initial), 1e-2);
 }
 
+// A model the registry does not know, defined here with its own plans: what adding a
+// model to every mode takes is this one place. Megatron's pair, a column-parallel linear
+// then a row-parallel one, and a replicated head; FSDP's units are its two cut layers,
+// the head in the root.
+std::unique_ptr<Model> tp_test_net(Generator& gen, const ModelOptions&) {
+  ModelSpec spec;
+  spec.name = "tp-test-net";
+  spec.input = Shape{12};
+  spec.outputs = 6;
+  spec.loss = LossKind::mse;
+  spec.fsdp_units = {"pair", "mix"};
+  spec.tp_plan = {{"pair", TpStyle::colwise}, {"mix", TpStyle::rowwise}};
+  auto m = std::make_unique<Model>(spec);
+  m->add("pair", std::make_unique<Linear>(12, 24, true, &gen));
+  m->add("act", std::make_unique<GELU>());
+  m->add("mix", std::make_unique<Linear>(24, 12, true, &gen));
+  m->add("relu", std::make_unique<ReLU>(true));
+  m->add("head", std::make_unique<Linear>(12, 6, true, &gen));
+  return m;
+}
+const bool kTestNetRegistered = (register_model("tp-test-net", tp_test_net), true);
+
+TEST(Strategies, AModelDefinedOutsideTheRegistryIsCutByItsOwnPlan) {
+  ASSERT_TRUE(kTestNetRegistered);
+  Generator g(5);
+  auto net = build_model("tp-test-net", g);
+  EXPECT_EQ(TensorParallel::cannot_split(*net, 2), "");
+  EXPECT_EQ(TensorParallel::cannot_split(*net, 4), "");
+  EXPECT_NE(TensorParallel::cannot_split(*net, 5).find("layer 'pair' has 24 outputs"), std::string::npos);
+  EXPECT_THROW(register_model("tp-test-net", tp_test_net), Error);
+  // Each rank keeps its half of pair's rows and of mix's columns.
+  test::run_ranks_ok(2, [&](int rank, comm::ProcessGroup& pg) {
+    Generator gr(5);
+    auto model = build_model("tp-test-net", gr);
+    const std::vector<float> whole = model->named_parameters().front().second->data().to_vector();
+    TensorParallel tp(*model, pg);
+    const auto params = model->named_parameters();
+    ASSERT_EQ(params.front().first, "pair.weight");
+    EXPECT_EQ(params.front().second->data().shape(), (Shape{12, 12}));
+    EXPECT_EQ(params[2].second->data().shape(), (Shape{12, 12}));  // mix.weight: its 12 of 24 columns
+    EXPECT_EQ(params[4].second->data().shape(), (Shape{6, 12}));   // head.weight: replicated
+    const std::vector<float> part = params.front().second->data().to_vector();
+    // Row 5 of this rank's part is row 12 x rank + 5 of the whole.
+    for (int c = 0; c < 12; ++c) ASSERT_EQ(part[5 * 12 + c], whole[(12 * rank + 5) * 12 + c]);
+  });
+}
+
 // gpt2-tiny: i32 tokens through every mode, and in the pipeline a tied output head on
-// another stage than the token embedding it shares its weight with.
-INSTANTIATE_TEST_SUITE_P(Models, Strategies, ::testing::Values("mlp", "lenet", "gpt2-tiny"),
-                         [](const auto& info) { return info.param == "gpt2-tiny" ? std::string("gpt2_tiny") : info.param; });
+// another stage than the token embedding it shares its weight with; tp-test-net, the
+// model defined above, through every mode too.
+INSTANTIATE_TEST_SUITE_P(Models, Strategies, ::testing::Values("mlp", "lenet", "gpt2-tiny", "tp-test-net"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
 
 TEST(Strategies, TheModeIsChosenExplicitlyAndOptionsMustFitIt) {
   cpu::set_threads_per_device(1);
