@@ -1,5 +1,6 @@
 #include "engine/models/model.h"
 
+#include "engine/models/gpt2.h"
 #include "engine/nn/embedding.h"
 #include "engine/nn/tied_linear.h"
 
@@ -40,8 +41,7 @@ Tensor Model::random_batch(int64_t batch, Device device, Generator& gen) const {
 
 double Model::flops_per_token() {
   if (!spec_.per_position || spec_.layers == 0) return 0;
-  const double n = static_cast<double>(parameter_count() - spec_.context * spec_.width);
-  return 6.0 * n + 12.0 * static_cast<double>(spec_.layers * spec_.width * spec_.input[0]);
+  return gpt2_flops_per_token(spec_, parameter_count());
 }
 
 std::vector<bool> Model::weight_decay_mask() {

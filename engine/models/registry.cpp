@@ -5,16 +5,14 @@
 #include <map>
 #include <mutex>
 
+#include "engine/models/gpt2.h"
 #include "engine/models/model.h"
 #include "engine/nn/basic_block.h"
 #include "engine/nn/bottleneck.h"
 #include "engine/nn/flatten.h"
 #include "engine/nn/global_avg_pool2d.h"
 #include "engine/nn/linear.h"
-#include "engine/nn/embedding.h"
 #include "engine/nn/pool2d.h"
-#include "engine/nn/tied_linear.h"
-#include "engine/nn/transformer_block.h"
 
 namespace dpb {
 
@@ -188,72 +186,12 @@ std::unique_ptr<Model> widemlp(Generator& gen, const ModelOptions&) {
   return m;
 }
 
-// GPT-2 as nanoGPT builds it (bias everywhere, tanh GELU, pre-norm blocks, tied
-// token embedding and output head), with nanoGPT's parameter names: transformer.wte,
-// transformer.wpe, transformer.h.<i>.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc,
-// mlp.c_proj}, transformer.ln_f, and lm_head (tied to transformer.wte.weight, so the
-// weight is stored once). Each block is a layer of the Sequential, so a pipeline cuts
-// between blocks. The input is (T) i32 tokens, the output (T, vocab) logits per sample.
-struct Gpt2Config {
-  const char* name;
-  int64_t layers, heads, width, context, vocab;
-};
-
-ModelSpec gpt2_spec(const Gpt2Config& c, const ModelOptions& o) {
-  const int64_t T = o.seq == 0 ? c.context : o.seq;
-  DPB_CHECK(T >= 1 && T <= c.context) << c.name << " takes sequences of 1 to " << c.context << " tokens, got "
-                                      << T << " (--seq)";
-  ModelSpec spec = make_spec(c.name, Shape{T}, c.vocab, LossKind::cross_entropy, false);
-  spec.input_dtype = DType::i32;
-  spec.per_position = true;
-  spec.head_tied_to = "transformer.wte.weight";
-  spec.layers = c.layers;
-  spec.width = c.width;
-  spec.heads = c.heads;
-  spec.context = c.context;
-  // Each block is an FSDP unit; the embeddings, the last LayerNorm and the tied head
-  // belong to the root (torchtitan's fully_shard per block, then the whole model).
-  spec.fsdp_units = {"transformer.h."};
-  // Megatron-LM's plan (torchtitan's for Llama, on nanoGPT's names): in each block the
-  // fused q/k/v and the MLP's first linear column-parallel (a rank keeps its heads' q, k
-  // and v rows, its quarter of the hidden units), the two output projections row-parallel
-  // (one all-reduce each), attention over the rank's heads; the token embedding and the
-  // tied head over its rows vocabulary-parallel. Norms and the position table replicated.
-  spec.tp_plan = {{"transformer.wte", TpStyle::vocab},
-                  {"transformer.h.*.attn", TpStyle::heads},
-                  {"transformer.h.*.attn.c_attn", TpStyle::colwise, 3},
-                  {"transformer.h.*.attn.c_proj", TpStyle::rowwise},
-                  {"transformer.h.*.mlp.c_fc", TpStyle::colwise},
-                  {"transformer.h.*.mlp.c_proj", TpStyle::rowwise},
-                  {"lm_head", TpStyle::vocab_head}};
-  return spec;
+// GPT-2 (engine/models/gpt2.cpp, on one page).
+std::unique_ptr<Model> gpt2(Generator& gen, const ModelOptions& o) { return build_gpt2(*gpt2_configs()[0], gen, o); }
+std::unique_ptr<Model> gpt2_medium(Generator& gen, const ModelOptions& o) {
+  return build_gpt2(*gpt2_configs()[1], gen, o);
 }
-
-std::unique_ptr<Model> gpt2_model(const Gpt2Config& c, Generator& gen, const ModelOptions& o) {
-  auto m = std::make_unique<Model>(gpt2_spec(c, o));
-  m->add("transformer.wte", std::make_unique<Embedding>(c.vocab, c.width, &gen));
-  m->add("transformer.wpe", std::make_unique<PositionEmbedding>(c.context, c.width, &gen));
-  for (int64_t i = 0; i < c.layers; ++i)
-    m->add("transformer.h." + std::to_string(i), std::make_unique<TransformerBlock>(c.width, c.heads, c.layers, &gen));
-  m->add("transformer.ln_f", std::make_unique<LayerNorm>(c.width));
-  m->add("lm_head", std::make_unique<TiedLinear>());
-  m->tie_head();
-  return m;
-}
-
-// GPT-2 124M (12 layers, 12 heads, 768 wide, context 1024) and 350M (24, 16, 1024), with
-// the vocabulary of 50257 padded to 50304 (a multiple of 128) as llm.c and nanoGPT do.
-constexpr Gpt2Config kGpt2{"gpt2", 12, 12, 768, 1024, 50304};
-constexpr Gpt2Config kGpt2Medium{"gpt2-medium", 24, 16, 1024, 1024, 50304};
-constexpr Gpt2Config kGpt2Tiny{"gpt2-tiny", 2, 4, 64, 256, 512};
-
-std::unique_ptr<Model> gpt2(Generator& gen, const ModelOptions& o) { return gpt2_model(kGpt2, gen, o); }
-
-std::unique_ptr<Model> gpt2_medium(Generator& gen, const ModelOptions& o) { return gpt2_model(kGpt2Medium, gen, o); }
-
-// A GPT-2 small enough for tests: 2 layers, 4 heads, 64 wide, context 256, and a
-// vocabulary of 512 (byte-level text uses its first 256 tokens).
-std::unique_ptr<Model> gpt2_tiny(Generator& gen, const ModelOptions& o) { return gpt2_model(kGpt2Tiny, gen, o); }
+std::unique_ptr<Model> gpt2_tiny(Generator& gen, const ModelOptions& o) { return build_gpt2(*gpt2_configs()[2], gen, o); }
 
 // The registry: the built-in models, then any register_model() added (in that order).
 struct Registry {
@@ -289,7 +227,7 @@ void register_model(const std::string& name, ModelBuilder build) {
 }
 
 std::optional<ModelSpec> describe_transformer(const std::string& name, const ModelOptions& options) {
-  for (const Gpt2Config* c : {&kGpt2, &kGpt2Medium, &kGpt2Tiny})
+  for (const Gpt2Config* c : gpt2_configs())
     if (name == c->name) return gpt2_spec(*c, options);
   return std::nullopt;
 }

@@ -5,12 +5,11 @@
 #include <cmath>
 
 #include "engine/backend/ops.h"
+#include "engine/models/gpt2.h"
 #include "engine/models/model.h"
-#include "engine/nn/attention.h"
 #include "engine/nn/embedding.h"
 #include "engine/nn/gelu.h"
 #include "engine/nn/layer_norm.h"
-#include "engine/nn/transformer_block.h"
 #include "tests/nn/gradcheck.h"
 
 namespace dpb {
