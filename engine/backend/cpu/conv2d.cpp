@@ -94,11 +94,9 @@ convolution_forward::primitive_desc forward_pd(CpuContext& ctx, const ConvShapes
 
 // The algorithm for this convolution, all three passes: Winograd (F(4x4, 3x3)) for 3x3
 // stride-1 convolutions whose output is at least 7x7, where oneDNN has optimised kernels
-// for it (AVX-512); else direct. Measured one pass at a time on a 2-vCPU Xeon (batch 16,
-// one thread), Winograd against direct:
-//   ResNet-18 (CIFAR): 32x32x64, 16x16x128, 8x8x256 1.6-2.0x faster in every pass;
-//   4x4x512 1.3-2.1x slower;
-//   ResNet-50's shapes (ImageNet): 56x56x64 to 14x14x256 1.6-2.3x faster, 7x7x512 1.1-1.45x.
+// for it (AVX-512); else direct. Measured one pass at a time (batch 16, one thread),
+// Winograd against direct, it is faster from 7x7 up and slower at 4x4
+// (reports/results/cpu-winograd-2026-11-26.md).
 // A rule of the shape, not a timing: the same layer runs the same arithmetic in every run
 // and on every rank (the two algorithms round differently).
 algorithm conv_algorithm(CpuContext& ctx, const ConvShapes& s) {
@@ -127,15 +125,11 @@ algorithm conv_algorithm(CpuContext& ctx, const ConvShapes& s) {
 // Our own Winograd F(4x4, 3x3) (winograd.h) where oneDNN has no Winograd kernels
 // (processors without AVX-512, or oneDNN held below it): 3x3 stride-1 padding-1
 // convolutions of at least 32 channels in and out (in blocks of eight), the forward and
-// data gradient where the output is at least 8x8, the weight gradient from 4x4. Measured
-// one pass at a time with oneDNN held to AVX2 on a 2-vCPU Xeon (batch 16, one thread),
-// against oneDNN's direct AVX2 kernels (forward / data gradient / weight gradient):
-//   32x32x64 1.7-1.9x / 1.75-1.9x / 1.5-2.0x faster; 16x16x128 1.8-2.3x / 1.9-2.3x /
-//   2.0-2.3x; 8x8x256 1.8-2.25x / 1.8-2.3x / 2.2-2.4x;
-//   4x4x512 0.94-1.02x / 1.02x / 1.8x: at 4x4 the 36-point filters (4x the weights) cost
-//   as much as the products they save, except in the weight gradient;
-//   32 channels 1.1-1.7x in every pass from 8x8; 16 channels as low as 0.5x (batch 2,
-//   8x8) and 0.73x (the weight gradient at batch 16).
+// data gradient where the output is at least 8x8, the weight gradient from 4x4: where,
+// measured one pass at a time with oneDNN held to AVX2 (batch 16, one thread), it beats
+// oneDNN's direct AVX2 kernels; at 4x4 the 36-point filters (4x the weights) cost as much
+// as the products they save, except in the weight gradient, and below 32 channels it can
+// lose (reports/results/cpu-winograd-avx2-2026-11-26.md).
 // A rule of the shape and the pass, as oneDNN's above.
 constexpr int64_t kOwnWinogradMinSide = 8;  // forward and data gradient; the weight gradient from 4
 bool own_winograd(CpuContext& ctx, const ConvShapes& s, bool weight_gradient) {
@@ -254,8 +248,8 @@ ConvLayouts choose_layouts(CpuContext& ctx, const Tensor& x, const Tensor& w, co
       return false;
     };
     // Channels-last throughout: oneDNN's brgemm and direct kernels take any channel
-    // count there (LeNet's 6 -> 16 convolution: 0.9 ms a step instead of 3.9 ms of
-    // im2col + GEMM on an AVX-512 core).
+    // count there (LeNet's 6 -> 16 convolution ran im2col + GEMM otherwise:
+    // reports/results/cpu-speed-scaling-2026-11-25.md).
     auto all_nhwc = [&] {
       ConvShapes n = given;
       n.src_layout = n.dst_layout = Layout::nhwc;

@@ -2,15 +2,10 @@
 // PyTorch; every transpose is a GEMM argument, never a copy.
 //
 // Every product is the GEMM over the operands in their own layouts (nothing
-// packed or copied by us). Against the matmul primitive it replaced (brgemm kernels, the
+// packed or copied by us). It replaced oneDNN's matmul primitive (brgemm kernels, the
 // weight read transposed forward, the second operand reordered into oneDNN's layout for
-// the backward products with many rows), one AVX-512 core, fp32, GFLOP/s:
-//   - forward: MLP 64x784x512 172 against 160; GPT-2's 1024x768x3072 193 against 176,
-//     its head 1024x768x50304 197 against 175;
-//   - data gradients: 64x512x784 180 against 131, the head 170 against 162;
-//   - weight gradients: the head 191 against 171;
-//   - the rest within a few percent either way.
-// GPT-2 (batch 4 x 256, --op-profile, one run each): its linear layers 4.3 s a step against 4.9 s.
+// the backward products with many rows), faster on every product measured: the figures,
+// per product, are in reports/results/cpu-gemm-simulate-2026-11-25.md.
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/dnnl_util.h"
 #include "engine/backend/cpu/fast_math.h"
