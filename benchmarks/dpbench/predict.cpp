@@ -63,7 +63,6 @@ reports::RunReport prediction_report(const BenchOptions& o, const std::vector<st
   return report;
 }
 
-
 // A trace's other communication (all-to-all, send/recv: what compute did not hide) added
 // to each point, scaled to its rank count; throughput and E(N) again from the new steps.
 void add_other_communication(sim::Simulation& s, const sim::TraceProfile& t, const sim::StepProfile& p,

@@ -83,11 +83,14 @@ size_t median_step(const std::vector<Span64>& steps) {
   return order[(order.size() - 1) / 2];
 }
 
-int64_t busy(const std::vector<const Launched*>& pieces) {
+// The device time of `pieces`, as disjoint spans in order.
+std::vector<Span64> spans_of(const std::vector<const Launched*>& pieces) {
   std::vector<Span64> s;
   for (const auto* p : pieces) s.emplace_back(p->work->begin_ns, p->work->end_ns);
-  return trace::union_ns(std::move(s), kLo, kHi);
+  return trace::merged(std::move(s), kLo, kHi);
 }
+
+int64_t busy(const std::vector<const Launched*>& pieces) { return trace::total_length(spans_of(pieces)); }
 
 int64_t summed(const std::vector<const Launched*>& pieces, int64_t after, int64_t upto) {
   int64_t ns = 0;
@@ -142,7 +145,8 @@ TraceProfile profile_from_trace(const std::string& path, int64_t unit_bytes) {
     return it != backward.end() && !it->second.empty() && it->second.front().first <= at && !inside(optimizer, at);
   };
 
-  const Span64 step = t.steps[median_step(t.steps)];
+  const size_t step_index = median_step(t.steps);
+  const Span64 step = t.steps[step_index];
   out.measured_step_s = seconds(step.second - step.first);
 
   std::vector<Launched> launched;
@@ -178,11 +182,6 @@ TraceProfile profile_from_trace(const std::string& path, int64_t unit_bytes) {
   DPB_CHECK(!bwd.empty()) << doc << ": its median step ran no backward (no op of autograd's backward launched device "
                           << "work): a trace of inference or of the forward alone cannot predict training";
 
-  const auto spans_of = [](const std::vector<const Launched*>& v) {
-    std::vector<Span64> s;
-    for (const auto* p : v) s.emplace_back(p->work->begin_ns, p->work->end_ns);
-    return trace::merged(std::move(s), kLo, kHi);
-  };
   const std::vector<Span64> cu = spans_of(compute), ar = spans_of(gradient_ar), oc = spans_of(other_comm);
   const int64_t compute_ns = trace::total_length(cu);
   const int64_t ar_exposed = trace::total_length(trace::difference(ar, cu));
@@ -317,8 +316,8 @@ TraceProfile profile_from_trace(const std::string& path, int64_t unit_bytes) {
   p.evidence = fmt::format(
       "{} step {} of {} ({:.2f} ms; rank {} of {}{}), GPU {}: forward {:.2f} ms, backward {:.2f} ms, optimizer {:.2f} "
       "ms, host and gaps {:.2f} ms; {:.1f} MiB of gradients from {}",
-      escape_untrusted(std::filesystem::path(k.path).filename().string()), median_step(t.steps) + 1, t.steps.size(), out.measured_step_s * 1e3, out.rank,
-      out.world, out.gpu.empty() ? "" : ", " + escape_untrusted(out.gpu), device, forward_s * 1e3, backward_s * 1e3,
+      escape_untrusted(std::filesystem::path(k.path).filename().string()), step_index + 1, t.steps.size(),
+      out.measured_step_s * 1e3, out.rank, out.world, out.gpu.empty() ? "" : ", " + escape_untrusted(out.gpu), device, forward_s * 1e3, backward_s * 1e3,
       p.optimizer_s * 1e3, p.other_s * 1e3, static_cast<double>(p.gradient_bytes()) / (1 << 20), out.gradients_from);
   return out;
 }

@@ -5,7 +5,7 @@
 //
 // From the trace's median profiled step (ProfilerStep#N) on the GPU that ran most:
 //   phases   each piece of device work by the host call that launched it: inside
-//            Optimizer.step# the optimizer; inside an op of autograd.s backward (its
+//            Optimizer.step# the optimizer; inside an op of autograd's backward (its
 //            own thread) the backward; the rest of the step the forward;
 //   compute  each phase's busy time on the device (the union of its kernels, copies and
 //            sets), communication kernels apart;

@@ -348,7 +348,7 @@ class Builder {
   // A collective the host issued: "nccl:OP" / "gloo:OP" (ProcessGroupNCCL's and
   // ProcessGroupGloo's record_function, with the input's shape under record_shapes), or a
   // record_param_comms that names its collective and message size. Both may stand for one
-  // call: the record_function is kept where the file has one (collectives_from_comms_).
+  // call: the record_function is kept where the file has one (annotated_).
   void collective(const Event& e, int64_t begin, int64_t end) {
     auto& t = out_.timeline;
     const bool annotated = starts_with(e.name, "nccl:") || starts_with(e.name, "gloo:");

@@ -186,22 +186,27 @@ std::unique_ptr<Model> widemlp(Generator& gen, const ModelOptions&) {
   return m;
 }
 
-// GPT-2 (engine/models/gpt2.cpp, on one page).
-std::unique_ptr<Model> gpt2(Generator& gen, const ModelOptions& o) { return build_gpt2(*gpt2_configs()[0], gen, o); }
-std::unique_ptr<Model> gpt2_medium(Generator& gen, const ModelOptions& o) {
-  return build_gpt2(*gpt2_configs()[1], gen, o);
-}
-std::unique_ptr<Model> gpt2_tiny(Generator& gen, const ModelOptions& o) { return build_gpt2(*gpt2_configs()[2], gen, o); }
-
-// The registry: the built-in models, then any register_model() added (in that order).
+// The registry: the built-in models, the GPT-2s (engine/models/gpt2.cpp), then any
+// register_model() added, in that order.
 struct Registry {
   std::mutex mutex;
-  std::map<std::string, ModelBuilder> builders{
-      {"simple", simple}, {"mlp", mlp}, {"lenet", lenet}, {"resnet18", resnet18},
-      {"resnet50", resnet50}, {"resnet101", resnet101}, {"vgg16", vgg16}, {"widemlp", widemlp},
-      {"gpt2", gpt2}, {"gpt2-medium", gpt2_medium}, {"gpt2-tiny", gpt2_tiny}};
-  std::vector<std::string> names{"simple", "mlp",     "lenet", "resnet18", "resnet50",    "resnet101",
-                                 "vgg16",  "widemlp", "gpt2",  "gpt2-medium", "gpt2-tiny"};
+  std::map<std::string, ModelBuilder> builders;
+  std::vector<std::string> names;
+
+  Registry() {
+    for (const auto& [name, build] : std::initializer_list<std::pair<const char*, ModelBuilder>>{
+             {"simple", simple}, {"mlp", mlp}, {"lenet", lenet}, {"resnet18", resnet18}, {"resnet50", resnet50},
+             {"resnet101", resnet101}, {"vgg16", vgg16}, {"widemlp", widemlp}})
+      add(name, build);
+    for (const Gpt2Config* c : gpt2_configs())
+      add(c->name, [c](Generator& gen, const ModelOptions& o) { return build_gpt2(*c, gen, o); });
+  }
+  void add(const std::string& name, ModelBuilder build) {
+    DPB_CHECK(!name.empty() && build) << "register_model needs a name and a builder";
+    DPB_CHECK(!builders.count(name)) << "a model named '" << name << "' is already registered";
+    builders.emplace(name, std::move(build));
+    names.push_back(name);
+  }
 };
 
 Registry& registry() {
@@ -220,10 +225,7 @@ const std::vector<std::string>& model_names() {
 void register_model(const std::string& name, ModelBuilder build) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  DPB_CHECK(!name.empty() && build) << "register_model needs a name and a builder";
-  DPB_CHECK(!r.builders.count(name)) << "a model named '" << name << "' is already registered";
-  r.builders.emplace(name, std::move(build));
-  r.names.push_back(name);
+  r.add(name, std::move(build));
 }
 
 std::optional<ModelSpec> describe_transformer(const std::string& name, const ModelOptions& options) {

@@ -160,16 +160,22 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules() {
 
 std::unique_ptr<Module> Module::replace_module(const std::string& path, std::unique_ptr<Module> m) {
   // A child's own name may hold dots (a model's layer "transformer.h.0"): the child whose
-  // name is the path, or a prefix of it up to a dot.
+  // name is the path, else the one with the longest name that is a prefix of it up to a dot.
+  Module* via = nullptr;
+  size_t via_length = 0;
   for (auto& [name, c] : children_) {
     if (path == name) {
       m->set_needs_input_grad(c->needs_input_grad());
       return replace_child(name, std::move(m));
     }
-    if (path.size() > name.size() && path.compare(0, name.size(), name) == 0 && path[name.size()] == '.')
-      return c->replace_module(path.substr(name.size() + 1), std::move(m));
+    if (path.size() > name.size() && name.size() > via_length && path.compare(0, name.size(), name) == 0 &&
+        path[name.size()] == '.') {
+      via = c.get();
+      via_length = name.size();
+    }
   }
-  DPB_FAIL() << type_name() << ": no module at '" << path << "' to replace";
+  DPB_CHECK(via) << type_name() << ": no module at '" << path << "' to replace";
+  return via->replace_module(path.substr(via_length + 1), std::move(m));
 }
 
 }  // namespace dpb
