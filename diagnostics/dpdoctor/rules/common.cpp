@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "diagnostics/dpdoctor/rules/rules.h"
 
@@ -14,9 +16,12 @@ double median_of(std::vector<double> v) {
   return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
+// `v` to four significant figures. strtod, not std::stod: a subnormal value parses back
+// to itself with ERANGE set, which std::stod turns into an exception.
 double significant4(double v) {
   if (v == 0 || !std::isfinite(v)) return v;
-  return std::stod(fmt::format("{:.4g}", v));
+  const std::string text = fmt::format("{:.4g}", v);
+  return std::strtod(text.c_str(), nullptr);
 }
 
 // The rank holding the others back by `values` (per rank: its per-step series), against
