@@ -5,31 +5,33 @@
 
 #include "engine/core/error.h"
 #include "engine/core/text.h"
+#include "engine/parallel/strategy.h"
 
 namespace dpb {
 
 const std::vector<ModeInfo>& parallel_modes() {
   //                 mode                    name      help
   //                 distributed, splits_batch, multi_device_process, all_reduces_gradients,
-  //                 shards_state, splits_layers, pipelines, options only it takes
+  //                 shards_state, splits_layers, pipelines, options only it takes,
+  //                 the factory of its strategy
   static const std::vector<ModeInfo> modes{
       {ParallelMode::single, "single", "one device",  //
-       false, false, false, false, false, false, false, {}},
+       false, false, false, false, false, false, false, {}, strategies::single},
       {ParallelMode::dp, "dp", "one process, --gpus devices, as torch.nn.DataParallel",  //
-       false, false, true, false, false, false, false, {"--dp-forward", "--dp-input"}},
+       false, false, true, false, false, false, false, {"--dp-forward", "--dp-input"}, strategies::dp},
       {ParallelMode::ddp, "ddp",
        "one process per rank, as DistributedDataParallel; --gpus ranks on this node",  //
-       true, true, false, true, false, false, false, {"--bucket-mb"}},
+       true, true, false, true, false, false, false, {"--bucket-mb"}, strategies::ddp},
       {ParallelMode::pipeline, "mp", "one process, the model cut into --gpus pipeline stages",  //
-       false, false, true, false, false, false, true, {"--split", "--schedule", "--micro-batches"}},
+       false, false, true, false, false, false, true, {"--split", "--schedule", "--micro-batches"}, strategies::pipeline},
       {ParallelMode::fsdp, "fsdp",
        "one process per rank, parameters, gradients and optimizer state sharded across the ranks, as FSDP2's "
        "fully_shard",  //
-       true, true, false, false, true, false, false, {"--fsdp-reshard", "--fsdp-prefetch"}},
+       true, true, false, false, true, false, false, {"--fsdp-reshard", "--fsdp-prefetch"}, strategies::fsdp},
       {ParallelMode::tp, "tp",
        "one process per rank, each holding a part of every large layer and training on the whole batch, as "
        "Megatron-LM's tensor parallelism; within one node",  //
-       true, false, false, false, false, true, false, {}},
+       true, false, false, false, false, true, false, {}, strategies::tp},
   };
   return modes;
 }

@@ -1,6 +1,7 @@
 #pragma once
 // The ways a model is trained over devices, shared by the trainer, the harness, the
 // report model and the doctor: the parallel modes' registry and the pipeline schedule.
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -10,8 +11,17 @@ namespace dpb {
 
 enum class ParallelMode { single, dp, ddp, pipeline, fsdp, tp };
 
+class Model;
+class ParallelStrategy;
+struct StrategyOptions;
+// Builds a mode's strategy (engine/parallel/strategy.h): `unit_costs` receives what a
+// mode measured to place the model (the pipeline's per-unit costs), where it did.
+using StrategyFactory = std::unique_ptr<ParallelStrategy> (*)(Model& model, const StrategyOptions& o,
+                                                              std::vector<double>* unit_costs);
+
 // What a mode is, written once: its name on the command line and in reports, a line for
-// --help, and its traits. Code that must know something about a mode asks its traits
+// --help, its traits, the options only it takes and the factory of its strategy. Adding
+// a mode is an entry here (modes.cpp) and its strategy (strategy.cpp). Code that must know something about a mode asks its traits
 // ("does it all-reduce gradients?"), not its name.
 struct ModeInfo {
   ParallelMode mode;
@@ -28,6 +38,7 @@ struct ModeInfo {
   // The command-line options only this mode takes (given under another mode, an error
   // that names this one).
   std::vector<const char*> options;
+  StrategyFactory make_strategy;
 };
 // Every mode, in the order --help and error messages list them.
 const std::vector<ModeInfo>& parallel_modes();

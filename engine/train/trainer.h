@@ -19,8 +19,8 @@
 #include "engine/train/checkpoint.h"
 #include "engine/train/evaluate.h"
 #include "engine/train/progress.h"
-#include "engine/train/step_record.h"
-#include "engine/train/strategy.h"
+#include "engine/parallel/step_record.h"
+#include "engine/parallel/strategy.h"
 #include "engine/train/train_options.h"
 
 namespace dpb {

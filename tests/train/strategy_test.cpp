@@ -306,6 +306,36 @@ INSTANTIATE_TEST_SUITE_P(Models, Strategies, ::testing::Values("mlp", "lenet", "
                            return n;
                          });
 
+// The mode registry builds each mode's strategy: every entry has a factory, and what it
+// builds is that mode's, on the devices or the process group the mode runs on.
+TEST(Strategies, EachRegisteredModeBuildsItsOwnStrategy) {
+  cpu::set_threads_per_device(1);
+  cpu::CpuDeviceScope scope(0);
+  for (const ModeInfo& m : parallel_modes()) {
+    ASSERT_NE(m.make_strategy, nullptr) << m.name;
+    const auto build = [&](int rank, comm::ProcessGroup* pg) {
+      Generator g(1);
+      auto model = build_model("mlp", g);
+      SyntheticDataset data(model->spec().input, model->spec().loss, model->spec().outputs, 64, 1);
+      TrainOptions o;
+      o.batch = 8;
+      o.mode = m.mode;
+      o.device = Device::cpu(rank);
+      if (m.multi_device_process) o.devices = {Device::cpu(0), Device::cpu(1)};
+      o.ddp.group = pg;
+      Trainer t(*model, data, o);
+      EXPECT_EQ(t.strategy().mode(), m.mode) << m.name;
+      EXPECT_EQ(t.strategy().devices().size(), m.multi_device_process ? 2u : 1u) << m.name;
+      EXPECT_EQ(t.pipeline() != nullptr, m.pipelines) << m.name;
+    };
+    if (m.distributed) {
+      test::run_ranks_ok(2, [&](int r, comm::ProcessGroup& pg) { build(r, &pg); });
+    } else {
+      build(0, nullptr);
+    }
+  }
+}
+
 TEST(Strategies, TheModeIsChosenExplicitlyAndOptionsMustFitIt) {
   cpu::set_threads_per_device(1);
   cpu::CpuDeviceScope scope(0);

@@ -1,4 +1,4 @@
-#include "engine/train/strategy.h"
+#include "engine/parallel/strategy.h"
 
 #include <algorithm>
 #include <optional>
@@ -34,7 +34,7 @@ void move_model(Model& model, const Device& to) {
   if (from && !(*from == to)) empty_cache(*from);
 }
 
-void in_forward(const TrainOptions& o, const BatchContext& ctx) {
+void in_forward(const StrategyOptions& o, const BatchContext& ctx) {
   if (o.hooks.in_forward) o.hooks.in_forward(ctx.step);
 }
 
@@ -112,7 +112,7 @@ void record_collectives(const std::vector<CollectiveRecord>& collectives, const 
 
 class SingleDevice : public ParallelStrategy {
  public:
-  SingleDevice(Model& model, const TrainOptions& o) : model_(model), o_(o) {
+  SingleDevice(Model& model, const StrategyOptions& o) : model_(model), o_(o) {
     if (o_.cuda_graph) {
       DPB_CHECK(o_.device.is_cuda() && o_.accum_steps == 1)
           << "CUDA graphs need one CUDA device in single mode without accumulation (--devices=cuda, --mode=single)";
@@ -201,7 +201,7 @@ class SingleDevice : public ParallelStrategy {
   }
 
   Model& model_;
-  const TrainOptions& o_;
+  const StrategyOptions& o_;
   std::unique_ptr<GraphStep> graph_;
   int64_t eager_steps_ = 0;
 };
@@ -210,7 +210,7 @@ class SingleDevice : public ParallelStrategy {
 
 class DataParallelStrategy : public ParallelStrategy {
  public:
-  DataParallelStrategy(Model& model, const TrainOptions& o) : model_(model), o_(o) {
+  DataParallelStrategy(Model& model, const StrategyOptions& o) : model_(model), o_(o) {
     DPB_CHECK(o_.devices.size() >= 1) << "DataParallel needs at least one device";
     dp_ = std::make_unique<DataParallel>(model_, o_.devices);
   }
@@ -263,7 +263,7 @@ class DataParallelStrategy : public ParallelStrategy {
 
  private:
   Model& model_;
-  const TrainOptions& o_;
+  const StrategyOptions& o_;
   std::unique_ptr<DataParallel> dp_;
 };
 
@@ -271,7 +271,7 @@ class DataParallelStrategy : public ParallelStrategy {
 
 class DdpStrategy : public ParallelStrategy {
  public:
-  DdpStrategy(Model& model, const TrainOptions& o) : model_(model), o_(o) {
+  DdpStrategy(Model& model, const StrategyOptions& o) : model_(model), o_(o) {
     DPB_CHECK(o_.ddp.group) << "--mode=ddp needs this rank's process group";
     move_model(model_, o_.device);
     if (o_.ddp.sync_bn) convert_sync_batchnorm(model_, o_.ddp.group);
@@ -365,7 +365,7 @@ class DdpStrategy : public ParallelStrategy {
   }
 
   Model& model_;
-  const TrainOptions& o_;
+  const StrategyOptions& o_;
   std::unique_ptr<TensorParallel> tp_;
   std::unique_ptr<DistributedDataParallel> ddp_;
 };
@@ -374,7 +374,7 @@ class DdpStrategy : public ParallelStrategy {
 
 class FsdpStrategy : public ParallelStrategy {
  public:
-  FsdpStrategy(Model& model, const TrainOptions& o) : model_(model), o_(o) {
+  FsdpStrategy(Model& model, const StrategyOptions& o) : model_(model), o_(o) {
     DPB_CHECK(o_.ddp.group) << "--mode=fsdp needs this rank's process group";
     DPB_CHECK(!o_.ddp.sync_bn) << "--sync-bn is for --mode=ddp";
     move_model(model_, o_.device);
@@ -420,7 +420,7 @@ class FsdpStrategy : public ParallelStrategy {
 
  private:
   Model& model_;
-  const TrainOptions& o_;
+  const StrategyOptions& o_;
   std::unique_ptr<FullyShardedDataParallel> fsdp_;
 };
 
@@ -428,7 +428,7 @@ class FsdpStrategy : public ParallelStrategy {
 
 class TpStrategy : public ParallelStrategy {
  public:
-  TpStrategy(Model& model, const TrainOptions& o) : model_(model), o_(o) {
+  TpStrategy(Model& model, const StrategyOptions& o) : model_(model), o_(o) {
     DPB_CHECK(o_.ddp.group) << "--mode=tp needs this rank's process group";
     DPB_CHECK(!o_.ddp.sync_bn) << "--sync-bn is for --mode=ddp";
     move_model(model_, o_.device);
@@ -468,7 +468,7 @@ class TpStrategy : public ParallelStrategy {
 
  private:
   Model& model_;
-  const TrainOptions& o_;
+  const StrategyOptions& o_;
   std::unique_ptr<TensorParallel> tp_;
 };
 
@@ -476,7 +476,7 @@ class TpStrategy : public ParallelStrategy {
 
 class PipelineStrategy : public ParallelStrategy {
  public:
-  PipelineStrategy(Model& model, const TrainOptions& o, std::vector<double>* unit_costs) : o_(o) {
+  PipelineStrategy(Model& model, const StrategyOptions& o, std::vector<double>* unit_costs) : o_(o) {
     const int stages = static_cast<int>(o_.devices.size());
     DPB_CHECK(stages >= 2) << "model parallelism needs at least 2 devices, got " << stages;
     model.to(o_.devices[0]);
@@ -515,36 +515,47 @@ class PipelineStrategy : public ParallelStrategy {
   }
 
  private:
-  const TrainOptions& o_;
+  const StrategyOptions& o_;
   std::unique_ptr<PipelineParallel> pp_;
 };
 
 }  // namespace
 
-std::unique_ptr<ParallelStrategy> make_strategy(Model& model, const TrainOptions& o, std::vector<double>* unit_costs) {
+std::unique_ptr<ParallelStrategy> make_strategy(Model& model, const StrategyOptions& o, std::vector<double>* unit_costs) {
+  const ModeInfo& m = mode_info(o.mode);
   DPB_CHECK(!o.cuda_graph || o.mode == ParallelMode::single) << "CUDA graphs need --mode=single";
-  DPB_CHECK(!o.tp_group || o.mode == ParallelMode::ddp)
+  DPB_CHECK(!o.tp_group || m.all_reduces_gradients)
       << "a tensor-parallel group beside the data-parallel one is for --mode=ddp (2D); --mode=tp's group is its own";
-  DPB_CHECK(is_distributed(o.mode) == (o.ddp.group != nullptr))
+  DPB_CHECK(m.distributed == (o.ddp.group != nullptr))
       << (o.ddp.group ? "a process group is for --mode=ddp, fsdp or tp"
-                      : std::string("--mode=") + parallel_mode_name(o.mode) + " needs this rank's process group");
-  // Only FSDP draws a deferred model's values shard by shard; every other mode holds it whole.
-  if (o.mode != ParallelMode::fsdp) init::materialize(model);
-  switch (o.mode) {
-    case ParallelMode::single:
-      return std::make_unique<SingleDevice>(model, o);
-    case ParallelMode::dp:
-      return std::make_unique<DataParallelStrategy>(model, o);
-    case ParallelMode::ddp:
-      return std::make_unique<DdpStrategy>(model, o);
-    case ParallelMode::pipeline:
-      return std::make_unique<PipelineStrategy>(model, o, unit_costs);
-    case ParallelMode::fsdp:
-      return std::make_unique<FsdpStrategy>(model, o);
-    case ParallelMode::tp:
-      return std::make_unique<TpStrategy>(model, o);
-  }
-  DPB_FAIL() << "unknown parallel mode";
+                      : std::string("--mode=") + m.name + " needs this rank's process group");
+  // Only a mode that shards state draws a deferred model's values shard by shard; every
+  // other mode holds it whole.
+  if (!m.shards_state) init::materialize(model);
+  return m.make_strategy(model, o, unit_costs);
 }
+
+namespace strategies {
+
+std::unique_ptr<ParallelStrategy> single(Model& model, const StrategyOptions& o, std::vector<double>*) {
+  return std::make_unique<SingleDevice>(model, o);
+}
+std::unique_ptr<ParallelStrategy> dp(Model& model, const StrategyOptions& o, std::vector<double>*) {
+  return std::make_unique<DataParallelStrategy>(model, o);
+}
+std::unique_ptr<ParallelStrategy> ddp(Model& model, const StrategyOptions& o, std::vector<double>*) {
+  return std::make_unique<DdpStrategy>(model, o);
+}
+std::unique_ptr<ParallelStrategy> pipeline(Model& model, const StrategyOptions& o, std::vector<double>* unit_costs) {
+  return std::make_unique<PipelineStrategy>(model, o, unit_costs);
+}
+std::unique_ptr<ParallelStrategy> fsdp(Model& model, const StrategyOptions& o, std::vector<double>*) {
+  return std::make_unique<FsdpStrategy>(model, o);
+}
+std::unique_ptr<ParallelStrategy> tp(Model& model, const StrategyOptions& o, std::vector<double>*) {
+  return std::make_unique<TpStrategy>(model, o);
+}
+
+}  // namespace strategies
 
 }  // namespace dpb

@@ -1,7 +1,7 @@
 #pragma once
 // How one optimizer step's forward, loss and backward run over the devices: the
-// trainer's one step body calls a ParallelStrategy, chosen explicitly from
-// TrainOptions::mode:
+// trainer's one step body calls a ParallelStrategy, built by the factory of
+// StrategyOptions::mode's entry in the mode registry (modes.cpp):
 //   single    one device (and the CUDA-graph replay of forward + loss + backward);
 //   dp        torch.nn.DataParallel: scatter, replicas, gather, loss on the primary,
 //             gradients summed into the primary's parameters;
@@ -26,8 +26,8 @@
 #include "engine/parallel/fully_sharded.h"
 #include "engine/parallel/pipeline.h"
 #include "engine/parallel/tensor_parallel.h"
-#include "engine/train/step_record.h"
-#include "engine/train/train_options.h"
+#include "engine/parallel/step_record.h"
+#include "engine/parallel/strategy_options.h"
 
 namespace dpb {
 
@@ -62,10 +62,22 @@ class ParallelStrategy {
   virtual TensorParallel* tp() { return nullptr; }
 };
 
-// Builds the strategy for o.mode: moves the model onto its devices, wraps it (DataParallel,
-// DDP, the pipeline's stages; the automatic split measures every layer first) and
-// checks the options fit the mode. `unit_costs` receives the pipeline's measured
-// per-unit costs when the split was automatic.
-std::unique_ptr<ParallelStrategy> make_strategy(Model& model, const TrainOptions& o, std::vector<double>* unit_costs);
+// Builds the strategy for o.mode with its registry entry's factory: moves the model onto
+// its devices, wraps it (DataParallel, DDP, the pipeline's stages; the automatic split
+// measures every layer first) and checks the options fit the mode. `unit_costs`
+// receives the pipeline's measured per-unit costs when the split was automatic. `o` must
+// outlive the strategy.
+std::unique_ptr<ParallelStrategy> make_strategy(Model& model, const StrategyOptions& o, std::vector<double>* unit_costs);
+
+// Each mode's factory, named by its entry in parallel_modes(). They check what only
+// their mode needs; make_strategy checks what every mode shares.
+namespace strategies {
+std::unique_ptr<ParallelStrategy> single(Model& model, const StrategyOptions& o, std::vector<double>* unit_costs);
+std::unique_ptr<ParallelStrategy> dp(Model& model, const StrategyOptions& o, std::vector<double>* unit_costs);
+std::unique_ptr<ParallelStrategy> ddp(Model& model, const StrategyOptions& o, std::vector<double>* unit_costs);
+std::unique_ptr<ParallelStrategy> pipeline(Model& model, const StrategyOptions& o, std::vector<double>* unit_costs);
+std::unique_ptr<ParallelStrategy> fsdp(Model& model, const StrategyOptions& o, std::vector<double>* unit_costs);
+std::unique_ptr<ParallelStrategy> tp(Model& model, const StrategyOptions& o, std::vector<double>* unit_costs);
+}  // namespace strategies
 
 }  // namespace dpb
