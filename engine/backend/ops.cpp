@@ -35,7 +35,7 @@ void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor
 }  // namespace
 
 Tensor compute_weight(const Tensor& w) {
-  return dispatch("compute_weight", w.device(), [&] { return w; }, DPB_CUDA_IMPL(compute_weight(w)));
+  return dispatch("compute_weight", w.device(), &KernelTable::compute_weight, w);
 }
 
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
@@ -46,15 +46,13 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const C
                                       << w.shape();
   check_conv("conv2d_forward", x, w, out, p);
   same_device("conv2d_forward", x.device(), {&w, &b});
-  return dispatch("conv2d_forward", x.device(), [&] { return cpu::conv2d_forward(x, w, b, p); },
-                  DPB_CUDA_IMPL(conv2d_forward(x, w, b, p)));
+  return dispatch("conv2d_forward", x.device(), &KernelTable::conv2d_forward, x, w, b, p);
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
   check_conv("conv2d_backward_data", dx, w, dy.shape(), p);
   same_device("conv2d_backward_data", dy.device(), {&w, &dx});
-  dispatch("conv2d_backward_data", dy.device(), [&] { cpu::conv2d_backward_data(dy, w, dx, p); },
-           DPB_CUDA_IMPL(conv2d_backward_data(dy, w, dx, p)));
+  dispatch("conv2d_backward_data", dy.device(), &KernelTable::conv2d_backward_data, dy, w, dx, p);
 }
 
 void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db, const Conv2dParams& p,
@@ -62,30 +60,25 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tens
   check_conv("conv2d_backward_weights", x, dw, dy.shape(), p);
   DPB_CHECK(dw.is_plain()) << "conv2d_backward_weights: weight gradients are plain";
   same_device("conv2d_backward_weights", x.device(), {&dy, &dw, &db});
-  dispatch("conv2d_backward_weights", x.device(),
-           [&] { cpu::conv2d_backward_weights(x, dy, dw, db, p, accumulate); },
-           DPB_CUDA_IMPL(conv2d_backward_weights(x, dy, dw, db, p, accumulate)));
+  dispatch("conv2d_backward_weights", x.device(), &KernelTable::conv2d_backward_weights, x, dy, dw, db, p, accumulate);
 }
 
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   check_linear("linear_forward", x, w, y);
   same_device("linear_forward", x.device(), {&w, &b, &y});
-  dispatch("linear_forward", x.device(), [&] { cpu::linear_forward(x, w, b, y); },
-           DPB_CUDA_IMPL(linear_forward(x, w, b, y)));
+  dispatch("linear_forward", x.device(), &KernelTable::linear_forward, x, w, b, y);
 }
 
 void linear_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx) {
   check_linear("linear_backward_data", dx, w, dy);
   same_device("linear_backward_data", dy.device(), {&w, &dx});
-  dispatch("linear_backward_data", dy.device(), [&] { cpu::linear_backward_data(dy, w, dx); },
-           DPB_CUDA_IMPL(linear_backward_data(dy, w, dx)));
+  dispatch("linear_backward_data", dy.device(), &KernelTable::linear_backward_data, dy, w, dx);
 }
 
 void linear_backward_weights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db, bool accumulate) {
   check_linear("linear_backward_weights", x, dw, dy);
   same_device("linear_backward_weights", x.device(), {&dy, &dw, &db});
-  dispatch("linear_backward_weights", x.device(), [&] { cpu::linear_backward_weights(x, dy, dw, db, accumulate); },
-           DPB_CUDA_IMPL(linear_backward_weights(x, dy, dw, db, accumulate)));
+  dispatch("linear_backward_weights", x.device(), &KernelTable::linear_backward_weights, x, dy, dw, db, accumulate);
 }
 
 void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
@@ -98,9 +91,7 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
   expect_shape("batchnorm_forward", "output", y, x.shape());
   DPB_CHECK(y.layout() == x.layout()) << "batchnorm_forward: output layout differs from the input's";
   same_device("batchnorm_forward", x.device(), {&gamma, &beta, &y, &running_mean, &running_var});
-  dispatch("batchnorm_forward", x.device(), [&] {
-    cpu::batchnorm_forward_train(x, gamma, beta, y, saved, running_mean, running_var, momentum, eps);
-  }, DPB_CUDA_IMPL(batchnorm_forward_train(x, gamma, beta, y, saved, running_mean, running_var, momentum, eps)));
+  dispatch("batchnorm_forward", x.device(), &KernelTable::batchnorm_forward_train, x, gamma, beta, y, saved, running_mean, running_var, momentum, eps);
 }
 
 void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
@@ -108,9 +99,7 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
   expect_ndim("batchnorm_forward", "input", x, 4, "(N, C, H, W)");
   expect_shape("batchnorm_forward", "output", y, x.shape());
   same_device("batchnorm_forward", x.device(), {&gamma, &beta, &y, &running_mean, &running_var});
-  dispatch("batchnorm_forward", x.device(),
-           [&] { cpu::batchnorm_forward_eval(x, gamma, beta, y, running_mean, running_var, eps); },
-           DPB_CUDA_IMPL(batchnorm_forward_eval(x, gamma, beta, y, running_mean, running_var, eps)));
+  dispatch("batchnorm_forward", x.device(), &KernelTable::batchnorm_forward_eval, x, gamma, beta, y, running_mean, running_var, eps);
 }
 
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const BatchNormSaved& saved,
@@ -121,9 +110,7 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
       << "batchnorm_backward: input " << layout_name(x.layout()) << ", grad_output " << layout_name(dy.layout())
       << ", grad_input " << layout_name(dx.layout()) << " (gradients come in their tensor's layout)";
   same_device("batchnorm_backward", x.device(), {&dy, &gamma, &dx, &dgamma, &dbeta});
-  dispatch("batchnorm_backward", x.device(),
-           [&] { cpu::batchnorm_backward(x, dy, gamma, saved, dx, dgamma, dbeta, eps, accumulate, global_stats); },
-           DPB_CUDA_IMPL(batchnorm_backward(x, dy, gamma, saved, dx, dgamma, dbeta, eps, accumulate, global_stats)));
+  dispatch("batchnorm_backward", x.device(), &KernelTable::batchnorm_backward, x, dy, gamma, saved, dx, dgamma, dbeta, eps, accumulate, global_stats);
 }
 
 void batchnorm_stats(const Tensor& x, Tensor& mean, Tensor& m2) {
@@ -131,8 +118,7 @@ void batchnorm_stats(const Tensor& x, Tensor& mean, Tensor& m2) {
   expect_shape("batchnorm_stats", "mean", mean, {x.size(1)});
   expect_shape("batchnorm_stats", "m2", m2, {x.size(1)});
   same_device("batchnorm_stats", x.device(), {&mean, &m2});
-  dispatch("batchnorm_stats", x.device(), [&] { cpu::batchnorm_stats(x, mean, m2); },
-           DPB_CUDA_IMPL(batchnorm_stats(x, mean, m2)));
+  dispatch("batchnorm_stats", x.device(), &KernelTable::batchnorm_stats, x, mean, m2);
 }
 
 void batchnorm_sync_correction(const Tensor& x, const Tensor& mean, const Tensor& var, float eps,
@@ -144,16 +130,14 @@ void batchnorm_sync_correction(const Tensor& x, const Tensor& mean, const Tensor
   expect_shape("batchnorm_sync_correction", "grad_input", dx, x.shape());
   DPB_CHECK(dx.layout() == x.layout()) << "batchnorm_sync_correction: grad_input in another layout than the input";
   same_device("batchnorm_sync_correction", x.device(), {&mean, &var, &gamma, &mean_dy, &mean_dy_xhat, &dx});
-  dispatch("batchnorm_sync_correction", x.device(),
-           [&] { cpu::batchnorm_sync_correction(x, mean, var, eps, gamma, mean_dy, mean_dy_xhat, dx); },
-           DPB_CUDA_IMPL(batchnorm_sync_correction(x, mean, var, eps, gamma, mean_dy, mean_dy_xhat, dx)));
+  dispatch("batchnorm_sync_correction", x.device(), &KernelTable::batchnorm_sync_correction, x, mean, var, eps, gamma, mean_dy, mean_dy_xhat, dx);
 }
 
 void relu_forward(const Tensor& x, Tensor& y) {
   expect_shape("relu_forward", "output", y, x.shape());
   DPB_CHECK(x.layout() == y.layout()) << "relu_forward: input and output in different layouts";
   same_device("relu_forward", x.device(), {&y});
-  dispatch("relu_forward", x.device(), [&] { cpu::relu_forward(x, y); }, DPB_CUDA_IMPL(relu_forward(x, y)));
+  dispatch("relu_forward", x.device(), &KernelTable::relu_forward, x, y);
 }
 
 void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
@@ -162,8 +146,7 @@ void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
   DPB_CHECK(y.layout() == dy.layout() && dy.layout() == dx.layout())
       << "relu_backward: output, grad_output and grad_input in different layouts";
   same_device("relu_backward", y.device(), {&dy, &dx});
-  dispatch("relu_backward", y.device(), [&] { cpu::relu_backward(y, dy, dx); },
-           DPB_CUDA_IMPL(relu_backward(y, dy, dx)));
+  dispatch("relu_backward", y.device(), &KernelTable::relu_backward, y, dy, dx);
 }
 
 void pool2d_forward(PoolKind kind, const Tensor& x, Tensor& y, Tensor& workspace, const Pool2dParams& p) {
@@ -176,8 +159,7 @@ void pool2d_forward(PoolKind kind, const Tensor& x, Tensor& y, Tensor& workspace
                {x.size(0), x.size(1), window_out(x.size(2), p.kernel, p.stride, p.padding),
                 window_out(x.size(3), p.kernel, p.stride, p.padding)});
   same_device("pool2d_forward", x.device(), {&y});
-  dispatch("pool2d_forward", x.device(), [&] { cpu::pool2d_forward(kind, x, y, workspace, p); },
-           DPB_CUDA_IMPL(pool2d_forward(kind, x, y, p)));
+  dispatch("pool2d_forward", x.device(), &KernelTable::pool2d_forward, kind, x, y, workspace, p);
 }
 
 void pool2d_backward(PoolKind kind, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace,
@@ -190,8 +172,7 @@ void pool2d_backward(PoolKind kind, const Tensor& x, const Tensor& y, const Tens
       << "pool2d_backward: input " << x.shape() << " and output " << y.shape() << " of the forward do not match grad_input "
       << dx.shape() << " and grad_output " << dy.shape();
   same_device("pool2d_backward", dy.device(), {&x, &y, &dx, &workspace});
-  dispatch("pool2d_backward", dy.device(), [&] { cpu::pool2d_backward(kind, dy, workspace, dx, p); },
-           DPB_CUDA_IMPL(pool2d_backward(kind, x, y, dy, dx, p)));
+  dispatch("pool2d_backward", dy.device(), &KernelTable::pool2d_backward, kind, x, y, dy, workspace, dx, p);
 }
 
 void global_avgpool_forward(const Tensor& x, Tensor& y) {
@@ -199,8 +180,7 @@ void global_avgpool_forward(const Tensor& x, Tensor& y) {
   DPB_CHECK(y.numel() == x.size(0) * x.size(1)) << "global_avgpool_forward: output " << y.shape() << " for input "
                                                 << x.shape();
   same_device("global_avgpool_forward", x.device(), {&y});
-  dispatch("global_avgpool_forward", x.device(), [&] { cpu::global_avgpool_forward(x, y); },
-           DPB_CUDA_IMPL(global_avgpool_forward(x, y)));
+  dispatch("global_avgpool_forward", x.device(), &KernelTable::global_avgpool_forward, x, y);
 }
 
 void global_avgpool_backward(const Tensor& dy, Tensor& dx) {
@@ -208,8 +188,7 @@ void global_avgpool_backward(const Tensor& dy, Tensor& dx) {
   DPB_CHECK(dy.numel() == dx.size(0) * dx.size(1)) << "global_avgpool_backward: grad_output " << dy.shape()
                                                    << " for input " << dx.shape();
   same_device("global_avgpool_backward", dy.device(), {&dx});
-  dispatch("global_avgpool_backward", dy.device(), [&] { cpu::global_avgpool_backward(dy, dx); },
-           DPB_CUDA_IMPL(global_avgpool_backward(dy, dx)));
+  dispatch("global_avgpool_backward", dy.device(), &KernelTable::global_avgpool_backward, dy, dx);
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
@@ -219,7 +198,7 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
       << "add: operands in different layouts (" << layout_name(a.layout()) << ", " << layout_name(b.layout())
       << " -> " << layout_name(out.layout()) << ")";
   same_device("add", a.device(), {&b, &out});
-  dispatch("add", a.device(), [&] { cpu::add(a, b, out); }, DPB_CUDA_IMPL(add(a, b, out)));
+  dispatch("add", a.device(), &KernelTable::add, a, b, out);
 }
 
 void axpy(float alpha, const Tensor& x, Tensor& acc) {
@@ -227,17 +206,16 @@ void axpy(float alpha, const Tensor& x, Tensor& acc) {
       << "axpy: " << x.shape() << " " << layout_name(x.layout()) << " into " << acc.shape() << " "
       << layout_name(acc.layout());
   same_device("axpy", x.device(), {&acc});
-  dispatch("axpy", x.device(), [&] { cpu::axpy(alpha, x, acc); }, DPB_CUDA_IMPL(axpy(alpha, x, acc)));
+  dispatch("axpy", x.device(), &KernelTable::axpy, alpha, x, acc);
 }
 
 void scale(Tensor& x, float alpha) {
-  dispatch("scale", x.device(), [&] { cpu::scale(x, alpha); }, DPB_CUDA_IMPL(scale(x, alpha)));
+  dispatch("scale", x.device(), &KernelTable::scale, x, alpha);
 }
 
 double sum_squares(const Tensor& x) {
   DPB_CHECK(x.dtype() == DType::f32) << "sum_squares: f32 tensors only, got " << dtype_name(x.dtype());
-  return dispatch("sum_squares", x.device(), [&] { return cpu::sum_squares(x); },
-                  DPB_CUDA_IMPL(sum_squares(x)));
+  return dispatch("sum_squares", x.device(), &KernelTable::sum_squares, x);
 }
 
 float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, int64_t* correct) {
@@ -247,9 +225,7 @@ float softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& 
       << dtype_name(labels.dtype());
   if (dlogits.defined()) expect_shape("cross_entropy", "grad", dlogits, logits.shape());
   same_device("cross_entropy", logits.device(), {&labels, &dlogits});
-  return dispatch("cross_entropy", logits.device(),
-                  [&] { return cpu::softmax_cross_entropy(logits, labels, dlogits, correct); },
-                  DPB_CUDA_IMPL(softmax_cross_entropy(logits, labels, dlogits, correct)));
+  return dispatch("cross_entropy", logits.device(), &KernelTable::softmax_cross_entropy, logits, labels, dlogits, correct);
 }
 
 Tensor softmax_cross_entropy_deferred(const Tensor& logits, const Tensor& labels, Tensor& dlogits) {
@@ -259,19 +235,8 @@ Tensor softmax_cross_entropy_deferred(const Tensor& logits, const Tensor& labels
       << dtype_name(labels.dtype());
   if (dlogits.defined()) expect_shape("cross_entropy", "grad", dlogits, logits.shape());
   same_device("cross_entropy", logits.device(), {&labels, &dlogits});
-  return dispatch(
-      "cross_entropy", logits.device(),
-      [&] {
-        // On the CPU the result is there at once; pack it the way the GPU leaves it.
-        int64_t correct = 0;
-        const float loss = cpu::softmax_cross_entropy(logits, labels, dlogits, &correct);
-        Tensor t = Tensor::empty({3});
-        t.data()[0] = loss * static_cast<float>(logits.size(0));
-        t.data_i32()[1] = static_cast<int32_t>(correct);
-        t.data_i32()[2] = 0;
-        return t;
-      },
-      DPB_CUDA_IMPL(softmax_cross_entropy_deferred(logits, labels, dlogits)));
+  return dispatch("cross_entropy", logits.device(), &KernelTable::softmax_cross_entropy_deferred, logits, labels,
+                  dlogits);
 }
 
 void cross_entropy_part_stats(const Tensor& logits, const Tensor& labels, int64_t first, Tensor& stats) {
@@ -283,8 +248,7 @@ void cross_entropy_part_stats(const Tensor& logits, const Tensor& labels, int64_
   expect_dtype("cross_entropy", "stats", stats, DType::f32);
   DPB_CHECK(first >= 0) << "cross_entropy: a part starting at class " << first;
   same_device("cross_entropy", logits.device(), {&labels, &stats});
-  dispatch("cross_entropy", logits.device(), [&] { cpu::cross_entropy_part_stats(logits, labels, first, stats); },
-           DPB_CUDA_IMPL(cross_entropy_part_stats(logits, labels, first, stats)));
+  dispatch("cross_entropy", logits.device(), &KernelTable::cross_entropy_part_stats, logits, labels, first, stats);
 }
 
 Tensor cross_entropy_part_finish(const Tensor& logits, const Tensor& labels, int64_t first, int64_t classes,
@@ -297,10 +261,7 @@ Tensor cross_entropy_part_finish(const Tensor& logits, const Tensor& labels, int
       << "cross_entropy: classes [" << first << ", " << first + logits.size(1) << ") outside " << classes;
   if (dlogits.defined()) expect_shape("cross_entropy", "grad", dlogits, logits.shape());
   same_device("cross_entropy", logits.device(), {&labels, &all_stats, &dlogits});
-  return dispatch(
-      "cross_entropy", logits.device(),
-      [&] { return cpu::cross_entropy_part_finish(logits, labels, first, classes, all_stats, dlogits); },
-      DPB_CUDA_IMPL(cross_entropy_part_finish(logits, labels, first, classes, all_stats, dlogits)));
+  return dispatch("cross_entropy", logits.device(), &KernelTable::cross_entropy_part_finish, logits, labels, first, classes, all_stats, dlogits);
 }
 
 float read_cross_entropy(const Tensor& totals, int64_t rows, int64_t classes, int64_t* correct) {
@@ -320,8 +281,7 @@ float mse_loss(const Tensor& pred, const Tensor& target, Tensor& dpred) {
   DPB_CHECK(pred.numel() == target.numel()) << "mse_loss: prediction " << pred.shape() << " vs target "
                                             << target.shape();
   same_device("mse_loss", pred.device(), {&target, &dpred});
-  return dispatch("mse_loss", pred.device(), [&] { return cpu::mse_loss(pred, target, dpred); },
-                  DPB_CUDA_IMPL(mse_loss(pred, target, dpred)));
+  return dispatch("mse_loss", pred.device(), &KernelTable::mse_loss, pred, target, dpred);
 }
 
 void synchronize(const Device& device) {
@@ -369,15 +329,13 @@ std::optional<int64_t> DeviceMarks::host_ns(size_t mark) const {
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, const SgdHyper& h, bool first) {
   DPB_CHECK(grad.numel() == param.numel()) << "sgd_step: grad " << grad.shape() << " for param " << param.shape();
   same_device("sgd_step", param.device(), {&grad, &buf});
-  dispatch("sgd_step", param.device(), [&] { cpu::sgd_step(param, grad, buf, h, first); },
-           DPB_CUDA_IMPL(sgd_step(param, grad, buf, h, first)));
+  dispatch("sgd_step", param.device(), &KernelTable::sgd_step, param, grad, buf, h, first);
 }
 
 void adam_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& h, int64_t step) {
   DPB_CHECK(grad.numel() == param.numel()) << "adam_step: grad " << grad.shape() << " for param " << param.shape();
   same_device("adam_step", param.device(), {&grad, &m, &v});
-  dispatch("adam_step", param.device(), [&] { cpu::adam_step(param, grad, m, v, h, step); },
-           DPB_CUDA_IMPL(adam_step(param, grad, m, v, h, step)));
+  dispatch("adam_step", param.device(), &KernelTable::adam_step, param, grad, m, v, h, step);
 }
 
 }  // namespace dpb::ops

@@ -1,10 +1,12 @@
 #pragma once
 // What ops.cpp and ops_transformer.cpp share to dispatch an op on the device of its
-// tensors: the shape and device checks, and dispatch() (--op-profile's timing, CPU or
-// CUDA implementation, oneDNN errors named by op). Included by those two files only.
+// tensors: the shape and device checks, and dispatch() (the kernel of the device's
+// backend from its KernelTable, --op-profile's timing, oneDNN errors named by op).
+// Included by those two files only.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <initializer_list>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -12,14 +14,10 @@
 #include "engine/backend/ops.h"
 #include "engine/core/clock.h"
 
-#include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/kernel_table.h"
 #if DPB_WITH_CUDA
-#include "engine/backend/cuda/cuda_ops.h"
 #include "engine/backend/cuda/fused_attention.h"
 #include "engine/backend/cuda/runtime.h"
-#define DPB_CUDA_IMPL(...) [&] { return cuda::__VA_ARGS__; }
-#else
-#define DPB_CUDA_IMPL(...) ::dpb::ops::internal::NoCuda {}
 #endif
 
 namespace dpb::ops::internal {
@@ -47,12 +45,18 @@ inline void expect_dtype(const char* op, const char* what, const Tensor& t, DTyp
                                            << (t.defined() ? dtype_name(t.dtype()) : "(undefined)");
 }
 
-// Runs cpu_impl on CPU devices; on CUDA devices runs cuda_impl when the build has one
-// for this op, else fails naming the op.
-struct NoCuda {};
-
-template <typename F, typename G = NoCuda>
-auto run_on(const char* op, const Device& d, F&& cpu_impl, G&& cuda_impl);
+// The kernel table of the device `d` (the CPU's, or the CUDA backend's where the build
+// has one).
+inline const KernelTable& kernels_of(const char* op, const Device& d) {
+  if (d.is_cuda()) {
+#if DPB_WITH_CUDA
+    return cuda::kernel_table();
+#else
+    DPB_FAIL() << op << " on " << d << ": this build has no CUDA backend";
+#endif
+  }
+  return cpu::kernel_table();
+}
 
 // Times an op for --op-profile: waits for the device before and after.
 struct OpTimer {
@@ -72,25 +76,18 @@ struct OpTimer {
   }
 };
 
-template <typename F, typename G = NoCuda>
-auto dispatch(const char* op, const Device& d, F&& cpu_impl, G&& cuda_impl = {}) {
-  if (op_profiling()) {
-    OpTimer timer(op, d);
-    return run_on(op, d, std::forward<F>(cpu_impl), std::forward<G>(cuda_impl));
-  }
-  return run_on(op, d, std::forward<F>(cpu_impl), std::forward<G>(cuda_impl));
-}
-
-template <typename F, typename G>
-auto run_on(const char* op, const Device& d, F&& cpu_impl, G&& cuda_impl) {
-  if (d.is_cuda()) {
-#if DPB_WITH_CUDA
-    if constexpr (!std::is_same_v<std::decay_t<G>, NoCuda>) return cuda_impl();
-#endif
-    DPB_FAIL() << op << " on " << d << ": no CUDA implementation of this op in this build";
-  }
+// Runs the kernel `entry` of the table of device `d` on `args` (timed under
+// --op-profile); a kernel the device's backend lacks, and oneDNN's errors, fail naming
+// the op.
+template <typename R, typename... P, typename... A>
+R dispatch(const char* op, const Device& d, R (*KernelTable::*entry)(P...), A&&... args) {
+  R (*kernel)(P...) = kernels_of(op, d).*entry;
+  DPB_CHECK(kernel != nullptr) << op << " on " << d << ": no " << (d.is_cuda() ? "CUDA" : "CPU")
+                               << " kernel for this form of the op (" << (d.is_cuda() ? "CPU" : "CUDA") << " only)";
+  std::optional<OpTimer> timer;
+  if (op_profiling()) timer.emplace(op, d);
   try {
-    return cpu_impl();
+    return kernel(std::forward<A>(args)...);
   } catch (const dnnl::error& e) {
     DPB_FAIL() << op << " on " << d << ": oneDNN error " << e.status << ": " << e.what();
   }

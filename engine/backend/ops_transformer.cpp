@@ -66,8 +66,7 @@ void embedding_part_forward(const Tensor& tokens, const Tensor& table, int64_t f
       << "embedding_forward: rows [" << first << ", " << first + table.size(0) << ") outside a vocabulary of "
       << vocab;
   same_device("embedding_forward", tokens.device(), {&table, &y});
-  dispatch("embedding_forward", tokens.device(), [&] { cpu::embedding_forward(tokens, table, first, vocab, y); },
-           DPB_CUDA_IMPL(embedding_forward(tokens, table, first, y)));
+  dispatch("embedding_forward", tokens.device(), &KernelTable::embedding_forward, tokens, table, first, vocab, y);
 }
 
 void embedding_part_backward(const Tensor& tokens, const Tensor& dy, int64_t first, Tensor& dtable,
@@ -75,25 +74,20 @@ void embedding_part_backward(const Tensor& tokens, const Tensor& dy, int64_t fir
   check_embedding("embedding_backward", tokens, dtable, dy);
   DPB_CHECK(first >= 0) << "embedding_backward: a part starting at row " << first;
   same_device("embedding_backward", tokens.device(), {&dy, &dtable});
-  dispatch("embedding_backward", tokens.device(),
-           [&] { cpu::embedding_backward(tokens, dy, first, dtable, accumulate); },
-           DPB_CUDA_IMPL(embedding_backward(tokens, dy, first, dtable, accumulate)));
+  dispatch("embedding_backward", tokens.device(), &KernelTable::embedding_backward, tokens, dy, first, dtable, accumulate);
 }
 
 void position_embedding_forward(const Tensor& x, const Tensor& table, Tensor& y) {
   check_position("position_embedding_forward", x, table);
   expect_shape("position_embedding_forward", "output", y, x.shape());
   same_device("position_embedding_forward", x.device(), {&table, &y});
-  dispatch("position_embedding_forward", x.device(), [&] { cpu::position_embedding_forward(x, table, y); },
-           DPB_CUDA_IMPL(position_embedding_forward(x, table, y)));
+  dispatch("position_embedding_forward", x.device(), &KernelTable::position_embedding_forward, x, table, y);
 }
 
 void position_embedding_backward(const Tensor& dy, Tensor& dtable, bool accumulate) {
   check_position("position_embedding_backward", dy, dtable);
   same_device("position_embedding_backward", dy.device(), {&dtable});
-  dispatch("position_embedding_backward", dy.device(),
-           [&] { cpu::position_embedding_backward(dy, dtable, accumulate); },
-           DPB_CUDA_IMPL(position_embedding_backward(dy, dtable, accumulate)));
+  dispatch("position_embedding_backward", dy.device(), &KernelTable::position_embedding_backward, dy, dtable, accumulate);
 }
 
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
@@ -108,8 +102,7 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   expect_shape("layernorm_forward", "mean", mean, {x.numel() / C});
   expect_shape("layernorm_forward", "rstd", rstd, {x.numel() / C});
   same_device("layernorm_forward", x.device(), {&gamma, &beta, &y, &mean, &rstd});
-  dispatch("layernorm_forward", x.device(), [&] { cpu::layernorm_forward(x, gamma, beta, y, mean, rstd, eps); },
-           DPB_CUDA_IMPL(layernorm_forward(x, gamma, beta, y, mean, rstd, eps)));
+  dispatch("layernorm_forward", x.device(), &KernelTable::layernorm_forward, x, gamma, beta, y, mean, rstd, eps);
 }
 
 void layernorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
@@ -121,9 +114,7 @@ void layernorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
   expect_shape("layernorm_backward", "bias gradient", dbeta, {C});
   expect_shape("layernorm_backward", "mean", mean, {x.numel() / C});
   same_device("layernorm_backward", x.device(), {&dy, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta});
-  dispatch("layernorm_backward", x.device(),
-           [&] { cpu::layernorm_backward(x, dy, gamma, mean, rstd, dx, dgamma, dbeta, accumulate); },
-           DPB_CUDA_IMPL(layernorm_backward(x, dy, gamma, mean, rstd, dx, dgamma, dbeta, accumulate)));
+  dispatch("layernorm_backward", x.device(), &KernelTable::layernorm_backward, x, dy, gamma, mean, rstd, dx, dgamma, dbeta, accumulate);
 }
 
 void gelu_forward(const Tensor& x, Tensor& y) {
@@ -131,21 +122,20 @@ void gelu_forward(const Tensor& x, Tensor& y) {
   DPB_CHECK(x.is_plain() && y.is_plain() && x.dtype() == y.dtype() && (x.dtype() == DType::f32 || x.device().is_cuda()))
       << "gelu_forward: plain f32 tensors (bf16 on CUDA) of one dtype";
   same_device("gelu_forward", x.device(), {&y});
-  dispatch("gelu_forward", x.device(), [&] { cpu::gelu_forward(x, y); }, DPB_CUDA_IMPL(gelu_forward(x, y)));
+  dispatch("gelu_forward", x.device(), &KernelTable::gelu_forward, x, y);
 }
 
 void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   expect_shape("gelu_backward", "grad_output", dy, x.shape());
   expect_shape("gelu_backward", "grad_input", dx, x.shape());
   same_device("gelu_backward", x.device(), {&dy, &dx});
-  dispatch("gelu_backward", x.device(), [&] { cpu::gelu_backward(x, dy, dx); }, DPB_CUDA_IMPL(gelu_backward(x, dy, dx)));
+  dispatch("gelu_backward", x.device(), &KernelTable::gelu_backward, x, dy, dx);
 }
 
 void attention_forward(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& probs) {
   check_attention("attention_forward", qkv, heads, y, probs);
   same_device("attention_forward", qkv.device(), {&y, &probs});
-  dispatch("attention_forward", qkv.device(), [&] { cpu::attention_forward(qkv, heads, y, probs); },
-           DPB_CUDA_IMPL(attention_forward(qkv, heads, y, probs)));
+  dispatch("attention_forward", qkv.device(), &KernelTable::attention_forward, qkv, heads, y, probs);
   count_attention(false);
 }
 
@@ -153,8 +143,7 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dy
   check_attention("attention_backward", qkv, heads, dy, probs);
   expect_shape("attention_backward", "grad_input", dqkv, qkv.shape());
   same_device("attention_backward", qkv.device(), {&probs, &dy, &dqkv});
-  dispatch("attention_backward", qkv.device(), [&] { cpu::attention_backward(qkv, probs, dy, heads, dqkv); },
-           DPB_CUDA_IMPL(attention_backward(qkv, probs, dy, heads, dqkv)));
+  dispatch("attention_backward", qkv.device(), &KernelTable::attention_backward, qkv, probs, dy, heads, dqkv);
 }
 
 
@@ -189,8 +178,7 @@ bool attention_fused(const Tensor& qkv, int64_t heads, std::string* why) {
 void attention_forward_fused(const Tensor& qkv, int64_t heads, Tensor& y, Tensor& stats) {
   check_attention("attention_forward_fused", qkv, heads, y, stats, true);
   same_device("attention_forward_fused", qkv.device(), {&y, &stats});
-  dispatch("attention_forward", qkv.device(), [&] { DPB_FAIL() << "attention_forward_fused: CUDA only"; },
-           DPB_CUDA_IMPL(fused_attention_forward(qkv, heads, y, stats)));
+  dispatch("attention_forward", qkv.device(), &KernelTable::fused_attention_forward, qkv, heads, y, stats);
   count_attention(true);
 }
 
@@ -200,8 +188,7 @@ void attention_backward_fused(const Tensor& qkv, const Tensor& y, const Tensor& 
   expect_shape("attention_backward_fused", "output", y, dy.shape());
   expect_shape("attention_backward_fused", "grad_input", dqkv, qkv.shape());
   same_device("attention_backward_fused", qkv.device(), {&y, &stats, &dy, &dqkv});
-  dispatch("attention_backward", qkv.device(), [&] { DPB_FAIL() << "attention_backward_fused: CUDA only"; },
-           DPB_CUDA_IMPL(fused_attention_backward(qkv, y, stats, dy, heads, dqkv)));
+  dispatch("attention_backward", qkv.device(), &KernelTable::fused_attention_backward, qkv, y, stats, dy, heads, dqkv);
 }
 
 }  // namespace dpb::ops

@@ -147,4 +147,16 @@ float mse_loss(const Tensor& pred, const Tensor& target, Tensor& dpred) {
   return static_cast<float>(total / static_cast<double>(n));
 }
 
+// On the CPU the result is there at once; packed the way the GPU leaves it (the summed
+// loss, the correct count and the count of labels out of range: ops::read_cross_entropy).
+Tensor softmax_cross_entropy_deferred(const Tensor& logits, const Tensor& labels, Tensor& dlogits) {
+  int64_t correct = 0;
+  const float loss = softmax_cross_entropy(logits, labels, dlogits, &correct);
+  Tensor t = Tensor::empty({3});
+  t.data()[0] = loss * static_cast<float>(logits.size(0));
+  t.data_i32()[1] = static_cast<int32_t>(correct);
+  t.data_i32()[2] = 0;
+  return t;
+}
+
 }  // namespace dpb::cpu

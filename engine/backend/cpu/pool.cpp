@@ -211,8 +211,8 @@ void pool2d_forward(ops::PoolKind kind, const Tensor& x, Tensor& y, Tensor& work
   forward(kind, x, y, &workspace, dims4(y), {{p.kernel, p.kernel}, {p.stride, p.stride}, {p.padding, p.padding}});
 }
 
-void pool2d_backward(ops::PoolKind kind, const Tensor& dy, const Tensor& workspace, Tensor& dx,
-                     const ops::Pool2dParams& p) {
+void pool2d_backward(ops::PoolKind kind, const Tensor& /*x*/, const Tensor& /*y*/, const Tensor& dy,
+                     const Tensor& workspace, Tensor& dx, const ops::Pool2dParams& p) {
   if (own_max_pool(kind, p)) {
     DPB_CHECK(workspace.defined() && workspace.dtype() == DType::i32)
         << "max-pool backward without the forward's workspace";

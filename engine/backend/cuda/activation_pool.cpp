@@ -53,7 +53,7 @@ void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
       << "ReLU backward, " << y.shape();
 }
 
-void pool2d_forward(ops::PoolKind kind, const Tensor& x, Tensor& y, const ops::Pool2dParams& p) {
+void pool2d_forward(ops::PoolKind kind, const Tensor& x, Tensor& y, Tensor& /*workspace*/, const ops::Pool2dParams& p) {
   OpEnv env = op_env(x);
   PoolingDesc pool(kind, p);
   TensorDesc dx, dy;
@@ -63,8 +63,8 @@ void pool2d_forward(ops::PoolKind kind, const Tensor& x, Tensor& y, const ops::P
       << "pooling forward, " << x.shape();
 }
 
-void pool2d_backward(ops::PoolKind kind, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx,
-                     const ops::Pool2dParams& p) {
+void pool2d_backward(ops::PoolKind kind, const Tensor& x, const Tensor& y, const Tensor& dy,
+                     const Tensor& /*workspace*/, Tensor& dx, const ops::Pool2dParams& p) {
   OpEnv env = op_env(dy);
   PoolingDesc pool(kind, p);
   TensorDesc xd, yd;
