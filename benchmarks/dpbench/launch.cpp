@@ -47,6 +47,12 @@ int launch_ranks(const BenchOptions& o, const std::vector<std::string>& argv) {
 }
 
 int run(BenchOptions o, const std::vector<std::string>& argv) {
+  // One run of a sweep (or a rank of one): the sweep's command line, this run's options.
+  if (const auto r = sweep_run_from_environment()) {
+    DPB_CHECK(!o.sweep.empty()) << kSweepRunVariable << " names a run of a sweep, but this command line is no sweep "
+                                << "(one --gpus count and no --repeat)";
+    o = sweep_run(o, *r);
+  }
   if (o.bench == BenchKind::simulate) {
     validate_simulate(o);
     if (!o.out.json_path.empty()) check_writable(o.out.json_path);

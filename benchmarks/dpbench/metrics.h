@@ -14,7 +14,7 @@
 #include "engine/trace/breakdown.h"
 #include "engine/trace/device_timeline.h"
 #include "engine/trace/timeline.h"
-#include "engine/train/step_record.h"
+#include "engine/parallel/step_record.h"
 #include "reports/model.h"
 
 namespace dpb::bench {

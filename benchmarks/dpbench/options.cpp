@@ -2,7 +2,11 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include "engine/backend/cpu/cpu_context.h"
@@ -10,6 +14,7 @@
 #include "engine/core/error.h"
 #include "engine/core/file_io.h"
 #include "engine/core/log.h"
+#include "engine/core/text.h"
 
 namespace dpb::bench {
 
@@ -205,6 +210,49 @@ BenchOptions sweep_point(const BenchOptions& o, int n) {
   }
   if (o.mode == ParallelMode::single && n > 1) p.mode = ParallelMode::dp;
   if (multi_device_process(o.mode)) p.train.batch = o.train.batch * n;
+  return p;
+}
+
+std::string sweep_run_value(const SweepRun& r) { return fmt::format("{}:{}:{}", r.devices, r.repeat, r.dir); }
+
+std::optional<SweepRun> sweep_run_from_environment() {
+  const char* v = std::getenv(kSweepRunVariable);
+  if (!v || !*v) return std::nullopt;
+  const std::string text(v);
+  const auto number = [&](size_t from, size_t to) {
+    const std::string digits = text.substr(from, to - from);
+    DPB_CHECK(!digits.empty() && digits.size() <= 7 &&
+              std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        << kSweepRunVariable << "='" << escape_untrusted(text) << "': expected DEVICES:REPETITION:DIR";
+    return std::stoi(digits);
+  };
+  const size_t a = text.find(':'), b = a == std::string::npos ? a : text.find(':', a + 1);
+  DPB_CHECK(b != std::string::npos && b + 1 < text.size())
+      << kSweepRunVariable << "='" << escape_untrusted(text) << "': expected DEVICES:REPETITION:DIR";
+  return SweepRun{number(0, a), number(a + 1, b), text.substr(b + 1)};
+}
+
+namespace {
+std::string with_suffix(const std::string& path, const std::string& suffix) {
+  const std::filesystem::path p(path);
+  return (p.parent_path() / (p.stem().string() + suffix + p.extension().string())).string();
+}
+}  // namespace
+
+BenchOptions sweep_run(const BenchOptions& o, const SweepRun& r) {
+  DPB_CHECK(std::find(o.sweep.begin(), o.sweep.end(), r.devices) != o.sweep.end() && r.repeat < o.repeat)
+      << kSweepRunVariable << ": " << r.devices << " devices, repetition " << r.repeat
+      << " is no run of this sweep (--gpus=" << fmt::format("{}", fmt::join(o.sweep, ",")) << ", --repeat="
+      << o.repeat << ")";
+  BenchOptions p = sweep_point(o, r.devices);
+  // The same thread budget per device at every point: at the largest count every device
+  // of this node gets its share of the cores, and the smaller points get no more.
+  p.device.threads = threads_per_device(o, o.sweep.back());
+  p.out.json_path = (std::filesystem::path(r.dir) / fmt::format("gpus{}-r{}.json", r.devices, r.repeat)).string();
+  if (!o.out.trace_path.empty())
+    p.out.trace_path = with_suffix(o.out.trace_path, fmt::format("-gpus{}{}", r.devices,
+                                                                  o.repeat > 1 ? fmt::format("-r{}", r.repeat) : ""));
+  p.out.doctor = false;
   return p;
 }
 

@@ -4,6 +4,7 @@
 // Everything below the CLI takes these types; no option string is parsed again.
 #include <cstdint>
 #include <optional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -195,6 +196,26 @@ void apply_visible_devices(BenchOptions& o);
 // The options of one point of a sweep: `n` devices, the mode it runs in (mp's one-device
 // point is single-device training) and the batch (dp and mp: N x --batch).
 BenchOptions sweep_point(const BenchOptions& o, int n);
+
+// One run of a sweep: its device count, its repetition and the folder its report goes to.
+// The sweep starts each as a child with the sweep's own command line and this in the
+// environment (kSweepRunVariable, "N:REP:DIR"); the child, and every rank it launches,
+// runs sweep_run()'s options: the typed options the sweep checked, not an edited
+// command line.
+struct SweepRun {
+  int devices = 0;
+  int repeat = 0;
+  std::string dir;
+};
+inline constexpr const char* kSweepRunVariable = "DPB_SWEEP_RUN";
+std::string sweep_run_value(const SweepRun& r);
+// The run this process is, when the sweep started it; a malformed value is a dpb::Error
+// naming it.
+std::optional<SweepRun> sweep_run_from_environment();
+// One run's options: sweep_point(), the thread budget of the sweep's largest point, its
+// report (and trace) in its own files, and no verdict (the sweep gives one, on all its
+// runs). A run that is not one of the sweep's is a dpb::Error.
+BenchOptions sweep_run(const BenchOptions& o, const SweepRun& r);
 
 // Names as the command line and reports spell them.
 const char* device_kind_name(DeviceKind k);

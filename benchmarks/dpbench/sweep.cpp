@@ -23,19 +23,16 @@ namespace dpb::bench {
 
 namespace {
 
-// Runs this program again with `args`, stdout and stderr inherited; returns its exit code.
-int run_child(const std::string& exe, const std::vector<std::string>& args) {
+// Runs this program again with the sweep's own command line, as the run `r` of the
+// sweep (kSweepRunVariable); stdout and stderr inherited; returns its exit code.
+int run_child(const std::vector<std::string>& args, const SweepRun& r) {
   proc::Spec spec;
-  spec.argv = {exe};
-  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.argv = args;
+  spec.exe = proc::self_exe(args.front());
+  spec.env = {{kSweepRunVariable, sweep_run_value(r)}};
   std::cout.flush();
   std::cerr.flush();
   return proc::exit_code(proc::Child(spec).wait());
-}
-
-std::string with_suffix(const std::string& path, const std::string& suffix) {
-  const std::filesystem::path p(path);
-  return (p.parent_path() / (p.stem().string() + suffix + p.extension().string())).string();
 }
 
 double median(std::vector<double> v) {
@@ -47,16 +44,10 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
-  const std::string exe = proc::self_exe(args.front());
-  const auto base =
-      without_options(args, {"--gpus", "--json", "--trace", "--repeat", "--batch", "--mode", "--threads"}, {"--doctor"});
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("dpbench-sweep-{}", ::getpid());
   std::filesystem::create_directories(dir);
   const bool weak = multi_device_process(o.mode);
-  // The same thread budget per device at every point: at the largest count every device
-  // of this node gets its share of the cores, and the smaller points get no more.
-  const int largest = o.sweep.back();
-  const int threads = threads_per_device(o, largest);
+  const int threads = threads_per_device(o, o.sweep.back());
   struct Point {
     BenchOptions options;
     std::vector<double> throughput;
@@ -66,27 +57,12 @@ int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
   std::vector<reports::RunMetrics> runs;
   for (int n : o.sweep) {
     Point pt{sweep_point(o, n), {}};
-    const std::string mode = parallel_mode_name(pt.options.mode);
     for (int rep = 0; rep < o.repeat; ++rep) {
-      const std::string json = (dir / fmt::format("gpus{}-r{}.json", n, rep)).string();
-      // A one-device point of a pipeline runs as single: the pipeline's flags stay behind.
-      std::vector<std::string> child = base;
-      if (pt.options.mode != o.mode) {
-        child.insert(child.begin(), exe);  // without_options() skips the program's name
-        const auto& own = mode_info(o.mode).options;
-        child = without_options(child, std::vector<std::string>(own.begin(), own.end()), {});
-      }
-      child.push_back("--mode=" + mode);
-      child.push_back(fmt::format("--gpus={}", n));
-      child.push_back(fmt::format("--batch={}", pt.options.train.batch));
-      child.push_back(fmt::format("--threads={}", threads));
-      child.push_back("--json=" + json);
-      if (!o.out.trace_path.empty())
-        child.push_back("--trace=" + with_suffix(o.out.trace_path, fmt::format("-gpus{}{}", n,
-                                                                                o.repeat > 1 ? fmt::format("-r{}", rep) : "")));
-      log::info("sweep: --gpus={} ({}), repetition {} of {}, {} thread(s) per device", n, mode, rep + 1, o.repeat,
-                threads);
-      const int code = run_child(exe, child);
+      const SweepRun r{n, rep, dir.string()};
+      const std::string json = sweep_run(o, r).out.json_path;
+      log::info("sweep: --gpus={} ({}), repetition {} of {}, {} thread(s) per device", n,
+                parallel_mode_name(pt.options.mode), rep + 1, o.repeat, threads);
+      const int code = run_child(args, r);
       if (code != 0) {
         std::cerr << fmt::format("dpbench: error: the run with --gpus={} exited with code {}\n", n, code);
         std::filesystem::remove_all(dir);

@@ -1,7 +1,8 @@
 #pragma once
 // --gpus=1,2,4 and --repeat=R: one dpbench run per device count and repetition, each a
-// child process with a single --gpus (so every mode, DDP's launched ranks included, runs
-// exactly as it would alone), merged into one report with the scaling efficiency
+// child process with the sweep's command line that runs one point's typed options
+// (sweep_run(), options.h) through the path a single run takes (so every mode, DDP's
+// launched ranks included, runs exactly as it would alone), merged into one report with the scaling efficiency
 //   E(N) = throughput(N) / (N * throughput(1))
 // from the median throughput of the repetitions (weak scaling: dp and mp hand N x --batch
 // to the wrapper at N devices, so every device keeps the same work; ddp keeps --batch per

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <tuple>
 
 #include "tests/support/process.h"
 #include "tests/support/schemas.h"
@@ -76,6 +77,35 @@ TEST(DpbenchSweep, BadListsFailBeforeAnyWork) {
     EXPECT_NE(r.err.find("--gpus"), std::string::npos) << r.err;
     EXPECT_EQ(r.out.find("samples/s"), std::string::npos) << "work started for --gpus=" << bad;
   }
+}
+
+// Each run of a sweep is the sweep's own command line with the run named in the
+// environment: the child takes that point's typed options (mp's one-device point is
+// single-device training, with the pipeline's flags left behind; dp and mp's batch is N x
+// --batch), and a value that names no run of the sweep is an error naming it.
+TEST(DpbenchSweep, EachRunTakesItsPointsOptionsFromTheSweepsCommandLine) {
+  const std::string dir = tmp("sweep_runs");
+  std::filesystem::create_directories(dir);
+  const std::string cmd = " --mode=mp --gpus=1,2 --split=fc2 --schedule=gpipe --model=mlp --batch=16 --steps=2 "
+                          "--warmup=1 --threads=1 --progress=none --doctor";
+  for (const auto& [n, mode, batch] : {std::tuple{1, "single", 16}, {2, "mp", 32}}) {
+    const Result r = sh("DPB_SWEEP_RUN=" + std::to_string(n) + ":0:" + dir + " " + dpbench() + cmd);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out.find("dpdoctor"), std::string::npos) << "a run of a sweep gave a verdict of its own";
+    const auto rep = test::checked_report(dir + "/gpus" + std::to_string(n) + "-r0.json");
+    EXPECT_EQ(rep["config"]["mode"], mode);
+    EXPECT_EQ(rep["runs"][0]["world_size"], n);
+    EXPECT_EQ(rep["runs"][0]["global_batch"], batch) << rep["runs"][0].dump();
+  }
+  for (const std::string& bad : {"3:0:" + dir, "2:1:" + dir, "2:" + dir, "x:0:" + dir, std::string("2:0:")}) {
+    const Result r = sh("DPB_SWEEP_RUN=" + bad + " " + dpbench() + cmd);
+    EXPECT_NE(r.code, 0) << bad;
+    EXPECT_NE(r.err.find("DPB_SWEEP_RUN"), std::string::npos) << bad << ": " << r.err;
+  }
+  const Result single = sh("DPB_SWEEP_RUN=1:0:" + dir + " " + dpbench() + " --mode=single --model=mlp --steps=1");
+  EXPECT_NE(single.code, 0);
+  EXPECT_NE(single.err.find("no sweep"), std::string::npos) << single.err;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(DpbenchTrace, WritesChromeTraceWithAProcessPerDevice) {
