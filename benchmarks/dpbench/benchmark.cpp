@@ -63,7 +63,7 @@ reports::RunConfig run_config(const BenchOptions& o, Model& model, const Trainer
     c.bucket_mb = o.ddp.bucket_mb;
     c.sampler = o.ddp.distributed_sampler ? "distributed" : "none";
     if (rank->tensor_group) c.tensor_parallel = rank->tensor_group->size();
-    else if (o.mode == ParallelMode::tp) c.tensor_parallel = world;
+    else if (mode_info(o.mode).splits_layers) c.tensor_parallel = world;
   }
   c.sync_bn = o.ddp.sync_bn;
   c.threads_per_device = threads;

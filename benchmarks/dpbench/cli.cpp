@@ -100,7 +100,7 @@ void convert(const Flags& f, BenchOptions& o) {
   o.pipeline.schedule = parse_pipeline_schedule(f.schedule);
   o.data.eval = pick<EvalMode>(f.eval, {{"auto", EvalMode::automatic}, {"on", EvalMode::on}, {"off", EvalMode::off}});
   o.train.progress = parse_progress_mode(f.progress);
-  o.train.save_sharded = f.save_format == "sharded" || (f.save_format == "auto" && o.mode == ParallelMode::fsdp);
+  o.train.save_sharded = f.save_format == "sharded" || (f.save_format == "auto" && mode_info(o.mode).shards_state);
   o.train.optimizer = parse_optimizer(f.optimizer);
   o.train.lr_schedule = parse_lr_schedule(f.lr_schedule);
   o.train.lr_scale = parse_lr_scaling(f.lr_scale);

@@ -86,7 +86,7 @@ int run(BenchOptions o, const std::vector<std::string>& argv) {
         << "--mode=single runs on one device; sweep --gpus with --mode=dp, ddp or mp";
     // Every point checked before any runs.
     for (int n : o.sweep) validate(sweep_point(o, n));
-    if (o.mode == ParallelMode::tp || o.ddp.tp > 1)
+    if (mode_info(o.mode).splits_layers || o.ddp.tp > 1)
       for (int n : o.sweep) check_tensor_parallel(sweep_point(o, n));
     if (!o.out.json_path.empty()) check_writable(o.out.json_path);
     return run_sweep(o, argv);
@@ -99,7 +99,7 @@ int run(BenchOptions o, const std::vector<std::string>& argv) {
     return run_collectives_rank(o, argv);
   }
   validate(o);
-  if ((o.mode == ParallelMode::tp || o.ddp.tp > 1) && rank_env(o).source == "none" && !std::getenv("DPB_LAUNCHED"))
+  if ((mode_info(o.mode).splits_layers || o.ddp.tp > 1) && rank_env(o).source == "none" && !std::getenv("DPB_LAUNCHED"))
     check_tensor_parallel(o);
   for (const auto* path : {&o.out.json_path, &o.out.trace_path})
     if (!path->empty()) check_writable(*path);

@@ -41,12 +41,13 @@ void validate(const BenchOptions& o) {
   const auto& d = o.device;
   const bool cuda = d.kind == DeviceKind::cuda;
   const std::string mode = parallel_mode_name(o.mode);
+  const ModeInfo& m = mode_info(o.mode);
   const auto& p = o.pipeline;
   DPB_CHECK(p.micro_batches >= 0) << "--micro-batches must be at least 1, got " << p.micro_batches;
   DPB_CHECK(p.schedule != PipelineSchedule::naive || p.micro_batches <= 1)
       << "--schedule=naive runs the whole batch through one stage at a time; --micro-batches=" << p.micro_batches
       << " needs --schedule=gpipe or --schedule=1f1b";
-  DPB_CHECK(o.mode != ParallelMode::pipeline || d.count >= 2)
+  DPB_CHECK(!m.pipelines || d.count >= 2)
       << "--mode=mp cuts the model over --gpus=2 or more devices, got --gpus=" << d.count;
   DPB_CHECK(o.mode != ParallelMode::pipeline || o.train.accum_steps == 1)
       << "--mode=mp accumulates over --micro-batches; --accum-steps is for single and ddp";
@@ -64,7 +65,7 @@ void validate(const BenchOptions& o) {
       << "--cuda-graph needs --devices=cuda and --mode=single";
   DPB_CHECK(!(d.cuda_graph && o.out.op_profile))
       << "--op-profile times ops one at a time, which a CUDA graph replay does not allow; use one or the other";
-  DPB_CHECK(!d.logical_gpus || (cuda && (o.mode == ParallelMode::dp || o.mode == ParallelMode::pipeline)))
+  DPB_CHECK(!d.logical_gpus || (cuda && m.multi_device_process))
       << "--logical-gpus places the devices of --mode=dp or --mode=mp on fewer GPUs: it needs --devices=cuda and one "
          "of those modes";
   DPB_CHECK(d.timing == DeviceTiming::automatic || d.timing == DeviceTiming::off || cuda)
@@ -72,14 +73,14 @@ void validate(const BenchOptions& o) {
       << " times GPU work; on logical CPU devices the host clock is the device's (use auto or off)";
   // Checked before the GPUs are: a mistake in the flags is named on any machine.
   // A flag of another mode is an error, never silently ignored (the registry says whose).
-  for (const ModeInfo& m : parallel_modes())
-    for (const char* flag : m.options)
-      DPB_CHECK(!o.given.count(flag) || o.mode == m.mode)
-          << flag << " is for --mode=" << m.name << ", not --mode=" << mode;
-  DPB_CHECK(!o.train.save_sharded || o.mode == ParallelMode::fsdp)
+  for (const ModeInfo& other : parallel_modes())
+    for (const char* flag : other.options)
+      DPB_CHECK(!o.given.count(flag) || o.mode == other.mode)
+          << flag << " is for --mode=" << other.name << ", not --mode=" << mode;
+  DPB_CHECK(!o.train.save_sharded || m.shards_state)
       << "--save-format=sharded is for --mode=fsdp (--mode=" << mode << " writes one full checkpoint)";
-  DPB_CHECK((o.mode != ParallelMode::fsdp && o.mode != ParallelMode::tp) || !o.ddp.sync_bn)
-      << "--sync-bn is for --mode=ddp";
+  // SyncBatchNorm needs whole BatchNorm layers on ranks that split the batch.
+  DPB_CHECK(!m.distributed || m.all_reduces_gradients || !o.ddp.sync_bn) << "--sync-bn is for --mode=ddp";
   DPB_CHECK(o.ddp.tp == 1 || o.mode == ParallelMode::ddp)
       << "--tp=" << o.ddp.tp << " is for --mode=ddp (2D: data x tensor); --mode=tp cuts the model over every rank";
   DPB_CHECK(o.ddp.tp == 1 || (d.count * o.ranks.nnodes) % o.ddp.tp == 0)
@@ -90,10 +91,10 @@ void validate(const BenchOptions& o) {
       << "): a tensor-parallel group stays within one node";
   DPB_CHECK(o.ddp.tp == 1 || !o.ddp.sync_bn) << "--sync-bn does not combine with --tp (tensor parallelism cuts no "
                                                 "BatchNorm)";
-  DPB_CHECK(o.mode != ParallelMode::tp || o.ranks.nnodes == 1)
+  DPB_CHECK(!m.splits_layers || o.ranks.nnodes == 1)
       << "--mode=tp runs within one node (its all-reduces sit between every layer's products); with --nnodes="
       << o.ranks.nnodes << " use --mode=ddp or fsdp across nodes";
-  DPB_CHECK(o.mode != ParallelMode::tp || o.ddp.distributed_sampler)
+  DPB_CHECK(m.splits_batch || !m.distributed || o.ddp.distributed_sampler)
       << "--sampler=none is for --mode=ddp: tensor-parallel ranks all train on the same batches";
   if (is_distributed(o.mode)) {
     // NCCL refuses two ranks on one GPU, and its collectives check nothing across ranks.
@@ -143,7 +144,7 @@ void validate_simulate(const BenchOptions& o) {
                           "--from-trace=TRACE (a PyTorch profiler trace of the job) or --single-step-s=SECONDS with "
                           "--model, --batch and --hardware (an analytic profile)"
                         : "--profile, --from-trace and --single-step-s are three profiles; give one");
-  DPB_CHECK(s.trace_path.empty() || o.mode == ParallelMode::ddp || o.mode == ParallelMode::fsdp)
+  DPB_CHECK(s.trace_path.empty() || mode_info(o.mode).splits_batch)
       << "--from-trace predicts --mode=ddp or --mode=fsdp (a trace gives the job's gradients, not its layers' "
          "activations or splits), got --mode=" << parallel_mode_name(o.mode);
   DPB_CHECK(s.trace_path.empty() || s.crowded_profile_path.empty())

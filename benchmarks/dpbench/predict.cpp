@@ -37,9 +37,9 @@ reports::RunReport prediction_report(const BenchOptions& o, const std::vector<st
   c.batch_per_device = s.profile.batch;
   c.global_batch = s.profile.batch;
   c.bucket_mb = o.ddp.bucket_mb;
-  c.sweep_batch = o.mode == ParallelMode::pipeline ? "batch (the stages share it)"
-                  : o.mode == ParallelMode::tp     ? "batch (every rank runs it)"
-                                                   : "per rank";
+  c.sweep_batch = mode_info(o.mode).pipelines       ? "batch (the stages share it)"
+                  : mode_info(o.mode).splits_layers ? "batch (every rank runs it)"
+                                                    : "per rank";
   int64_t params = 0;
   for (const auto& l : s.profile.layers)
     for (const auto& p : l.params) params += p.bytes / 4;
@@ -162,7 +162,7 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
   } else {
     profile = sim::profile_from_report(report_path);
   }
-  if (o.mode == ParallelMode::tp) {
+  if (mode_info(o.mode).splits_layers) {
     // The counts --mode=tp itself would refuse (heads, vocabulary or a layer's outputs they
     // do not divide, or layers it does not cut) are refused here too.
     Generator g(0);

@@ -138,8 +138,9 @@ ModelOptions model_options(const BenchOptions& o) {
 }  // namespace
 
 void check_tensor_parallel(const BenchOptions& o) {
-  const int ranks = o.mode == ParallelMode::tp ? o.device.count * o.ranks.nnodes : o.ddp.tp;
-  const std::string flag = o.mode == ParallelMode::tp ? std::string("--mode=tp") : "--tp=" + std::to_string(o.ddp.tp);
+  const bool whole = mode_info(o.mode).splits_layers;  // every rank holds a part (else --tp's groups)
+  const int ranks = whole ? o.device.count * o.ranks.nnodes : o.ddp.tp;
+  const std::string flag = whole ? std::string("--mode=") + parallel_mode_name(o.mode) : "--tp=" + std::to_string(o.ddp.tp);
   // A transformer from its description (GPT-2 124M's parameters would take 638 MiB here,
   // in the launcher); other models have their layers' widths read from a built model.
   if (const auto spec = describe_transformer(o.data.model, model_options(o))) {
@@ -161,7 +162,7 @@ RunSetup prepare_run(const BenchOptions& o, bool parallel, const RankContext* ra
     // FSDP's ranks build the model without its parameters' memory (meta-device
     // initialisation): each draws only its shards' rows.
     std::optional<init::DeferredInit> deferred;
-    if (parallel && o.mode == ParallelMode::fsdp) deferred.emplace();
+    if (parallel && mode_info(o.mode).shards_state) deferred.emplace();
     r.model = build_model(o.data.model, init_gen, model_options(o));
   }
   check_language_model_fits(*r.model, o, parallel);

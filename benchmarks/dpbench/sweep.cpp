@@ -89,7 +89,7 @@ int run_sweep(const BenchOptions& o, const std::vector<std::string>& args) {
                            "device, E(N) = {}\n",
                            parallel_mode_name(o.mode),
                            weak                          ? ", weak scaling (batch x N)"
-                           : o.mode == ParallelMode::tp ? ", the same batch on every rank (strong scaling)"
+                           : mode_info(o.mode).splits_layers ? ", the same batch on every rank (strong scaling)"
                                                         : ", batch per rank",
                            o.repeat, threads,
                            first_n == 1 ? "throughput(N) / (N x throughput(1))"

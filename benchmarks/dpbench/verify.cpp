@@ -92,7 +92,7 @@ VerifyResult run_verify(const BenchOptions& o, std::ostream& out, const RankCont
   // that moves pre-activations sitting at a ReLU's kink to its other side, and with small
   // batches the gradients then differ by up to a percent after one step (PyTorch's
   // SyncBatchNorm behaves the same way).
-  const bool ddp = o.mode == ParallelMode::ddp;
+  const bool ddp = mode_info(o.mode).all_reduces_gradients;
   const bool batch_stats = reference->spec().has_batchnorm && ddp && o.ddp.sync_bn;
   const double tolerance = o.verify.tolerance >= 0 ? o.verify.tolerance : (batch_stats ? 2e-2 : 1e-3);
   v.passed = v.max_rel_diff <= tolerance;
@@ -156,7 +156,7 @@ VerifyResult run_verify(const BenchOptions& o, std::ostream& out, const RankCont
         << (dp ? "DataParallel" : "DistributedDataParallel without SyncBatchNorm")
         << " does), so models with BatchNorm differ from single-device training by design"
         << (ddp ? "; --sync-bn makes them equal" : "") << "\n";
-  if (!v.passed && reference->spec().has_batchnorm && o.mode == ParallelMode::pipeline && micro_batches(o) > 1)
+  if (!v.passed && reference->spec().has_batchnorm && mode_info(o.mode).pipelines && micro_batches(o) > 1)
     out << "note: in mp each micro-batch is normalised by BatchNorm with its own statistics (as in GPipe and "
            "PyTorch's Pipe), so models with BatchNorm differ from single-device training by design; "
            "--schedule=naive (one micro-batch) makes them equal\n";

@@ -67,14 +67,14 @@ Trainer::Trainer(Model& model, const Dataset& train, TrainOptions options, const
   // Tensor parallelism cuts the model as it is: a checkpoint is loaded into the whole
   // model first (with a whole-model optimizer whose state each rank then cuts).
   std::unique_ptr<Optimizer> resumed;
-  if (!o_.resume_path.empty() && (o_.mode == ParallelMode::tp || o_.tp_group)) {
+  if (!o_.resume_path.empty() && (mode_info(o_.mode).splits_layers || o_.tp_group)) {
     resumed = make_optimizer(o_.optim, model_.parameters());
     start_ = load_checkpoint(o_.resume_path, model_, *resumed);
   }
   strategy_ = make_strategy(model_, o_, &unit_costs_);
   DPB_CHECK(o_.accum_steps == 1 || strategy_->accumulates())
       << "gradient accumulation (--accum-steps) is not available in --mode=" << parallel_mode_name(o_.mode)
-      << (o_.mode == ParallelMode::pipeline ? ": use --micro-batches instead" : "");
+      << (mode_info(o_.mode).pipelines ? ": use --micro-batches instead" : "");
   // FSDP's optimizer steps on this rank's shards, one per parameter in model order.
   optimizer_ = make_optimizer(o_.optim, strategy_->fsdp() ? strategy_->fsdp()->shard_parameters() : model_.parameters());
   optimizer_->set_decay_mask(strategy_->fsdp() ? strategy_->fsdp()->shard_decay_mask(decay) : decay);
@@ -264,7 +264,7 @@ TrainResult Trainer::run(const std::function<void(const StepRecord&)>& on_step) 
     StepRecord r = step(batches, pos.global_step);
     // The A/B re-times a full batch: an epoch's short last batch would time less work
     // than the steps it is compared with.
-    if (o_.mode == ParallelMode::ddp && (batches.back().size() == o_.batch || !last_batch_))
+    if (mode_info(o_.mode).all_reduces_gradients && (batches.back().size() == o_.batch || !last_batch_))
       last_batch_ = batches.back();
     r.data_hash = samples_hash(batches);
     r.data_ns = waited;

@@ -52,14 +52,14 @@ std::optional<Finding> small_batch_batchnorm(const Evidence& e) {
       "statistics are noisy, training becomes unstable and accuracy drops, and the running statistics used at "
       "evaluation differ from those in training.",
       per, where);
-  f.fix = e.mode == ParallelMode::ddp && e.sync_bn
+  f.fix = mode_info(e.mode).all_reduces_gradients && e.sync_bn
               ? "raise the per-rank batch: SyncBatchNorm already normalises over every rank's samples"
           : is_distributed(e.mode)
               ? "convert to SyncBatchNorm (torch.nn.SyncBatchNorm.convert_sync_batchnorm; in dpbench --sync-bn) so the "
                 "statistics span all ranks, or raise the per-rank batch to 16 or more"
-          : e.mode == ParallelMode::pipeline ? "use fewer, larger micro-batches (16+ samples each), or GroupNorm"
-                                             : "raise the batch per device to 16 or more, use DistributedDataParallel "
-                                               "with SyncBatchNorm, or GroupNorm";
+          : mode_info(e.mode).pipelines
+              ? "use fewer, larger micro-batches (16+ samples each), or GroupNorm"
+              : "raise the batch per device to 16 or more, use DistributedDataParallel with SyncBatchNorm, or GroupNorm";
   return f;
 }
 
