@@ -45,13 +45,28 @@ CLI::Validator bounded_below(double lo, bool strict) {
       fmt::format("{} {:g}", strict ? ">" : ">=", lo), strict ? "above" : "at least");
 }
 CLI::Validator at_least(double lo) { return bounded_below(lo, false); }
-CLI::Validator above_zero() { return bounded_below(0, true); }
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
   return s;
 }
+
+// A mode's name from the registry, turned into its enum's value for CLI11 to store;
+// anything else (a number too) is an error listing the names.
+CLI::Validator parallel_mode_name_to_enum() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        for (const auto& [name, mode] : parallel_mode_choices())
+          if (v == name) {
+            v = std::to_string(static_cast<int>(mode));
+            return "";
+          }
+        return "'" + escape_untrusted(v) + "' is not a parallel mode (valid: " + join(parallel_mode_names()) + ")";
+      },
+      "MODE", "parallel mode");
+}
+CLI::Validator above_zero() { return bounded_below(0, true); }
 
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> out;
@@ -64,7 +79,8 @@ std::vector<std::string> split_commas(const std::string& text) {
 
 // The flags as CLI11 reads them; turned into BenchOptions once parsed.
 struct Flags {
-  std::string bench = "train", mode, gpus = "1", devices = "cpu", precision = "fp32";  // mode "": not given
+  std::string bench = "train", gpus = "1", devices = "cpu", precision = "fp32";
+  std::optional<ParallelMode> mode;  // not given: single (ddp under --simulate)
   std::string device_timing = "auto", dp_forward = "scatter", dp_input = "tensor", split, schedule = "gpipe";
   std::string eval = "auto", progress = "auto", optimizer = "sgd", lr_schedule = "constant", lr_scale = "none";
   std::string save_format = "auto";
@@ -86,8 +102,8 @@ void convert(const Flags& f, BenchOptions& o) {
   o.bench = pick<BenchKind>(f.bench, {{"train", BenchKind::train}, {"collectives", BenchKind::collectives}});
   o.ranks.shared_memory = f.host_allreduce == "shm";
   // No --mode: one device; a prediction is of DistributedDataParallel, and says so.
-  o.mode = parse_parallel_mode(f.mode.empty() ? (f.simulate ? "ddp" : "single") : f.mode);
-  o.simulate.mode_defaulted = f.simulate && f.mode.empty();
+  o.mode = f.mode.value_or(f.simulate ? ParallelMode::ddp : ParallelMode::single);
+  o.simulate.mode_defaulted = f.simulate && !f.mode;
   o.device.kind = pick<DeviceKind>(f.devices, {{"cpu", DeviceKind::cpu}, {"cuda", DeviceKind::cuda}});
   o.device.precision = parse_precision(f.precision);
   o.device.timing = pick<DeviceTiming>(f.device_timing, {{"auto", DeviceTiming::automatic},
@@ -140,7 +156,7 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
   std::string modes_help = "Parallel mode: ";
   for (const ModeInfo& m : parallel_modes())
     modes_help += fmt::format("{}{} ({})", m.mode == parallel_modes().front().mode ? "" : ", ", m.name, m.help);
-  app.add_option("--mode", f.mode, modes_help)->check(CLI::IsMember(parallel_mode_names()));
+  app.add_option("--mode", f.mode, modes_help)->transform(parallel_mode_name_to_enum());
   app.add_option("--gpus", f.gpus,
                  "Devices (or ranks) to use, or a sweep such as 1,2,4 (one run each, with the scaling efficiency "
                  "E(N) = throughput(N) / (N x throughput(1)); dp and mp multiply --batch by N). With --devices=cpu "
