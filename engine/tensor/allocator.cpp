@@ -140,7 +140,19 @@ void* device_alloc(const Device& device, size_t bytes) {
       std::vector<std::pair<void*, size_t>> drop;
       {
         std::lock_guard<std::mutex> lock(cache.mu);
-        while (!cache.free.empty() && live + cache.bytes + need > bound) {
+        // Past the bound, the cache would give back its largest blocks and map this one
+        // anew: a cached block that is large enough serves it instead (the smallest such),
+        // already mapped and faulted in.
+        if (live + cache.bytes + need > bound)
+          if (auto it = cache.free.lower_bound(rounded); it != cache.free.end()) {
+            const size_t size = it->first;
+            p = it->second.back();
+            it->second.pop_back();
+            if (it->second.empty()) cache.free.erase(it);
+            cache.bytes -= static_cast<int64_t>(size);
+            cache.larger.emplace(p, size);
+          }
+        while (!p && !cache.free.empty() && live + cache.bytes + need > bound) {
           auto big = std::prev(cache.free.end());  // (sizes with no block left are erased)
           drop.emplace_back(big->second.back(), big->first);
           big->second.pop_back();
@@ -149,7 +161,7 @@ void* device_alloc(const Device& device, size_t bytes) {
         }
       }
       for (auto [q, size] : drop) host_block_free(q, size);
-      p = host_block_alloc(rounded);
+      if (!p) p = host_block_alloc(rounded);
     }
     DPB_CHECK(p != nullptr) << "out of host memory allocating " << bytes << " bytes on " << device;
   } else {

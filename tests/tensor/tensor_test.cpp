@@ -180,6 +180,32 @@ TEST(Allocator, ACachedBlockServesASmallerAllocationThatFits) {
   EXPECT_EQ(memory_stats(d).cached_bytes, 0);
 }
 
+// Where a new block would take the cache past its bound, the cache gives back its largest
+// blocks and maps the new one, to be faulted in page by page: a cached block large enough
+// serves the allocation instead, however much larger (ResNet-18 on one CPU device re-mapped
+// about 125 MB a step without this). Within the bound the best-fit rule above holds.
+TEST(Allocator, PastTheBoundALargerCachedBlockServesInsteadOfANewMapping) {
+  const Device d = Device::cpu(11);
+  empty_cache(d);
+  void* big = nullptr;
+  {
+    Tensor t = Tensor::empty({20'000'000}, d);  // 80 MB: the most ever live on this device
+    big = t.data();
+  }
+  const int64_t cached = memory_stats(d).cached_bytes;
+  ASSERT_GE(cached, 80'000'000);
+  {
+    // 10 MB: 80 + 10 passes 1.1 x 80, and the block is 8x the request.
+    Tensor small = Tensor::empty({2'500'000}, d);
+    EXPECT_EQ(static_cast<void*>(small.data()), big) << "the cached block was given back and a new one mapped";
+    EXPECT_EQ(memory_stats(d).cached_bytes, 0);
+    EXPECT_EQ(memory_stats(d).current_bytes, 10'000'000) << "live bytes are what the tensors asked for";
+  }
+  EXPECT_EQ(memory_stats(d).cached_bytes, cached) << "the block went back at its own size";
+  empty_cache(d);
+  EXPECT_EQ(memory_stats(d).cached_bytes, 0);
+}
+
 TEST(Device, ParseAndErrors) {
   EXPECT_EQ(Device::parse("cpu"), Device::cpu(0));
   EXPECT_EQ(Device::parse("cpu:3"), Device::cpu(3));
