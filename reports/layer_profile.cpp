@@ -40,7 +40,11 @@ nlohmann::json LayerProfile::to_json() const {
   nlohmann::json layers_j = nlohmann::json::array();
   for (const auto& l : layers) {
     nlohmann::json params = nlohmann::json::array();
-    for (const auto& p : l.params) params.push_back({{"name", p.name}, {"bytes", p.bytes}});
+    for (const auto& p : l.params) {
+      nlohmann::json q = {{"name", p.name}, {"bytes", p.bytes}};
+      if (!p.fsdp_unit.empty()) q["fsdp_unit"] = p.fsdp_unit;
+      params.push_back(std::move(q));
+    }
     layers_j.push_back({{"name", l.name},
                         {"forward_s", l.forward_s},
                         {"backward_s", l.backward_s},
@@ -79,7 +83,8 @@ LayerProfile LayerProfile::from_json(const JsonView& v) {
     c.flops = l.number("flops", 0, 1e30);
     c.output_bytes = l.integer("output_bytes", 0, int64_t{1} << 50);
     for (const auto& q : l.items("params", 1 << 16))
-      c.params.push_back({q.str("name", 1024), q.integer("bytes", 0, int64_t{1} << 50)});
+      c.params.push_back(
+          {q.str("name", 1024), q.integer("bytes", 0, int64_t{1} << 50), q.maybe_str("fsdp_unit", 1024).value_or("")});
     p.layers.push_back(std::move(c));
   }
   DPB_CHECK(!p.layers.empty()) << v.where() << ": the layer profile has no layers";

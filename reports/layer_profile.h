@@ -19,6 +19,10 @@ class JsonView;
 struct ProfiledParam {
   std::string name;
   int64_t bytes = 0;
+  // The FSDP unit the model's wrap policy puts it in: its layer's name, or "root" (a
+  // tied weight, a layer the policy does not wrap); empty where unknown (each layer with
+  // parameters is then a unit of its own).
+  std::string fsdp_unit;
 };
 
 struct ProfiledLayer {

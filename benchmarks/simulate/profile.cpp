@@ -5,6 +5,7 @@
 #include "benchmarks/simulate/link.h"
 #include "engine/core/error.h"
 #include "engine/core/text.h"
+#include "engine/parallel/fully_sharded.h"
 #include "engine/parallel/pipeline.h"
 #include "reports/model.h"
 
@@ -29,13 +30,17 @@ StepProfile layer_skeleton(Model& model, int64_t batch) {
   StepProfile p;
   p.model = model.spec().name;
   p.batch = batch;
+  const auto fsdp_unit = fsdp_unit_of_parameters(model);
   for (const ProfileUnit& u : profile_units(model)) {
     LayerCost c;
     c.name = u.name;
     Shape out;
     c.flops = static_cast<double>(u.module->forward_flops(u.input, &out)) * static_cast<double>(batch);
     c.output_bytes = u.output.numel() * batch * 4;
-    for (auto& [n, q] : u.module->named_parameters()) c.params.push_back({u.name + "." + n, q->data().numel() * 4});
+    for (auto& [n, q] : u.module->named_parameters()) {
+      const auto it = fsdp_unit.find(q);
+      c.params.push_back({u.name + "." + n, q->data().numel() * 4, it != fsdp_unit.end() ? it->second : ""});
+    }
     p.layers.push_back(std::move(c));
   }
   return p;

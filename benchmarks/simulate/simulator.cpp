@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/parallel/fully_sharded.h"
 
 namespace dpb::sim {
 
@@ -167,9 +168,13 @@ class Channel {
   // Queues a collective of `idle_s` alone, `loaded_s` beside compute, over `bytes`;
   // returns its id.
   size_t issue(double idle_s, double loaded_s, double bytes, std::string what,
-               LinkModel::Collective op = LinkModel::Collective::allreduce) {
+               LinkModel::Collective op = LinkModel::Collective::allreduce, std::string unit = "") {
     ops_.push_back({idle_s, idle_s > 0 ? loaded_s / idle_s : 1.0, link_.contention_while(bytes, loaded_s, op),
                     std::move(what), false});
+    issued.push_back({op == LinkModel::Collective::allgather        ? "all-gather"
+                      : op == LinkModel::Collective::reduce_scatter ? "reduce-scatter"
+                                                                    : "all-reduce",
+                      std::move(unit), bytes});
     comm_s += idle_s;
     const size_t id = ops_.size() - 1;
     if (pending_.empty()) left_ = ops_[id].idle_s;
@@ -212,6 +217,7 @@ class Channel {
 
   double t = 0, comm_s = 0, overlap_s = 0, exposed_s = 0;
   std::string last_waited;
+  std::vector<SimPoint::Collective> issued;
 
  private:
   struct Op {
@@ -240,13 +246,21 @@ SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, c
     r.critical_path = "compute (one device: nothing to gather)";
     return r;
   }
-  // The units: layers with parameters, in forward order, and their bytes.
+  // The units, in forward order, and their bytes: as the model's wrap policy made them
+  // where the profile says (each parameter's fsdp_unit: its layer's unit, or the root's),
+  // else every layer with parameters a unit of its own.
   std::vector<size_t> layer_of;
   std::vector<double> bytes;
   std::vector<int> unit_at(p.layers.size(), -1);
+  double root_bytes = 0;
   for (size_t l = 0; l < p.layers.size(); ++l) {
     double b = 0;
-    for (const auto& q : p.layers[l].params) b += static_cast<double>(q.bytes);
+    for (const auto& q : p.layers[l].params) {
+      if (q.fsdp_unit.empty() || q.fsdp_unit == p.layers[l].name)
+        b += static_cast<double>(q.bytes);
+      else
+        root_bytes += static_cast<double>(q.bytes);  // the root's, or a unit the profile does not time
+    }
     if (b <= 0) continue;
     unit_at[l] = static_cast<int>(layer_of.size());
     layer_of.push_back(l);
@@ -268,11 +282,17 @@ SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, c
   auto gather = [&](std::vector<std::optional<size_t>>& g, int u, const char* pass) {
     if (u < 0 || u >= units || g[static_cast<size_t>(u)]) return;
     const auto [idle, loaded] = gather_cost(u);
-    g[static_cast<size_t>(u)] =
-        ch.issue(idle, loaded, bytes[static_cast<size_t>(u)],
-                 std::string("the all-gather of ") + p.layers[layer_of[static_cast<size_t>(u)]].name + " (" + pass + ")",
-                 LinkModel::Collective::allgather);
+    const std::string& name = p.layers[layer_of[static_cast<size_t>(u)]].name;
+    g[static_cast<size_t>(u)] = ch.issue(idle, loaded, bytes[static_cast<size_t>(u)],
+                                         "the all-gather of " + name + " (" + pass + ")",
+                                         LinkModel::Collective::allgather, name);
   };
+  // The root (parameters several layers share, or that no wrapped layer holds) is
+  // gathered before the first layer and stays gathered through the backward; its
+  // gradients are reduce-scattered once the backward is done.
+  if (root_bytes > 0)
+    ch.wait(ch.issue(link.all_gather_s(root_bytes, ranks), link.all_gather_under_load_s(root_bytes, ranks), root_bytes,
+                     "the all-gather of the root unit", LinkModel::Collective::allgather, kFsdpRootUnit));
   for (size_t l = 0; l < p.layers.size(); ++l) {
     const int u = unit_at[l];
     if (u >= 0) {
@@ -297,10 +317,17 @@ SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, c
     if (u >= 0) {
       const auto [idle, loaded] = scatter_cost(u);
       const size_t s = ch.issue(idle, loaded, bytes[static_cast<size_t>(u)], "the reduce-scatter of " + p.layers[l].name,
-                                LinkModel::Collective::reduce_scatter);
+                                LinkModel::Collective::reduce_scatter, p.layers[l].name);
       if (previous_scatter) ch.wait(*previous_scatter);
       previous_scatter = s;
     }
+  }
+  if (root_bytes > 0) {
+    const size_t s = ch.issue(link.reduce_scatter_s(root_bytes, ranks), link.reduce_scatter_under_load_s(root_bytes, ranks),
+                              root_bytes, "the reduce-scatter of the root unit", LinkModel::Collective::reduce_scatter,
+                              kFsdpRootUnit);
+    if (previous_scatter) ch.wait(*previous_scatter);
+    previous_scatter = s;
   }
   const double exposed_before = ch.exposed_s;
   ch.wait_all();
@@ -309,6 +336,7 @@ SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, c
   r.exposed_comm_s = ch.exposed_s;
   r.overlap = ch.comm_s > 0 ? std::min(1.0, ch.overlap_s / ch.comm_s) : 0;
   r.step_s = ch.t + p.optimizer_s / ranks + p.other_s;
+  r.collectives = std::move(ch.issued);
   r.critical_path = ch.exposed_s - exposed_before > 1e-12
                         ? ch.last_waited + " ends the step, " + ms(ch.exposed_s - exposed_before) + " after the backward"
                     : ch.exposed_s > 1e-12 ? "compute waits " + ms(ch.exposed_s) + " for collectives, the longest for " +

@@ -22,7 +22,11 @@
 // dp: one process: parameters broadcast to the N devices, their batches' forward and
 //   backward side by side, gradients reduced onto the primary, the optimizer there; no
 //   overlap (DataParallel's order).
-// fsdp: each layer with parameters a unit, sharded over N ranks; one communication
+// fsdp: the model's units (the profile's fsdp_unit per parameter, as the wrap policy
+//   made them: GPT-2's blocks, with the embeddings, the tied head and the last norm in
+//   the root, gathered before the first layer, kept through the backward and
+//   reduce-scattered after it; without it, each layer with parameters a unit), sharded
+//   over N ranks; one communication
 //   channel (Gloo's thread, NCCL's stream) runs the collectives in the order issued:
 //   a unit's all-gather of its parameters (link.all_gather_s of its bytes) before its
 //   forward, issued `fsdp_prefetch` units ahead; before its backward again (reshard after
@@ -87,6 +91,13 @@ struct SimPoint {
   int buckets = 0;
   std::string algorithm;    // ring | tree (the largest bucket's)
   std::string critical_path;
+  // fsdp: the collectives of one step in the order issued, as the engine records its own
+  // (CollectiveRecord's kind and unit) and the bytes they move (the unit's parameters).
+  struct Collective {
+    std::string kind, unit;
+    double bytes = 0;
+  };
+  std::vector<Collective> collectives;
 };
 
 struct Simulation {

@@ -267,7 +267,7 @@ TraceProfile profile_from_trace(const std::string& path, int64_t unit_bytes) {
         LayerCost c;
         c.name = fmt::format("gradients {}.{}", i, j);
         c.backward_s = segment[i] * to_s / static_cast<double>(pieces);
-        c.params.push_back({c.name, std::min(kPiece, ready[i].bytes - j * kPiece)});
+        c.params.push_back({c.name, std::min(kPiece, ready[i].bytes - j * kPiece), ""});
         layers.push_back(std::move(c));
       }
     }
@@ -278,7 +278,7 @@ TraceProfile profile_from_trace(const std::string& path, int64_t unit_bytes) {
       if (layers.empty() || layers.back().params.front().bytes + ready[i].bytes > unit_bytes) {
         LayerCost c;
         c.name = fmt::format("unit {}", layers.size());
-        c.params.push_back({c.name, 0});
+        c.params.push_back({c.name, 0, ""});
         layers.push_back(std::move(c));
       }
       layers.back().backward_s += segment[i] * to_s;

@@ -22,6 +22,48 @@ constexpr int64_t kF32 = 4;
 // bytes (over all ranks): the copy of a large unit (GPT-2's root, the token embedding)
 // never doubles its gradients' memory.
 constexpr int64_t kScatterPieceBytes = int64_t{32} << 20;
+
+// Which layers use each parameter (its own layer, and a tied head the weight it computes
+// with), and each parameter's owner: the layer whose unit holds it, or layers.size() for
+// the root (shared by several layers, or in a layer the wrap policy does not wrap).
+struct UnitAssignment {
+  std::vector<PipelineUnit> layers;
+  std::map<const Parameter*, std::vector<size_t>> users;
+  std::vector<size_t> owner;  // per named parameter
+};
+
+UnitAssignment assign_units(Model& model, const std::vector<std::pair<std::string, Parameter*>>& named) {
+  UnitAssignment a;
+  a.layers = pipeline_units(model);
+  for (size_t l = 0; l < a.layers.size(); ++l) {
+    for (Parameter* p : a.layers[l].module->parameters()) a.users[p].push_back(l);
+    if (auto* tied = dynamic_cast<TiedLinear*>(a.layers[l].module); tied && tied->weight())
+      a.users[tied->weight()].push_back(l);
+  }
+  const auto& policy = model.spec().fsdp_units;
+  auto wrapped = [&](const std::string& layer) {
+    if (policy.empty()) return true;
+    for (const auto& prefix : policy)
+      if (layer.rfind(prefix, 0) == 0) return true;
+    return false;
+  };
+  a.owner.resize(named.size());
+  for (size_t i = 0; i < named.size(); ++i) {
+    const auto it = a.users.find(named[i].second);
+    const bool own = it != a.users.end() && it->second.size() == 1 && wrapped(a.layers[it->second.front()].name);
+    a.owner[i] = own ? it->second.front() : a.layers.size();
+  }
+  return a;
+}
+}
+
+std::map<const Parameter*, std::string> fsdp_unit_of_parameters(Model& model) {
+  const auto named = model.named_parameters();
+  const UnitAssignment a = assign_units(model, named);
+  std::map<const Parameter*, std::string> unit;
+  for (size_t i = 0; i < named.size(); ++i)
+    unit[named[i].second] = a.owner[i] == a.layers.size() ? kFsdpRootUnit : a.layers[a.owner[i]].name;
+  return unit;
 }
 
 FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessGroup& group, FsdpOptions options)
@@ -50,35 +92,17 @@ FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessG
     broadcast_deferred_from_rank0();
   }
 
-  // Which layers use each parameter: its own layer, and a tied head the weight it computes with.
-  const auto layers = pipeline_units(module_);
-  std::map<const Parameter*, std::vector<size_t>> users;
-  for (size_t l = 0; l < layers.size(); ++l) {
-    for (Parameter* p : layers[l].module->parameters()) users[p].push_back(l);
-    if (auto* tied = dynamic_cast<TiedLinear*>(layers[l].module); tied && tied->weight())
-      users[tied->weight()].push_back(l);
-  }
-  // Units: one per layer with parameters of its own that the wrap policy makes a unit
-  // (forward order), then the root.
-  const auto& policy = module_.spec().fsdp_units;
-  auto wrapped = [&](const std::string& layer) {
-    if (policy.empty()) return true;
-    for (const auto& prefix : policy)
-      if (layer.rfind(prefix, 0) == 0) return true;
-    return false;
-  };
+  const UnitAssignment assigned = assign_units(module_, named);
+  const auto& layers = assigned.layers;
+  const auto& users = assigned.users;
+  const auto& owner = assigned.owner;
   std::vector<int> unit_of_layer(layers.size(), -1);
-  std::vector<size_t> owner(named.size());
   bool any_root = false;
-  for (size_t i = 0; i < named.size(); ++i) {
-    const auto& u = users[named[i].second];
-    if (u.size() == 1 && wrapped(layers[u.front()].name)) {
-      owner[i] = u.front();
-      unit_of_layer[u.front()] = 0;
-    } else {
-      owner[i] = layers.size();  // the root
+  for (size_t o : owner) {
+    if (o == layers.size())
       any_root = true;
-    }
+    else
+      unit_of_layer[o] = 0;
   }
   for (size_t l = 0; l < layers.size(); ++l) {
     if (unit_of_layer[l] < 0) continue;
@@ -91,7 +115,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessG
   if (any_root) {
     root_ = static_cast<int>(units_.size());
     Unit u;
-    u.name = "root";
+    u.name = kFsdpRootUnit;
     units_.push_back(std::move(u));
   }
   const int world = group_.size(), rank = group_.rank();
@@ -145,7 +169,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(Model& module, comm::ProcessG
     if (root_ < 0) continue;
     bool uses_root = false;
     for (size_t i : units_[static_cast<size_t>(root_)].members)
-      uses_root = uses_root || std::count(users[members_[i].param].begin(), users[members_[i].param].end(), l) > 0;
+      if (const auto it = users.find(members_[i].param); it != users.end())
+        uses_root = uses_root || std::count(it->second.begin(), it->second.end(), l) > 0;
     if (uses_root && layers[l].module->backward_reads_parameters())
       root_read_until_ = std::min(root_read_until_, static_cast<int64_t>(l));
   }

@@ -71,6 +71,14 @@ struct FsdpMemory {
   int64_t activation_bytes = -1;
 };
 
+// The wrap policy's units (ModelSpec::fsdp_units; without one, every layer with
+// parameters of its own), as the constructor shards a model: for each parameter, the name
+// of the layer (pipeline_units) whose unit holds it, or "root" for one that no wrapped
+// layer holds alone (a tied weight, a layer the policy does not wrap). The simulator
+// replays a profile's FSDP step with the same units (benchmarks/simulate).
+inline constexpr const char* kFsdpRootUnit = "root";
+std::map<const Parameter*, std::string> fsdp_unit_of_parameters(Model& model);
+
 class FullyShardedDataParallel : private Sequential::LayerHooks {
  public:
   FullyShardedDataParallel(Model& module, comm::ProcessGroup& group, FsdpOptions options = {});

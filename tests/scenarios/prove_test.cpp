@@ -64,8 +64,11 @@ TEST(ProveScenario, TheSlowLoadersFixHoldsAsPredicted) {
   // The text says it too.
   EXPECT_NE(out.find("proved: --workers="), std::string::npos) << out;
   // Findings whose fix is no flag say why they were not run.
-  for (const auto& g : doc["findings"])
-    if (g.contains("proof") && g["proof"]["verdict"] == "not run") EXPECT_TRUE(g["proof"]["reason"].is_string()) << g;
+  for (const auto& g : doc["findings"]) {
+    if (g.contains("proof") && g["proof"]["verdict"] == "not run") {
+      EXPECT_TRUE(g["proof"]["reason"].is_string()) << g;
+    }
+  }
 }
 
 TEST(ProveCli, RefusesWhatItCannotRunAgain) {

@@ -10,8 +10,11 @@
 #include <map>
 
 #include "engine/core/error.h"
+#include "engine/parallel/fully_sharded.h"
 #include "engine/parallel/reducer.h"
+#include "engine/train/trainer.h"
 #include "reports/json_view.h"
+#include "tests/support/models.h"
 #include "tests/support/ranks.h"
 
 namespace dpb::sim {
@@ -327,7 +330,7 @@ TEST(Simulate, FsdpGathersUnitsAndStepsOnShards) {
   EXPECT_GT(r0.step_s, ideal.step_s);
   EXPECT_NEAR(r0.step_s, ideal.step_s + r0.exposed_comm_s, 1e-9);
   // The last unit's reduce-scatter can only start after its backward: it ends the step.
-  EXPECT_NE(r0.critical_path.find("the reduce-scatter of transformer.wte ends the step"), std::string::npos)
+  EXPECT_NE(r0.critical_path.find("the reduce-scatter of the root unit ends the step"), std::string::npos)
       << r0.critical_path;
   // Efficiency falls as the link slows.
   double previous = 2;
@@ -337,6 +340,44 @@ TEST(Simulate, FsdpGathersUnitsAndStepsOnShards) {
     const double e = simulate(p, l, {8}, o).points[0].efficiency;
     EXPECT_LT(e, previous) << "bandwidth x" << scale;
     previous = e;
+  }
+}
+
+// The simulated FSDP step issues the engine's collectives in the engine's order, over the
+// units the model's wrap policy makes: GPT-2's blocks, with the root (the tied token
+// embedding, the position table and the last norm) gathered once and reduce-scattered
+// last; the MLP's every layer with parameters. Each moves the unit's bytes: an
+// all-gather's input is one rank's chunk, a reduce-scatter's every rank's (padding aside).
+TEST(Simulate, FsdpIssuesTheEnginesCollectivesInItsOrder) {
+  for (const std::string name : {"gpt2-tiny", "mlp"}) {
+    std::vector<CollectiveRecord> engine;
+    test::run_ranks_ok(2, [&](int rank, comm::ProcessGroup& pg) {
+      const Device dev = Device::cpu(rank);
+      auto model = test::model_on(name, dev);
+      FullyShardedDataParallel fsdp(*model, pg);
+      auto data = test::data_for(*model, 4);
+      Batch b = make_batch(*data, {2 * rank, 2 * rank + 1});
+      LossResult l = compute_loss(model->spec().loss, fsdp.forward(b.x.to(dev)), b.target.to(dev), true);
+      fsdp.backward(l.grad);
+      if (rank == 0) engine = fsdp.collectives();
+    });
+    auto model = test::model_on(name, Device::cpu());
+    StepProfile p = layer_skeleton(*model, 2);
+    for (auto& l : p.layers) l.forward_s = 1e-3, l.backward_s = 2e-3;
+    SimOptions o;
+    o.mode = ParallelMode::fsdp;
+    const SimPoint sim = simulate_point(p, load_preset("cpu-gloo-local"), 2, o);
+    ASSERT_EQ(sim.collectives.size(), engine.size()) << name;
+    for (size_t k = 0; k < engine.size(); ++k) {
+      EXPECT_EQ(sim.collectives[k].kind, engine[k].kind) << name << ", collective " << k;
+      EXPECT_EQ(sim.collectives[k].unit, engine[k].unit) << name << ", collective " << k;
+      const double sent = static_cast<double>(engine[k].bytes) * (engine[k].kind == "all-gather" ? 2 : 1);
+      EXPECT_NEAR(sim.collectives[k].bytes / sent, 1, 0.01) << name << ", " << engine[k].unit;
+    }
+    if (name == "gpt2-tiny") {
+      EXPECT_EQ(engine.front().unit, kFsdpRootUnit);
+      EXPECT_EQ(engine.back().unit, kFsdpRootUnit);
+    }
   }
 }
 
@@ -480,7 +521,7 @@ TEST(Simulate, PipelineBubbleAndDataParallelCosts) {
     c.forward_s = 0.001;
     c.backward_s = 0.002;
     c.output_bytes = 1024;
-    c.params.push_back({c.name + ".weight", 4096});
+    c.params.push_back({c.name + ".weight", 4096, ""});
     p.layers.push_back(c);
   }
   const LinkModel l = load_preset("dgx1-v100");
