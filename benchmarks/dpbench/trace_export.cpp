@@ -87,7 +87,10 @@ void write_trace(const BenchOptions& o, const TrainResult& result, const std::ve
                                {"mode", parallel_mode_name(o.mode)},
                                {"model", o.data.model},
                                {"devices", device_kind_name(o.device.kind)},
-                               {"world_size", rank ? rank->group->size() : o.device.count}};
+                               {"world_size", rank ? rank->group->size() : o.device.count},
+                               // ts 0 on the host's steady clock (CLOCK_MONOTONIC; rank 0's host for
+                               // ranks' traces): lines the trace up with other processes' times.
+                               {"clock_origin_ns", origin}};
   reports::write_report(o.out.trace_path, trace::chrome_trace(processes, origin, meta));
   log::info("trace written to {} (open in ui.perfetto.dev)", o.out.trace_path);
 }

@@ -14,6 +14,7 @@
 #include <set>
 #include <tuple>
 
+#include "engine/core/clock.h"
 #include "tests/support/process.h"
 #include "tests/support/schemas.h"
 
@@ -110,10 +111,16 @@ TEST(DpbenchSweep, EachRunTakesItsPointsOptionsFromTheSweepsCommandLine) {
 
 TEST(DpbenchTrace, WritesChromeTraceWithAProcessPerDevice) {
   const std::string trace = tmp("trace.json");
+  const int64_t before = dpb::now_ns();
   const Result r = sh(dpbench() + " --mode=dp --gpus=2 --model=mlp --batch=16 --steps=4 --warmup=1 --threads=1 "
                                   "--progress=none --trace=" + trace);
+  const int64_t after = dpb::now_ns();
   ASSERT_EQ(r.code, 0) << r.err;
   const auto t = nlohmann::json::parse(slurp(trace));
+  // ts 0 on this host's steady clock: between the moments the run started and ended.
+  const int64_t origin = t["otherData"]["clock_origin_ns"].get<int64_t>();
+  EXPECT_GT(origin, before);
+  EXPECT_LT(origin, after);
   std::set<int> pids;
   std::set<std::string> cats, names;
   for (const auto& e : t["traceEvents"]) {
