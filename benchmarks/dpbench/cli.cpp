@@ -414,7 +414,8 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
   sim->add_option("--crowded-profile", o.simulate.crowded_profile_path,
                   "--simulate with --profile: the same --layer-profile run recorded while another rank trained on the "
                   "same machine at the same time; at 2 ranks or more compute takes as much longer as its layers did "
-                  "(ranks sharing cores, caches or memory bandwidth slow each other)");
+                  "(ranks sharing cores, caches or memory bandwidth slow each other), and the slowest rank's lag is that of "
+                  "its steps (rank_lag) where it has one");
   sim->add_option("--sim-jitter", o.simulate.jitter,
                   "--simulate: relative standard deviation of each rank's compute per step (every collective waits "
                   "for the slowest rank; default: a measured profile's own steps, the slowest of N drawn from them, "

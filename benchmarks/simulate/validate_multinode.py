@@ -25,10 +25,13 @@ import json
 import math
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import validate_local  # noqa: E402
@@ -46,6 +49,128 @@ CASES = [
 ]
 BUCKETS = ["1", "25", "100"]
 MIN_RUN_S = 2.0  # seconds of one-rank steps each measured run lasts at least
+
+
+CROWDING_RUN_S = 12.0  # seconds of steps the crowding run lasts
+CROWDING_MARGIN_S = 0.002  # a step counts only this long after the neighbour's switch
+
+
+def interleaved_crowding(single, step_s, base):
+    """How much longer a one-rank step takes with a second rank training beside it on node
+    1: one run on node 0 (--trace), while that rank is stopped and resumed (SIGSTOP,
+    SIGCONT) every few steps; each step that lies wholly in a window of one kind counts for
+    it (the trace's clock_origin_ns puts its steps on this host's monotonic clock). The
+    crowding is the median crowded step over the median alone, less 1. Back-to-back runs
+    alone and crowded measured the VM's drift from one run to the next as well (gpt2-tiny:
+    +0.130, -0.062 and +0.633 in three pairs; +0.198, -0.076, +0.148 in three more); here
+    both kinds of step come from the same seconds. Returns (crowding, evidence)."""
+    period = max(0.1, 4 * step_s)
+    companion = subprocess.Popen([CLUSTER, "run", "1", "--", *single, "--steps=1000000"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, env={**os.environ, "DPB_CLUSTER": "val"},
+                                 start_new_session=True)
+    switches, stop = [], threading.Event()
+
+    def toggle():
+        running = True
+        while not stop.wait(period):
+            running = not running
+            t0 = time.monotonic_ns()
+            os.killpg(companion.pid, signal.SIGCONT if running else signal.SIGSTOP)
+            switches.append(((t0 + time.monotonic_ns()) // 2, running))
+
+    try:
+        time.sleep(3.0)  # the companion's start-up and warm-up, running
+        toggler = threading.Thread(target=toggle)
+        toggler.start()
+        try:
+            on_node0([*single, f"--steps={math.ceil(CROWDING_RUN_S / step_s)}", "--trace=" + base + ".trace.json",
+                      "--json=" + base + ".json"])
+        finally:
+            stop.set()
+            toggler.join()
+    finally:
+        os.killpg(companion.pid, signal.SIGKILL)
+        companion.wait()
+    trace = json.load(open(base + ".trace.json"))
+    origin = trace["otherData"]["clock_origin_ns"]
+    margin = CROWDING_MARGIN_S * 1e9
+    kinds = {True: [], False: []}
+    for e in trace["traceEvents"]:
+        if e.get("cat") != "step" or e["args"].get("warmup"):
+            continue
+        begin = origin + e["ts"] * 1e3
+        end = begin + e["dur"] * 1e3
+        # The window the step began in: from the last switch before it to the next one.
+        before = [sw for sw in switches if sw[0] <= begin - margin]
+        after = [sw for sw in switches if sw[0] > begin - margin]
+        if not before or (after and after[0][0] < end):
+            continue  # before the first switch, or a switch during the step
+        kinds[before[-1][1]].append(e["dur"])
+    if len(kinds[True]) < 5 or len(kinds[False]) < 5:
+        sys.exit(f"validate_multinode: the crowding run has {len(kinds[True])} crowded and {len(kinds[False])} "
+                 f"alone steps, too few: see {base}.trace.json")
+    json.dump({"switches_ns": switches, "crowded_us": kinds[True], "alone_us": kinds[False]},
+              open(base + ".steps.json", "w"))
+    crowded, alone = statistics.median(kinds[True]), statistics.median(kinds[False])
+    return (crowded / alone - 1, f"median step {crowded / 1e3:.2f} ms crowded over {alone / 1e3:.2f} ms alone, "
+            f"{len(kinds[True])} and {len(kinds[False])} steps of one run, the neighbour switched every "
+            f"{period * 1e3:.0f} ms", rank_lags([t * 1e-6 for t in kinds[True]]))
+
+
+def percentile(values, q):
+    """As engine/core/stats.cpp's: linear between the two nearest ranks."""
+    v = sorted(values)
+    pos = q * (len(v) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (pos - lo) * (v[hi] - v[lo])
+
+
+def rank_lags(steps):
+    """As reports/layer_profile.cpp's rank_lags: the slowest of N ranks' median lag over
+    the median step, N = 2, 4, ... while the sample reaches that quantile."""
+    out, median = [], percentile(steps, 0.5)
+    ranks = 2
+    while len(steps) >= 4 and median > 0:
+        q = 0.5 ** (1 / ranks)
+        if 1 / (1 - q) > len(steps):
+            break
+        out.append({"ranks": ranks, "relative": max(0.0, percentile(steps, q) / median - 1)})
+        ranks *= 2
+    return out
+
+
+def write_crowded(src, dst, crowding, evidence, lags):
+    """The profile `src` with its layers' forward and backward times stretched by the
+    crowding, and the ranks' lag of the crowded steps: what --simulate --crowded-profile
+    compares with the profile alone, and the spread of ranks that compute side by side."""
+    doc = json.load(open(src))
+    prof = doc["runs"][0]["layer_profile"]
+    for layer in prof["layers"]:
+        layer["forward_s"] *= 1 + crowding
+        layer["backward_s"] *= 1 + crowding
+    prof["rank_lag"] = lags
+    prof["evidence"] = (prof.get("evidence", "") + f"; layers stretched by the crowding measured beside it, and "
+                        f"rank_lag from the crowded steps: {evidence}")
+    json.dump(doc, open(dst, "w"))
+
+
+def bucket_relations(measured, predicted):
+    """Each pair of bucket sizes as the runs order them and as the simulator does: '<'
+    (the first faster), '>' or '='. Measured, '=' unless the medians differ by more than
+    both sizes' spreads (half the range of their runs) and by 1 %; predicted, '=' under 1 %."""
+    def relation(a, b, noise):
+        if abs(a - b) <= max(noise, 0.01 * min(a, b)):
+            return "="
+        return "<" if a < b else ">"
+    out = []
+    sizes = list(measured)
+    for i, x in enumerate(sizes):
+        for y in sizes[i + 1:]:
+            spread = sum((max(measured[z]) - min(measured[z])) / 2 for z in (x, y))
+            out.append((x, y, relation(statistics.median(measured[x]), statistics.median(measured[y]), spread),
+                        relation(predicted[x], predicted[y], 0.0)))
+    return out
 
 
 def cluster(*args):
@@ -189,31 +314,19 @@ def main():
             if model in profiles:
                 continue
             single = [d, "--mode=single", f"--model={model}", f"--batch={batch}", *extra, *data, *common]
-            # Alone, then again with a second rank training on node 1 the whole time (the
-            # nodes share this machine's cores, caches and memory bandwidth, as
-            # validate_local's ranks do): --repeat such pairs back to back, and the pair
-            # whose crowding (crowded compute over alone compute) is the median is kept. One pair
-            # alone made the crowding, and so the prediction, follow the VM's drift from one
-            # run to the next (DDP ResNet-18 at 10 Gbit/s: 0.006, 0.106 and 0.158 in three
-            # runs, predicted E(2) 0.839, 0.805 and 0.736 against 0.849, 0.851 and 0.835).
-            pairs = []
-            for k in range(a.repeat):
-                prof = os.path.join(top, f"profile_{model}.{k}.json")
-                crowded = os.path.join(top, f"crowded_{model}.{k}.json")
-                on_node0([*single, "--layer-profile", "--json=" + prof, f"--steps={steps * 2}"])
-                companion = subprocess.Popen([CLUSTER, "run", "1", "--", *single, f"--steps={steps * 20}"],
-                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                             env={**os.environ, "DPB_CLUSTER": "val"})
-                on_node0([*single, "--layer-profile", "--json=" + crowded, f"--steps={steps * 2}"])
-                companion.kill()
-                companion.wait()
-                pairs.append((compute_of(crowded) / compute_of(prof), prof, crowded))
-            _, prof, crowded = sorted(pairs)[len(pairs) // 2]
-            os.rename(prof, os.path.join(top, f"profile_{model}.json"))
-            os.rename(crowded, os.path.join(top, f"crowded_{model}.json"))
-            lines.append(f"Crowding of {model} (crowded forward and backward over alone, as --simulate reads it), "
-                         f"{len(pairs)} pairs: "
-                         + ", ".join(f"{c - 1:+.3f}" for c, _, _ in pairs) + "; the median pair is used.")
+            # The profile alone; then the crowding (a second rank training on node 1: the nodes
+            # share this machine's cores, caches and memory bandwidth, as validate_local's
+            # ranks do) from one run with that rank stopped and resumed every few steps.
+            prof = os.path.join(top, f"profile_{model}.json")
+            on_node0([*single, "--layer-profile", "--json=" + prof, f"--steps={steps * 2}"])
+            runs = sorted(interleaved_crowding(single, profile_step(prof), os.path.join(top, f"crowding_{model}.{k}"))
+                          for k in range(a.repeat))
+            crowding, evidence, lags = runs[len(runs) // 2]
+            write_crowded(prof, os.path.join(top, f"crowded_{model}.json"), crowding, evidence, lags)
+            lag2 = next((l["relative"] for l in lags if l["ranks"] == 2), None)
+            lines.append(f"Crowding of {model}, {len(runs)} runs: " + ", ".join(f"{c[0]:+.3f}" for c in runs)
+                         + f"; the median is used ({evidence}); the slowest of 2 crowded steps "
+                         + (f"{lag2:+.3f}" if lag2 is not None else "not measured") + " over their median.")
             profiles[model] = os.path.join(top, f"profile_{model}.json")
             profiles[model + "/crowded"] = os.path.join(top, f"crowded_{model}.json")
             step_s[model] = profile_step(profiles[model])
@@ -275,25 +388,36 @@ def main():
                 lines.append(doctor_line)
             json.dump(listed, open(os.path.join(work, "cases.json"), "w"), indent=1)
             if rate == "100mbit" and any(c[:2] == ("ddp", "resnet18") for c in cases):
-                order_meas, order_pred = [], []
+                # Rounds of the three sizes, each round in another order, so that the VM's drift
+                # falls on each size alike (all of one size's runs and then the next's made
+                # 100 MiB the slowest by 4 % on 2026-12-02, with the runs of 1 and 25 MiB
+                # before it).
+                measured = {mb: [] for mb in BUCKETS}
+                for k in range(a.repeat):
+                    for mb in BUCKETS[k % len(BUCKETS):] + BUCKETS[:k % len(BUCKETS)]:
+                        run = [d, "--mode=ddp", "--model=resnet18", "--batch=16", "--steps=8", f"--bucket-mb={mb}",
+                               "--timeout=600", *common]
+                        path = os.path.join(work, f"two_bucket{mb}.{k}.json")
+                        on_two_nodes([*run, "--json=" + path])
+                        measured[mb].append(json.load(open(path))["runs"][0]["step_time_s"]["median"])
+                predicted = {}
                 for mb in BUCKETS:
-                    run = [d, "--mode=ddp", "--model=resnet18", "--batch=16", "--steps=8", f"--bucket-mb={mb}",
-                           "--timeout=600", *common]
-                    two = repeated(on_two_nodes, run, os.path.join(work, f"two_bucket{mb}.json"), a.repeat)
                     pred = os.path.join(work, f"predicted_bucket{mb}.json")
                     validate_local.run([*validate_local.simulate_argv(d, work, "ddp", "resnet18", [f"--bucket-mb={mb}"]),
                                         "--json=" + pred])
-                    step_pred = next(p["step_time_s"] for p in json.load(open(pred))["sweep"] if p["world_size"] == 2)
-                    order_meas.append((statistics.median(json.load(open(p))["runs"][0]["step_time_s"]["median"]
-                                                         for p in two), mb))
-                    order_pred.append((step_pred, mb))
-                ranked_meas = [mb for _, mb in sorted(order_meas)]
-                ranked_pred = [mb for _, mb in sorted(order_pred)]
-                lines.append(f"\nBucket sizes at {rate}, fastest first: measured {', '.join(ranked_meas)} MiB "
-                             f"({', '.join(f'{t:.2f} s' for t, _ in sorted(order_meas))}); predicted "
-                             f"{', '.join(ranked_pred)} MiB ({', '.join(f'{t:.2f} s' for t, _ in sorted(order_pred))}).\n")
-                if ranked_meas != ranked_pred:
-                    failures.append(f"bucket order at {rate}: measured {ranked_meas}, predicted {ranked_pred}")
+                    predicted[mb] = next(p["step_time_s"] for p in json.load(open(pred))["sweep"] if p["world_size"] == 2)
+                verdicts = bucket_relations(measured, predicted)
+                lines.append(f"\nBucket sizes at {rate} (DDP ResNet-18 b16, {a.repeat} rounds alternated): "
+                             + "; ".join(f"{mb} MiB measured {statistics.median(measured[mb]):.3f} s "
+                                         f"(runs {', '.join(f'{t:.3f}' for t in measured[mb])}), predicted "
+                                         f"{predicted[mb]:.3f} s" for mb in BUCKETS) + ".\n")
+                lines.append("Pairwise, measured against predicted ('=' where the difference is within the runs' "
+                             "spread, or under 1 % predicted): "
+                             + ", ".join(f"{x} against {y} MiB: {m} measured, {q} predicted" for x, y, m, q in verdicts)
+                             + ".\n")
+                for x, y, m, q in verdicts:
+                    if m != q:
+                        failures.append(f"bucket sizes at {rate}: {x} against {y} MiB is '{m}' measured, '{q}' predicted")
     finally:
         cluster("down")
     head = [f"# Two nodes in one box: E(2) measured against --simulate, {datetime.date.today()}", "",

@@ -131,6 +131,31 @@ TEST(DpbenchSimulate, ACrowdedProfileStretchesComputeButNeverShrinksIt) {
   for (const auto& f : {profile, slower, faster}) std::remove(f.c_str());
 }
 
+// A crowded profile's rank_lag (its steps taken with a neighbour computing) is the ranks'
+// spread at 2 ranks and more, in place of the profile's alone: ranks compute side by side.
+// --sim-jitter, given, still decides.
+TEST(DpbenchSimulate, ACrowdedProfilesRankLagIsTheSpreadOfRanksSideBySide) {
+  const std::string profile = temp("lag-alone.json"), crowded = temp("lag-crowded.json");
+  const Proc p = dpbench("--mode=single --model=mlp --batch=16 --steps=3 --warmup=1 --threads=1 --layer-profile "
+                         "--progress=none --json=" + profile);
+  ASSERT_EQ(p.code, 0) << p.err;
+  nlohmann::json j = checked_report(profile);
+  auto& lp = j["runs"][0]["layer_profile"];
+  double compute = 0;
+  for (const auto& l : lp["layers"]) compute += l["forward_s"].get<double>() + l["backward_s"].get<double>();
+  lp["rank_lag"] = nlohmann::json::parse(R"([{"ranks": 2, "relative": 0.0}])");
+  std::ofstream(profile) << j.dump();
+  lp["rank_lag"] = nlohmann::json::parse(R"([{"ranks": 2, "relative": 0.2}])");
+  std::ofstream(crowded) << j.dump();
+  const double alone = predicted_step_at_2("--profile=" + profile, nullptr);
+  const double side_by_side = predicted_step_at_2("--profile=" + profile + " --crowded-profile=" + crowded, nullptr);
+  // The slowest rank's compute a fifth longer (less what overlapping communication hides).
+  EXPECT_GT(side_by_side, alone + 0.1 * compute);
+  EXPECT_DOUBLE_EQ(predicted_step_at_2("--sim-jitter=0 --profile=" + profile + " --crowded-profile=" + crowded, nullptr),
+                   predicted_step_at_2("--sim-jitter=0 --profile=" + profile, nullptr));
+  for (const auto& f : {profile, crowded}) std::remove(f.c_str());
+}
+
 // The profile carries how far the slowest of N ranks' steps run behind (rank_lag), from the
 // run's own steps. A profile recorded without it gets it from its steps: one stall among
 // them moves nothing (the standard deviation it inflates is no longer what is waited for),
