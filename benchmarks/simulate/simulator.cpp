@@ -193,30 +193,30 @@ SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, c
   const int units = static_cast<int>(layer_of.size());
   r.buckets = 0;
   Channel ch(link);
-  auto gather_cost = [&](int u) {
-    const double b = bytes[static_cast<size_t>(u)];
-    return std::pair<double, double>{link.all_gather_s(b, ranks), link.all_gather_under_load_s(b, ranks)};
+  // A unit's all-gather of `b` bytes; its id.
+  auto issue_gather = [&](double b, const std::string& what, const std::string& unit) {
+    return ch.issue(link.all_gather_s(b, ranks), link.all_gather_under_load_s(b, ranks), b, "the all-gather of " + what,
+                    LinkModel::Collective::allgather, unit);
   };
-  auto scatter_cost = [&](int u) {
-    const double b = bytes[static_cast<size_t>(u)];
-    return std::pair<double, double>{link.reduce_scatter_s(b, ranks), link.reduce_scatter_under_load_s(b, ranks)};
+  // A unit's reduce-scatter; the training thread waits for the one before it.
+  std::optional<size_t> previous_scatter;
+  auto scatter = [&](double b, const std::string& what, const std::string& unit) {
+    const size_t s = ch.issue(link.reduce_scatter_s(b, ranks), link.reduce_scatter_under_load_s(b, ranks), b,
+                              "the reduce-scatter of " + what, LinkModel::Collective::reduce_scatter, unit);
+    if (previous_scatter) ch.wait(*previous_scatter);
+    previous_scatter = s;
   };
   const int ahead = std::max(0, o.fsdp_prefetch);
   std::vector<std::optional<size_t>> fwd(static_cast<size_t>(units)), bwd(static_cast<size_t>(units));
   auto gather = [&](std::vector<std::optional<size_t>>& g, int u, const char* pass) {
     if (u < 0 || u >= units || g[static_cast<size_t>(u)]) return;
-    const auto [idle, loaded] = gather_cost(u);
     const std::string& name = p.layers[layer_of[static_cast<size_t>(u)]].name;
-    g[static_cast<size_t>(u)] = ch.issue(idle, loaded, bytes[static_cast<size_t>(u)],
-                                         "the all-gather of " + name + " (" + pass + ")",
-                                         LinkModel::Collective::allgather, name);
+    g[static_cast<size_t>(u)] = issue_gather(bytes[static_cast<size_t>(u)], name + " (" + pass + ")", name);
   };
   // The root (parameters several layers share, or that no wrapped layer holds) is
   // gathered before the first layer and stays gathered through the backward; its
   // gradients are reduce-scattered once the backward is done.
-  if (root_bytes > 0)
-    ch.wait(ch.issue(link.all_gather_s(root_bytes, ranks), link.all_gather_under_load_s(root_bytes, ranks), root_bytes,
-                     "the all-gather of the root unit", LinkModel::Collective::allgather, kFsdpRootUnit));
+  if (root_bytes > 0) ch.wait(issue_gather(root_bytes, "the root unit", kFsdpRootUnit));
   for (size_t l = 0; l < p.layers.size(); ++l) {
     const int u = unit_at[l];
     if (u >= 0) {
@@ -226,7 +226,6 @@ SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, c
     }
     ch.compute(p.layers[l].forward_s * stretch);
   }
-  std::optional<size_t> previous_scatter;
   for (size_t l = p.layers.size(); l-- > 0;) {
     const int u = unit_at[l];
     const bool regather = o.fsdp_reshard && u >= 0 && u != units - 1;
@@ -238,21 +237,9 @@ SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, c
       for (int k = 1; k <= ahead; ++k)
         if (u - k >= 0 && u - k != units - 1) gather(bwd, u - k, "backward");
     ch.compute(p.layers[l].backward_s * stretch);
-    if (u >= 0) {
-      const auto [idle, loaded] = scatter_cost(u);
-      const size_t s = ch.issue(idle, loaded, bytes[static_cast<size_t>(u)], "the reduce-scatter of " + p.layers[l].name,
-                                LinkModel::Collective::reduce_scatter, p.layers[l].name);
-      if (previous_scatter) ch.wait(*previous_scatter);
-      previous_scatter = s;
-    }
+    if (u >= 0) scatter(bytes[static_cast<size_t>(u)], p.layers[l].name, p.layers[l].name);
   }
-  if (root_bytes > 0) {
-    const size_t s = ch.issue(link.reduce_scatter_s(root_bytes, ranks), link.reduce_scatter_under_load_s(root_bytes, ranks),
-                              root_bytes, "the reduce-scatter of the root unit", LinkModel::Collective::reduce_scatter,
-                              kFsdpRootUnit);
-    if (previous_scatter) ch.wait(*previous_scatter);
-    previous_scatter = s;
-  }
+  if (root_bytes > 0) scatter(root_bytes, "the root unit", kFsdpRootUnit);
   const double exposed_before = ch.exposed_s;
   ch.wait_all();
   r.compute_s = p.compute_s() * stretch;

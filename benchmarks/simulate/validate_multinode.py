@@ -209,19 +209,8 @@ def throughput(paths):
     return statistics.median(json.load(open(p))["runs"][0]["throughput_samples_per_s"] for p in paths)
 
 
-def repeated(launch, argv, path, repeat):
-    """`argv` run `repeat` times through `launch`, each writing path.K.json; the paths.
-    (Each run is a job of its own: --repeat would make a rank of a job started by another
-    launcher into a sweep of its own.)"""
-    paths = []
-    for k in range(repeat):
-        paths.append(f"{path[:-5]}.{k}.json")
-        launch([*argv, "--json=" + paths[-1]])
-    return paths
-
-
 def alternated(launch_a, argv_a, path_a, launch_b, argv_b, path_b, repeat):
-    """`repeat` runs of a and of b, alternated (a b a b ...), as repeated() writes them: the
+    """`repeat` runs of a and of b, alternated (a b a b ...), each writing path.K.json: the
     VM's drift from one minute to the next falls on both alike, where all of a's runs
     and then all of b's made E(2) follow it (DDP ResNet-18 at 10 Gbit/s: 0.656 to 0.851
     within fifteen minutes)."""
