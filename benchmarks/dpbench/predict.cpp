@@ -148,7 +148,7 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
   if (traced && so.links.empty()) link = sim::calibrate_link(link, *traced, &calibration);
   if (so.contention >= 0) {
     link.contention = so.contention;
-    link.contention_per_byte_s = 0;
+    link.stolen.reset();
     link.contention_source = "--contention";
   }
   ModelOptions mo;
@@ -226,10 +226,11 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
                            : "",
                        profile.batch);
   const std::string contention =
-      link.contention_per_byte_s > 0
-          ? fmt::format("contention {:.1f} ps of compute per byte a collective reduces beside it ({:.3f} over the "
-                        "measured sizes; {})",
-                        link.contention_per_byte_s * 1e12, link.contention, link.contention_source)
+      link.stolen
+          ? fmt::format("contention {:.1f} us of compute per collective beside it plus {:.1f} ps per byte it reduces "
+                        "({:.3f} over the measured sizes; {})",
+                        link.stolen->per_message_s * 1e6, link.stolen->per_byte_s * 1e12, link.contention,
+                        link.contention_source)
           : fmt::format("contention {:.3f} ({}; {})", link.contention,
                         link.contention_scope == sim::LinkModel::ContentionScope::transfers
                             ? "while an all-reduce runs"

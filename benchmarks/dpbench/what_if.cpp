@@ -117,10 +117,10 @@ std::optional<nlohmann::json> bucket_what_if(const reports::RunReport& report, s
   bool fitted = true;
   try {
     link.contention = sim::fit_contention(profile, link, world, measured, o);
-    link.contention_per_byte_s = 0;  // the fitted figure applies as it is
+    link.stolen.reset();  // the fitted figure applies as it is
   } catch (const Error&) {
     fitted = false;
-    link.contention_per_byte_s = 0;
+    link.stolen.reset();
     sim::LinkModel none = link;
     none.contention = 0;
     link.contention = sim::simulate_point(profile, none, world, o).step_s > measured ? 0 : 10;

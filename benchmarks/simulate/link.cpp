@@ -42,12 +42,57 @@ const FittedAllReduce* fitted_at(const LinkModel& l, int ranks) {
 
 }  // namespace
 
+double FittedAllReduce::seconds(double bytes, int ranks) const {
+  const double n = ranks, share = 2.0 * (n - 1) / n, latency = 2.0 * (n - 1) * alpha_s;
+  const auto line = [&](double s) { return latency + share * s / bus_bandwidth; };
+  if (measured.empty()) return line(bytes);
+  const auto& [s0, t0] = measured.front();
+  if (bytes <= s0) return std::max(std::min(t0, latency), t0 - share * (s0 - bytes) / bus_bandwidth);
+  for (size_t i = 1; i < measured.size(); ++i) {
+    const auto& [sa, ta] = measured[i - 1];
+    const auto& [sb, tb] = measured[i];
+    if (bytes <= sb) return ta + (tb - ta) * (bytes - sa) / (sb - sa);
+  }
+  const auto& [sl, tl] = measured.back();
+  double per_byte = share / bus_bandwidth;
+  if (measured.size() >= 2) {
+    const auto& [sp, tp] = measured[measured.size() - 2];
+    if (tl > tp && sl > sp) per_byte = (tl - tp) / (sl - sp);
+  }
+  return tl + per_byte * (bytes - sl);
+}
+
+void FittedAllReduce::scale_time(double k) {
+  alpha_s *= k;
+  bus_bandwidth /= k;
+  for (auto& [bytes, t] : measured) t *= k;
+}
+
+StolenCompute fit_stolen(const std::vector<std::array<double, 3>>& rows) {
+  StolenCompute f;
+  f.points = static_cast<int>(rows.size());
+  double sww = 0, swx = 0, swxx = 0, swy = 0, swxy = 0;
+  for (const auto& [x, t, y] : rows) {
+    if (!(t > 0)) continue;
+    const double w = 1.0 / (t * t);
+    sww += w, swx += w * x, swxx += w * x * x, swy += w * y, swxy += w * x * y;
+  }
+  if (sww <= 0) return f;
+  const double det = sww * swxx - swx * swx;
+  double b = det > 0 ? (sww * swxy - swx * swy) / det : 0;
+  double a = (swy - b * swx) / sww;
+  if (a < 0) a = 0, b = swxx > 0 ? swxy / swxx : 0;  // nothing per message: a line through 0
+  if (b < 0) b = 0, a = swy / sww;                   // nothing per byte: a constant
+  f.per_message_s = std::max(0.0, a);
+  f.per_byte_s = std::max(0.0, b);
+  return f;
+}
+
 double LinkModel::allreduce_s(double bytes, int ranks, Algorithm* chosen) const {
   if (chosen) *chosen = Algorithm::ring;
   if (ranks <= 1) return 0;
   const double n = ranks, share = 2.0 * (n - 1) / n;
-  if (const FittedAllReduce* f = fitted_at(*this, ranks))
-    return 2.0 * (n - 1) * f->alpha_s + share * bytes / f->bus_bandwidth;
+  if (const FittedAllReduce* f = fitted_at(*this, ranks)) return f->seconds(bytes, ranks);
   const double bw = bus_bandwidth(*this, ranks);
   const double ring = 2.0 * (n - 1) * ring_alpha(*this, ranks) + share * bytes / bw;
   const int nodes = nodes_of(ranks, gpus_per_node);
@@ -64,37 +109,31 @@ double LinkModel::allreduce_s(double bytes, int ranks, Algorithm* chosen) const 
 
 double LinkModel::allreduce_under_load_s(double bytes, int ranks) const {
   if (ranks <= 1) return 0;
-  if (auto it = fitted_under_load.find(ranks); it != fitted_under_load.end()) {
-    const double n = ranks;
-    return 2.0 * (n - 1) * it->second.alpha_s + 2.0 * (n - 1) / n * bytes / it->second.bus_bandwidth;
-  }
+  if (auto it = fitted_under_load.find(ranks); it != fitted_under_load.end()) return it->second.seconds(bytes, ranks);
   const double idle = allreduce_s(bytes, ranks);
   return contention_scope == ContentionScope::transfers ? idle * (1 + contention) : idle;
 }
 
 double LinkModel::contention_while(double bytes, double loaded_s, Collective op) const {
   if (contention_scope != ContentionScope::transfers) return contention;
-  const std::optional<double> own = op == Collective::allgather        ? contention_per_byte_allgather_s
-                                    : op == Collective::reduce_scatter ? contention_per_byte_reduce_scatter_s
-                                                                       : std::nullopt;
-  if (own) return loaded_s > 0 ? *own * bytes / loaded_s : 0.0;
-  if (contention_per_byte_s > 0 && loaded_s > 0) return contention_per_byte_s * bytes / loaded_s;
+  const std::optional<StolenCompute>& own = op == Collective::allgather        ? stolen_allgather
+                                            : op == Collective::reduce_scatter ? stolen_reduce_scatter
+                                                                               : stolen;
+  const std::optional<StolenCompute>& measured = own ? own : stolen;
+  if (measured) return loaded_s > 0 ? measured->at(bytes) / loaded_s : 0.0;
   return contention;
 }
 
 namespace {
-double half_ring(const FittedAllReduce& f, double bytes, int ranks) {
-  const double n = ranks;
-  return (n - 1) * f.alpha_s + (n - 1) / n * bytes / f.bus_bandwidth;
-}
+// Fitted on doubled times: half the all-reduce's form.
+double half_ring(const FittedAllReduce& f, double bytes, int ranks) { return f.seconds(bytes, ranks) / 2; }
 }  // namespace
 
 // Half the ring all-reduce: (n-1) steps, (n-1)/n * S.
 double LinkModel::half_allreduce_s(double bytes, int ranks) const {
   if (ranks <= 1) return 0;
   const double n = ranks;
-  if (const FittedAllReduce* f = fitted_at(*this, ranks))
-    return (n - 1) * f->alpha_s + (n - 1) / n * bytes / f->bus_bandwidth;
+  if (const FittedAllReduce* f = fitted_at(*this, ranks)) return f->seconds(bytes, ranks) / 2;
   return (n - 1) * ring_alpha(*this, ranks) + (n - 1) / n * bytes / bus_bandwidth(*this, ranks);
 }
 
@@ -136,6 +175,13 @@ double LinkModel::send_s(double bytes, bool across_nodes) const {
   return t.alpha_s + bytes / t.bus_bandwidth;
 }
 
+namespace {
+nlohmann::json stolen_json(const std::optional<StolenCompute>& s) {
+  if (!s) return nullptr;
+  return {{"per_message_s", s->per_message_s}, {"per_byte_s", s->per_byte_s}, {"rows", s->points}};
+}
+}  // namespace
+
 nlohmann::json LinkModel::to_json() const {
   nlohmann::json j{{"name", name},
                    {"source", source},
@@ -144,13 +190,9 @@ nlohmann::json LinkModel::to_json() const {
                    {"inter_node", {{"alpha_s", inter.alpha_s}, {"bus_bandwidth_bytes_per_s", inter.bus_bandwidth}}},
                    {"tree_bandwidth_share", tree_bandwidth_share},
                    {"contention", contention},
-                   {"contention_per_byte_s", contention_per_byte_s},
-                   {"contention_per_byte_allgather_s", contention_per_byte_allgather_s
-                                                            ? nlohmann::json(*contention_per_byte_allgather_s)
-                                                            : nlohmann::json(nullptr)},
-                   {"contention_per_byte_reduce_scatter_s", contention_per_byte_reduce_scatter_s
-                                                                 ? nlohmann::json(*contention_per_byte_reduce_scatter_s)
-                                                                 : nlohmann::json(nullptr)},
+                   {"stolen_compute", stolen_json(stolen)},
+                   {"stolen_compute_allgather", stolen_json(stolen_allgather)},
+                   {"stolen_compute_reduce_scatter", stolen_json(stolen_reduce_scatter)},
                    {"contention_scope", contention_scope == ContentionScope::in_flight ? "in-flight" : "transfers"},
                    {"contention_source", contention_source},
                    {"kernel_contention", kernel_contention},
@@ -168,7 +210,8 @@ nlohmann::json LinkModel::to_json() const {
                    {"alpha_s", p.alpha_s},
                    {"bus_bandwidth_bytes_per_s", p.bus_bandwidth},
                    {"points", p.points},
-                   {"max_relative_residual", p.max_residual}});
+                   {"max_relative_residual", p.max_residual},
+                   {"interpolated", !p.measured.empty()}});
     j[key] = f;
   };
   fits("fitted_allreduce", fitted);
@@ -271,11 +314,9 @@ struct Measured {
   std::vector<std::pair<double, double>> allgather, reduce_scatter;  // the same, of those collectives
   bool under_load = false;  // dpbench --load
   double slowdown_time = 0, time = 0;  // sum of slowdown x timed duration, and of duration
-  double bytes = 0;                     // the bytes those timed all-reduces reduced
-  // Under load, the same sums for the all-gathers and the reduce-scatters.
-  struct Load {
-    double slowdown_time = 0, bytes = 0;
-  } allgather_load, reduce_scatter_load;
+  // Under load, per size: the compute each collective took (its load slowdown times its
+  // time), of the all-reduces, all-gathers and reduce-scatters.
+  std::vector<std::pair<double, double>> stolen, allgather_stolen, reduce_scatter_stolen;
   // Where it ran (dpbench: host, backend and devices); two reports from the same place are
   // repeats of one measurement. Empty (nccl-tests): never taken for a repeat.
   std::string place;
@@ -297,25 +338,24 @@ Points median_per_size(const std::vector<Points>& runs) {
 Measured merged(const std::vector<Measured>& runs) {
   Measured m = runs.front();
   if (runs.size() == 1) return m;
-  std::vector<Points> ar, ag, rs;
-  m.slowdown_time = m.time = m.bytes = 0;
-  m.allgather_load = m.reduce_scatter_load = {};
+  std::vector<Points> ar, ag, rs, ar_stolen, ag_stolen, rs_stolen;
+  m.slowdown_time = m.time = 0;
   for (const auto& r : runs) {
     ar.push_back(r.points);
     ag.push_back(r.allgather);
     rs.push_back(r.reduce_scatter);
+    ar_stolen.push_back(r.stolen);
+    ag_stolen.push_back(r.allgather_stolen);
+    rs_stolen.push_back(r.reduce_scatter_stolen);
     m.slowdown_time += r.slowdown_time;
     m.time += r.time;
-    m.bytes += r.bytes;
-    for (auto [into, from] : {std::pair{&m.allgather_load, &r.allgather_load},
-                              std::pair{&m.reduce_scatter_load, &r.reduce_scatter_load}}) {
-      into->slowdown_time += from->slowdown_time;
-      into->bytes += from->bytes;
-    }
   }
   m.points = median_per_size(ar);
   m.allgather = median_per_size(ag);
   m.reduce_scatter = median_per_size(rs);
+  m.stolen = median_per_size(ar_stolen);
+  m.allgather_stolen = median_per_size(ag_stolen);
+  m.reduce_scatter_stolen = median_per_size(rs_stolen);
   return m;
 }
 
@@ -350,18 +390,16 @@ Measured from_dpbench(const nlohmann::json& j, const std::string& doc) {
   const reports::CollectivesReport r = reports::CollectivesReport::from_json(j, doc);
   Measured m;
   m.ranks = r.config.world_size;
-  m.under_load = r.config.load == "compute";
+  m.under_load = r.config.load != "none";
   m.place = r.env.host + " " + r.config.backend + " " + (r.config.devices == DeviceKind::cuda ? "cuda" : "cpu");
   for (const auto& row : r.results) {
     if ((row.op == "allgather" || row.op == "reduce_scatter") && row.time_us && *row.time_us > 0 && row.bytes > 0 &&
         row.wrong == 0) {
       const bool gather = row.op == "allgather";
       (gather ? m.allgather : m.reduce_scatter).emplace_back(static_cast<double>(row.bytes), *row.time_us * 1e-6);
-      if (m.under_load && row.load_slowdown) {
-        Measured::Load& load = gather ? m.allgather_load : m.reduce_scatter_load;
-        load.slowdown_time += *row.load_slowdown * *row.time_us * 1e-6 * r.config.iters;
-        load.bytes += static_cast<double>(row.bytes) * r.config.iters;
-      }
+      if (m.under_load && row.load_slowdown)
+        (gather ? m.allgather_stolen : m.reduce_scatter_stolen)
+            .emplace_back(static_cast<double>(row.bytes), *row.load_slowdown * *row.time_us * 1e-6);
     }
     if (row.op == "allreduce" && row.time_us && *row.time_us > 0 && row.bytes > 0 && row.wrong == 0) {
       m.points.emplace_back(static_cast<double>(row.bytes), *row.time_us * 1e-6);
@@ -369,7 +407,7 @@ Measured from_dpbench(const nlohmann::json& j, const std::string& doc) {
         const double duration = *row.time_us * 1e-6 * r.config.iters;
         m.slowdown_time += *row.load_slowdown * duration;
         m.time += duration;
-        m.bytes += static_cast<double>(row.bytes) * r.config.iters;
+        m.stolen.emplace_back(static_cast<double>(row.bytes), *row.load_slowdown * *row.time_us * 1e-6);
       }
     }
   }
@@ -378,11 +416,28 @@ Measured from_dpbench(const nlohmann::json& j, const std::string& doc) {
   return m;
 }
 
+// The line through a report's sizes, and the sizes themselves to interpolate between.
+FittedAllReduce fit_measured(std::vector<std::pair<double, double>> points, int ranks) {
+  std::sort(points.begin(), points.end());
+  FittedAllReduce f = fit_allreduce(points, ranks);
+  f.measured = std::move(points);
+  return f;
+}
+
 // All-gather and reduce-scatter: (n-1) alpha + (n-1)/n S / busbw is the all-reduce's fit
 // with every time doubled.
 FittedAllReduce fit_doubled(std::vector<std::pair<double, double>> points, int ranks) {
   for (auto& [bytes, t] : points) t *= 2;
-  return fit_allreduce(points, ranks);
+  return fit_measured(std::move(points), ranks);
+}
+
+// The compute each size's collective took, beside its time (the same size's), to fit on.
+StolenCompute stolen_of(const Points& stolen, const Points& times) {
+  std::map<double, double> time_of(times.begin(), times.end());
+  std::vector<std::array<double, 3>> rows;
+  for (const auto& [bytes, s] : stolen)
+    if (auto it = time_of.find(bytes); it != time_of.end()) rows.push_back({bytes, it->second, s});
+  return fit_stolen(rows);
 }
 
 }  // namespace
@@ -396,7 +451,7 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
   l.fitted_reduce_scatter.clear();
   l.fitted_allgather_under_load.clear();
   l.fitted_reduce_scatter_under_load.clear();
-  l.contention_per_byte_allgather_s = l.contention_per_byte_reduce_scatter_s = std::nullopt;
+  l.stolen = l.stolen_allgather = l.stolen_reduce_scatter = std::nullopt;
   std::string sources, loaded_sources;
   // Reports of one kind at one rank count: repeats of one measurement when they come from
   // the same place (the median of each size is fitted), else which to believe is not guessed.
@@ -430,24 +485,22 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
   for (const auto& [kind, group] : kinds) {
     const Measured m = merged(group.runs);
     if (m.under_load) {
-      l.fitted_under_load[m.ranks] = fit_allreduce(m.points, m.ranks);
+      l.fitted_under_load[m.ranks] = fit_measured(m.points, m.ranks);
       l.contention = std::max(0.0, m.slowdown_time / m.time);  // each row's own is noisy, either way
-      l.contention_per_byte_s = m.bytes > 0 ? std::max(0.0, m.slowdown_time / m.bytes) : 0.0;
+      l.stolen = stolen_of(m.stolen, m.points);
       l.contention_scope = LinkModel::ContentionScope::transfers;
       l.contention_source = "measured: compute slowed by the all-reduces in " + group.paths;
       // FSDP's collectives, where the report has them under load too.
       if (m.allgather.size() >= 2) l.fitted_allgather_under_load[m.ranks] = fit_doubled(m.allgather, m.ranks);
       if (m.reduce_scatter.size() >= 2)
         l.fitted_reduce_scatter_under_load[m.ranks] = fit_doubled(m.reduce_scatter, m.ranks);
-      if (m.allgather_load.bytes > 0)
-        l.contention_per_byte_allgather_s = std::max(0.0, m.allgather_load.slowdown_time / m.allgather_load.bytes);
-      if (m.reduce_scatter_load.bytes > 0)
-        l.contention_per_byte_reduce_scatter_s =
-            std::max(0.0, m.reduce_scatter_load.slowdown_time / m.reduce_scatter_load.bytes);
-      if (m.allgather_load.bytes > 0 || m.reduce_scatter_load.bytes > 0)
+      if (!m.allgather_stolen.empty()) l.stolen_allgather = stolen_of(m.allgather_stolen, m.allgather);
+      if (!m.reduce_scatter_stolen.empty())
+        l.stolen_reduce_scatter = stolen_of(m.reduce_scatter_stolen, m.reduce_scatter);
+      if (l.stolen_allgather || l.stolen_reduce_scatter)
         l.contention_source += " (all-gathers and reduce-scatters by their own)";
     } else {
-      l.fitted[m.ranks] = fit_allreduce(m.points, m.ranks);
+      l.fitted[m.ranks] = fit_measured(m.points, m.ranks);
       if (m.allgather.size() >= 2) l.fitted_allgather[m.ranks] = fit_doubled(m.allgather, m.ranks);
       if (m.reduce_scatter.size() >= 2) l.fitted_reduce_scatter[m.ranks] = fit_doubled(m.reduce_scatter, m.ranks);
     }

@@ -18,6 +18,7 @@
 // least-squares line through the measured all-reduce times gives alpha and busbw.
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -36,9 +37,37 @@ struct Tier {
 // A fitted point: all-reduce at exactly this rank count, from measurements.
 struct FittedAllReduce {
   double alpha_s = 0, bus_bandwidth = 0;
-  double max_residual = 0;  // largest relative error of the fit over the measured sizes
+  double max_residual = 0;  // largest relative error of the line over the measured sizes
   int points = 0;
+  // The measured sizes (bytes, seconds; ascending), where a link was fitted from a
+  // collectives report: between them the time is interpolated, since over TCP, veth and a
+  // rate cap no one line holds from 1 KiB to 64 MiB (residuals of 50-90 % measured).
+  // Empty: the line.
+  std::vector<std::pair<double, double>> measured;
+  // The all-reduce's time for `bytes` over `ranks` (for the half-ring collectives, fitted
+  // on doubled times, twice theirs): between measured sizes the straight line between the
+  // two around it; beyond the largest, its time plus the extra bytes at the cost per byte
+  // of the last two sizes (the line's where that does not grow); below the smallest, the
+  // smallest's less the line's byte cost of the difference (never below the line's
+  // latency). Without measured sizes, the line.
+  double seconds(double bytes, int ranks) const;
+  void scale_time(double k);  // every time k times as long (latency and sizes alike)
 };
+
+// The compute a collective takes from the thread that computes beside it (transfers
+// scope, measured under load): a cost per message plus one per byte, fitted on each row's
+// load slowdown times its duration. A small collective costs its issuing thread a wake-up
+// of the communication thread and a share of its core whatever its size; a large one the
+// copies and sums of its bytes.
+struct StolenCompute {
+  double per_message_s = 0, per_byte_s = 0;
+  int points = 0;
+  double at(double bytes) const { return per_message_s + per_byte_s * bytes; }
+};
+// Least squares of stolen = per_message + per_byte x bytes over rows (bytes, the
+// collective's time, the compute it took), each weighted by 1 / time^2 so the fit's
+// error is in the slowdown it gives; neither part negative.
+StolenCompute fit_stolen(const std::vector<std::array<double, 3>>& rows);
 
 struct Hardware {
   std::string gpu;
@@ -77,19 +106,20 @@ struct LinkModel {
   // compute.
   std::map<int, FittedAllReduce> fitted_under_load;
   std::string contention_source;  // where the contention comes from (preset, --contention, measured)
-  // Transfers scope, measured under load: the compute time an all-reduce takes from its
-  // rank's core per byte it reduces (each row's load slowdown times its duration, summed,
-  // over the bytes). The slowdown grows with the size, not with how long the all-reduce
-  // waits (measured in docs/simulate.md). 0: not measured (`contention` applies as it is).
-  double contention_per_byte_s = 0;
-  // The same for FSDP's collectives, from their own rows under load (per byte of the
-  // gathered output, of the scattered input): each moves half an all-reduce's traffic but
-  // copies and reduces on its own schedule (across hosts dpbench's reduce-scatter is an
-  // all-to-all and a local sum). Unset: not measured (the all-reduce's per byte applies).
-  std::optional<double> contention_per_byte_allgather_s, contention_per_byte_reduce_scatter_s;
+  // Transfers scope, measured under load: the compute an all-reduce takes from the thread
+  // beside it, per message and per byte it reduces. It grows with the size and the count
+  // of collectives, not with how long one waits (measured in docs/simulate.md). Unset: not
+  // measured (`contention` applies as it is).
+  std::optional<StolenCompute> stolen;
+  // The same for FSDP's collectives, from their own rows under load (bytes of the gathered
+  // output, of the scattered input): each moves half an all-reduce's traffic but copies
+  // and reduces on its own schedule (across hosts dpbench's reduce-scatter is an
+  // all-to-all and a local sum). Unset: not measured (the all-reduce's applies).
+  std::optional<StolenCompute> stolen_allgather, stolen_reduce_scatter;
   enum class Collective { allreduce, allgather, reduce_scatter };
   // How much slower compute runs while collective `op` of `bytes`, which takes `loaded_s`
-  // beside compute, runs: its share of the per-byte cost where measured, else `contention`.
+  // beside compute, runs: the compute it takes over that time where measured, else
+  // `contention`.
   double contention_while(double bytes, double loaded_s, Collective op = Collective::allreduce) const;
   // From measurements of the other collectives at exactly these rank counts (a
   // --bench=collectives report with allgather or reduce_scatter rows): (n-1) alpha +

@@ -479,7 +479,7 @@ double fit_contention(const StepProfile& p, LinkModel link, int ranks, double me
   DPB_CHECK(ranks >= 2) << "contention is fitted on a run of at least 2 ranks, got " << ranks;
   DPB_CHECK(measured_step_s > 0) << "a measured step time must be positive, got " << measured_step_s;
   double lo = 0, hi = 10;
-  link.contention_per_byte_s = 0;  // one figure, fitted, for every collective
+  link.stolen.reset();  // one figure, fitted, for every collective
   link.contention = lo;
   const double at_lo = simulate_point(p, link, ranks, o).step_s;
   link.contention = hi;

@@ -339,10 +339,7 @@ LinkModel calibrate_link(const LinkModel& link, const TraceProfile& t, double* f
   }
   for (auto* fits : {&l.fitted, &l.fitted_under_load, &l.fitted_allgather, &l.fitted_reduce_scatter,
                      &l.fitted_allgather_under_load, &l.fitted_reduce_scatter_under_load})
-    for (auto& [n, f] : *fits) {
-      f.alpha_s *= k;
-      f.bus_bandwidth /= k;
-    }
+    for (auto& [n, f] : *fits) f.scale_time(k);
   l.source += fmt::format("; scaled x{:.2f} so that the trace's {} all-reduce(s) at {} ranks take what they measured "
                           "({:.3f} ms, waits for late ranks included)",
                           k, t.allreduce_samples.size(), t.world, measured * 1e3);
