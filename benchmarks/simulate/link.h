@@ -15,7 +15,8 @@
 // A link comes from a preset (a JSON file under benchmarks/simulate/presets, citing its
 // sources: GPUs per node, fabrics, NICs, the GPU's peak FLOP/s and memory bandwidth), or
 // is fitted from a `--bench=collectives` report or nccl-tests' -J JSON: per rank count, a
-// least-squares line through the measured all-reduce times gives alpha and busbw.
+// least-squares line through the measured all-reduce times gives alpha and busbw, and
+// between the measured sizes a collective's time is interpolated (FittedAllReduce::seconds).
 #include <nlohmann/json.hpp>
 
 #include <array>
