@@ -34,7 +34,9 @@ json dp_json(const DpStats& d) {
           {"full_chunks", d.full_chunks},
           {"primary_only_s", num(d.primary_only_s)},
           {"primary_replica_s", num(d.primary_replica_s)},
-          {"host_only_s", num(d.host_only_s)}};
+          {"host_only_s", num(d.host_only_s)},
+          {"replica_s", nums(d.replica_s)},
+          {"replica_waited_s", nums(d.replica_waited_s)}};
 }
 
 DpStats dp_from(const JsonView& j) {
@@ -47,6 +49,8 @@ DpStats dp_from(const JsonView& j) {
   d.primary_only_s = j.maybe_number("primary_only_s", 0, kBig);
   d.primary_replica_s = j.maybe_number("primary_replica_s", 0, kBig);
   d.host_only_s = j.maybe_number("host_only_s", 0, kBig);
+  if (j.has("replica_s")) d.replica_s = maybe_nums(j, "replica_s", 0, kBig);
+  if (j.has("replica_waited_s")) d.replica_waited_s = maybe_nums(j, "replica_waited_s", 0, kBig);
   return d;
 }
 

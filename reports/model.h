@@ -169,6 +169,13 @@ struct DpStats {
   // Per step, the time no device worked and the loop was not waiting for data: the host
   // scattering, gathering and handing work to the device threads.
   Num host_only_s;
+  // Per step, each device's replica work (forward and backward), in the devices' order:
+  // the gather and the gradient sum wait for the slowest. Empty in older reports; null
+  // where a device's work was not recorded.
+  std::vector<Num> replica_s;
+  // Per step, each device's wait after its replica's forward and backward for the latest
+  // device's (where the host spans are the device's own time: logical CPU devices).
+  std::vector<Num> replica_waited_s;
 };
 
 // fsdp: what one rank held, in bytes.

@@ -16,18 +16,6 @@ namespace {
 using nlohmann::json;
 using namespace json_util;
 
-json nums(const std::vector<Num>& v) {
-  json a = json::array();
-  for (const auto& x : v) a.push_back(num(x));
-  return a;
-}
-
-std::vector<Num> maybe_nums(const JsonView& j, std::string_view key) {
-  std::vector<Num> out;
-  for (const auto& v : j.maybe_items(key)) out.push_back(v.is_null() ? Num() : Num(v.number(-kBig, kBig)));
-  return out;
-}
-
 // --- runs ----------------------------------------------------------------------------------
 
 json step_time_json(const StepTimeStats& s) {

@@ -38,6 +38,19 @@ inline constexpr size_t kName = 256;                 // ids, names, hosts
 inline nlohmann::json num(const std::optional<double>& v) {
   return v && std::isfinite(*v) ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
+// Figures, each measured or null.
+inline nlohmann::json nums(const std::vector<std::optional<double>>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& x : v) a.push_back(num(x));
+  return a;
+}
+inline std::vector<std::optional<double>> maybe_nums(const JsonView& j, std::string_view key, double lo = -kBig,
+                                                     double hi = kBig) {
+  std::vector<std::optional<double>> out;
+  for (const auto& v : j.maybe_items(key))
+    out.push_back(v.is_null() ? std::optional<double>() : std::optional<double>(v.number(lo, hi)));
+  return out;
+}
 inline nlohmann::json opt_text(const std::optional<std::string>& s) {
   return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
 }

@@ -453,9 +453,12 @@ std::optional<reports::RunReport> run_benchmark(const BenchOptions& o, const std
     run.pipeline = std::move(pm.pipeline);
     run.stages = std::move(pm.stages);
   }
-  if (const DataParallel* dp = trainer.data_parallel())
-    run.dp = dp_stats(*dp, o.dp.bypass, o.dp.replicate_input, bench_device(o, 0).index, window, measured.size(),
+  if (const DataParallel* dp = trainer.data_parallel()) {
+    std::vector<int> indices;
+    for (int d = 0; d < world; ++d) indices.push_back(bench_device(o, d).index);
+    run.dp = dp_stats(*dp, o.dp.bypass, o.dp.replicate_input, indices, window, measured.size(),
                       trace::timeline().intervals(), device_figs ? &device_figs->timeline : nullptr);
+  }
   for (const auto& r : result.steps) run.loss_per_step.push_back(r.loss);
   for (double t : times) run.step_times_s.push_back(t);
   if (excerpt && device_figs) {

@@ -1,6 +1,7 @@
 #include "benchmarks/dpbench/metrics.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_map>
 #include <utility>
@@ -232,11 +233,57 @@ void set_split(reports::DpStats& s, Spans own, Spans replica, Spans any_device, 
                                             trace::merged(std::move(data), w.lo, w.hi));
   s.host_only_s = static_cast<double>(w.hi - w.lo - trace::total_length(busy_or_waiting)) * per_step;
 }
+
+// Each device's replica work per step, in the devices' order; null where nothing of the
+// device's was recorded in the window.
+void set_replicas(reports::DpStats& s, std::map<int, Spans> replicas, const std::vector<int>& devices,
+                  const Window& w, size_t measured_steps) {
+  const double per_step = 1e-9 / static_cast<double>(std::max<size_t>(1, measured_steps));
+  s.replica_s.clear();
+  for (int d : devices) {
+    auto it = replicas.find(d);
+    const int64_t ns = it == replicas.end() ? 0 : trace::union_ns(std::move(it->second), w.lo, w.hi);
+    s.replica_s.push_back(ns > 0 ? reports::Num(static_cast<double>(ns) * per_step) : reports::Num());
+  }
+}
 }  // namespace
 
-reports::DpStats dp_stats(const DataParallel& dp, bool bypass, bool replicate_input, int primary, const Window& w,
-                          size_t measured_steps, const std::vector<trace::Interval>& host,
+std::vector<reports::Num> replica_waits(const std::vector<trace::Interval>& host, const std::vector<int>& devices,
+                                        const Window& w, size_t measured_steps) {
+  // Per phase name, per device, the ends of its replica spans in the window, in order:
+  // the k-th of each device's is the same step's.
+  std::map<std::string, std::map<int, std::vector<int64_t>>> ends;
+  for (const auto& i : host)
+    if (i.lane == "replica" && i.begin_ns >= w.lo && i.end_ns <= w.hi) ends[i.name][i.device].push_back(i.end_ns);
+  std::map<int, int64_t> waited;
+  for (int d : devices) waited[d] = 0;
+  bool any = false;
+  for (auto& [name, by_device] : ends) {
+    size_t n = SIZE_MAX;
+    for (int d : devices) {
+      auto it = by_device.find(d);
+      if (it == by_device.end()) return {};  // a device without this phase: not measured
+      std::sort(it->second.begin(), it->second.end());
+      n = std::min(n, it->second.size());
+    }
+    for (size_t k = 0; k < n; ++k) {
+      int64_t latest = 0;
+      for (int d : devices) latest = std::max(latest, by_device[d][k]);
+      for (int d : devices) waited[d] += latest - by_device[d][k];
+      any = true;
+    }
+  }
+  if (!any) return {};
+  const double per_step = 1e-9 / static_cast<double>(std::max<size_t>(1, measured_steps));
+  std::vector<reports::Num> out;
+  for (int d : devices) out.push_back(static_cast<double>(waited[d]) * per_step);
+  return out;
+}
+
+reports::DpStats dp_stats(const DataParallel& dp, bool bypass, bool replicate_input, const std::vector<int>& devices,
+                          const Window& w, size_t measured_steps, const std::vector<trace::Interval>& host,
                           const trace::RankTimeline* device) {
+  const int primary = devices.front();
   reports::DpStats s;
   s.forward = bypass ? "bypass" : "scatter";
   s.input = replicate_input ? "list" : "tensor";
@@ -244,26 +291,32 @@ reports::DpStats dp_stats(const DataParallel& dp, bool bypass, bool replicate_in
   s.last_chunks = dp.stats().last_chunks;
   s.full_chunks = dp.stats().full_chunks;
   if (device) {
-    dp_device_split(s, *device, host, primary, w, measured_steps);
+    dp_device_split(s, *device, host, devices, w, measured_steps);
     return s;
   }
   Spans own, replica, any_device, data;
+  std::map<int, Spans> replicas;
   for (const auto& i : host) {
     if (i.cat == trace::Category::data) {
       data.emplace_back(i.begin_ns, i.end_ns);
       continue;
     }
     any_device.emplace_back(i.begin_ns, i.end_ns);
+    if (i.lane == "replica") replicas[i.device].emplace_back(i.begin_ns, i.end_ns);
     if (i.device != primary) continue;
     (i.lane == "replica" ? replica : own).emplace_back(i.begin_ns, i.end_ns);
   }
   set_split(s, std::move(own), std::move(replica), std::move(any_device), std::move(data), w, measured_steps);
+  set_replicas(s, std::move(replicas), devices, w, measured_steps);
+  s.replica_waited_s = replica_waits(host, devices, w, measured_steps);
   return s;
 }
 
 void dp_device_split(reports::DpStats& s, const trace::RankTimeline& device, const std::vector<trace::Interval>& host,
-                     int primary, const Window& w, size_t measured_steps) {
+                     const std::vector<int>& devices, const Window& w, size_t measured_steps) {
+  const int primary = devices.front();
   Spans replica_spans, data, own, replica, any_device;
+  std::map<int, Spans> replicas;  // every other device's work is its replica's
   std::set<std::string> replica_names;
   for (const auto& i : host) {
     if (i.cat == trace::Category::data) data.emplace_back(i.begin_ns, i.end_ns);
@@ -283,7 +336,10 @@ void dp_device_split(reports::DpStats& s, const trace::RankTimeline& device, con
     if (c.correlation >= 0) launched_at.emplace(c.correlation, c.begin_ns);
   for (const auto& work : device.work) {
     any_device.emplace_back(work.begin_ns, work.end_ns);
-    if (work.device != primary) continue;
+    if (work.device != primary) {
+      replicas[work.device].emplace_back(work.begin_ns, work.end_ns);
+      continue;
+    }
     bool mine = false;
     if (work.correlation >= 0) {
       const auto it = launched_at.find(work.correlation);
@@ -292,8 +348,10 @@ void dp_device_split(reports::DpStats& s, const trace::RankTimeline& device, con
       mine = replica_names.count(device.names.name(work.name)) > 0;
     }
     (mine ? replica : own).emplace_back(work.begin_ns, work.end_ns);
+    if (mine) replicas[primary].emplace_back(work.begin_ns, work.end_ns);
   }
   set_split(s, std::move(own), std::move(replica), std::move(any_device), std::move(data), w, measured_steps);
+  set_replicas(s, std::move(replicas), devices, w, measured_steps);
 }
 
 PipelineMetrics pipeline_metrics(PipelineParallel& pp, const std::vector<StepRecord>& measured,

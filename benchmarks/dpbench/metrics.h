@@ -110,17 +110,27 @@ std::vector<reports::BucketStats> bucket_stats(const StepRecord& step);
 // optimizer) against its replica's, per measured step: from the device timeline where one
 // was collected (`device`: a GPU run's CUPTI records or timing events), else from the
 // host spans (`host`; the device's own on logical CPU devices).
-reports::DpStats dp_stats(const DataParallel& dp, bool bypass, bool replicate_input, int primary, const Window& w,
-                          size_t measured_steps, const std::vector<trace::Interval>& host,
+// `devices`: the devices' indices, the primary first; replica_s follows that order.
+reports::DpStats dp_stats(const DataParallel& dp, bool bypass, bool replicate_input, const std::vector<int>& devices,
+                          const Window& w, size_t measured_steps, const std::vector<trace::Interval>& host,
                           const trace::RankTimeline* device = nullptr);
+
+// DataParallel's replicas wait for each other where the primary gathers the outputs and
+// sums the gradients: per device (in `devices`' order), per measured step, the time from
+// the end of its replica's forward (backward) to the latest device's end of the same
+// phase, from the replica threads' host spans (their own time on logical CPU devices).
+// Empty where a device recorded no such span.
+std::vector<reports::Num> replica_waits(const std::vector<trace::Interval>& host, const std::vector<int>& devices,
+                                        const Window& w, size_t measured_steps);
 
 // The primary's split from a device timeline: a piece of its work is its replica's where
 // it was launched inside its replica's span (CUPTI: the launch call's host time) or is
 // that span (timing events time the spans themselves); the rest is the primary's alone.
 // The host-only time is the window less every device's work and the data waits. Sets
-// primary_only_s, primary_replica_s and host_only_s, per step.
+// primary_only_s, primary_replica_s and host_only_s, per step, and replica_s (each other
+// device's work is its replica's).
 void dp_device_split(reports::DpStats& s, const trace::RankTimeline& device, const std::vector<trace::Interval>& host,
-                     int primary, const Window& w, size_t measured_steps);
+                     const std::vector<int>& devices, const Window& w, size_t measured_steps);
 
 // mp: the schedule, the split, each stage's layers, parameters and idle share, and the
 // bubble against (p-1)/(m+p-1).

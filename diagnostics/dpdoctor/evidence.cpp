@@ -136,6 +136,15 @@ Evidence evidence_from_report(const reports::RunReport& report) {
     e.primary_only_s = dp.primary_only_s.value_or(-1);
     e.primary_replica_s = dp.primary_replica_s.value_or(-1);
     e.host_only_s = dp.host_only_s.value_or(-1);
+    const bool all = dp.replica_s.size() == run.devices.size() &&
+                     std::all_of(dp.replica_s.begin(), dp.replica_s.end(), [](const auto& v) { return v.has_value(); });
+    if (all)
+      for (const auto& v : dp.replica_s) e.replica_s.push_back(*v);
+    const bool waits = dp.replica_waited_s.size() == run.devices.size() &&
+                       std::all_of(dp.replica_waited_s.begin(), dp.replica_waited_s.end(),
+                                   [](const auto& v) { return v.has_value(); });
+    if (waits)
+      for (const auto& v : dp.replica_waited_s) e.replica_waited_s.push_back(*v);
   }
   if (run.ranks)
     for (const auto& r : *run.ranks)

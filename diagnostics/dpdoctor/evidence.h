@@ -129,6 +129,12 @@ struct Evidence {
   std::vector<int64_t> chunks;
   double primary_only_s = -1, primary_replica_s = -1;
   double host_only_s = -1;  // per step: no device busy, no data wait (the host's DataParallel work)
+  // Per step, each device's replica work in e.device's order (empty unless every device's
+  // was measured): the gather and the gradient sum wait for the slowest.
+  std::vector<double> replica_s;
+  // Per step, each device's wait after its replica's phases for the latest device's
+  // (empty: not measured).
+  std::vector<double> replica_waited_s;
   // ddp
   std::vector<RankEvidence> ranks;
   double overlap = -1, exposed_share = -1, exposed_share_ab = -1;

@@ -262,6 +262,52 @@ std::vector<trace::Breakdown> breakdowns(const std::vector<std::pair<double, dou
   return out;
 }
 
+// DataParallel gathers and sums only when every replica is done: a device whose replica
+// computes consistently longer is a straggler (a warning that claims the others' wait);
+// replicas that take turns being late are info that still claims the measured waits, so
+// the budget explains the idle time; even replicas with small waits say nothing.
+TEST(DoctorRules, DataParallelWaitsForItsSlowestReplica) {
+  auto r = base_report();
+  run0(r).step_time_s.median = 0.4;
+  run0(r).breakdown = breakdowns({{0.02, 0.04}, {0.30, 0.0}}, false);
+  auto& dp = *run0(r).dp;
+  dp.primary_only_s = 0.03;
+  // The primary's replica 30% slower than the other's; the other waits 0.09 s a step.
+  dp.primary_replica_s = 0.39;
+  dp.replica_s = {0.39, 0.30};
+  dp.replica_waited_s = {0.0, 0.09};
+  auto d = diagnose(reports::RunReport::from_json(r.to_json(), "test report"));
+  const Finding* f = find(d, "straggler-rank");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::warning);
+  EXPECT_EQ(f->evidence["slow_device"], "cpu:0");
+  ASSERT_EQ(f->explains.size(), 2u);
+  EXPECT_NEAR(f->explains[1].share, 0.09 / 0.4, 1e-9);
+  EXPECT_NEAR(f->explains[0].share, 0.0, 1e-9);
+  EXPECT_EQ(find(d, "unexplained-idle"), nullptr);
+  // Even replicas that wait for each other in turns: info, with the measured waits.
+  dp.primary_replica_s = 0.30;
+  dp.replica_s = {0.30, 0.30};
+  dp.replica_waited_s = {0.03, 0.04};
+  run0(r).breakdown = breakdowns({{0.08, 0.04}, {0.18, 0.0}}, false);
+  d = diagnose(r);
+  f = find(d, "straggler-rank");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::info);
+  EXPECT_NEAR(f->explains[0].share, 0.03 / 0.4, 1e-9);
+  EXPECT_NEAR(f->explains[1].share, 0.04 / 0.4, 1e-9);
+  // Waits beyond a device's idle time are not claimed past it.
+  run0(r).breakdown = breakdowns({{0.05, 0.04}, {0.18, 0.0}}, false);
+  EXPECT_NEAR(find(diagnose(r), "straggler-rank")->explains[0].share, 0.05, 1e-9);
+  // Under 2% of the step waited: nothing to say.
+  dp.replica_waited_s = {0.004, 0.006};
+  EXPECT_EQ(find(diagnose(r), "straggler-rank"), nullptr);
+  // A report without the replicas' times (older reports): the rule does not guess.
+  dp.replica_s.clear();
+  dp.replica_waited_s.clear();
+  EXPECT_EQ(find(diagnose(r), "straggler-rank"), nullptr);
+}
+
 // On logical CPU devices the rank timeline is the device timeline: a fifth of the step
 // exposed there is a finding, with what the A/B says it costs and how much of it waits for
 // the slower rank; the A/B alone counts only beside a tenth of the step on the timeline

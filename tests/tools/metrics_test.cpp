@@ -121,8 +121,12 @@ TEST(DpDeviceSplit, ThePrimarysKernelsAreItsReplicasWhereTheReplicaLaunchedThem)
   kernel(0, 8200 * us, 8300 * us, 8900 * us);  // the reduction's
   kernel(1, 2200 * us, 2300 * us, 3500 * us);  // the other replica's, on its own device
   reports::DpStats s;
-  dp_device_split(s, t, host, 0, Window{0, 10 * ms}, 1);
+  dp_device_split(s, t, host, {0, 1}, Window{0, 10 * ms}, 1);
   EXPECT_NEAR(s.primary_replica_s.value_or(-1), 3.0e-3, 1e-12);  // 1.6 + 0.1 + 1.3 ms
+  // Each device's replica: the primary's as above, the other device's all its work.
+  ASSERT_EQ(s.replica_s.size(), 2u);
+  EXPECT_NEAR(s.replica_s[0].value_or(-1), 3.0e-3, 1e-12);
+  EXPECT_NEAR(s.replica_s[1].value_or(-1), 1.2e-3, 1e-12);
   EXPECT_NEAR(s.primary_only_s.value_or(-1), 1.0e-3, 1e-12);     // 0.4 + 0.6 ms
   // No device worked and no data was awaited: 10 - 4.0 (device work) - 1 (data) ms.
   EXPECT_NEAR(s.host_only_s.value_or(-1), 5.0e-3, 1e-12);
@@ -140,9 +144,40 @@ TEST(DpDeviceSplit, ThePrimarysKernelsAreItsReplicasWhereTheReplicaLaunchedThem)
   timed("replica forward", 2300 * us, 3900 * us);
   timed("gather", 4200 * us, 4500 * us);
   timed("replica backward", 6600 * us, 7800 * us);
-  dp_device_split(s, events, host, 0, Window{0, 10 * ms}, 2);
+  dp_device_split(s, events, host, {0, 1}, Window{0, 10 * ms}, 2);
   EXPECT_NEAR(s.primary_replica_s.value_or(-1), 1.4e-3, 1e-12);  // (1.6 + 1.2 ms) over 2 steps
+  // Device 1 recorded nothing: not measured, never 0.
+  ASSERT_EQ(s.replica_s.size(), 2u);
+  EXPECT_FALSE(s.replica_s[1].has_value());
   EXPECT_NEAR(s.primary_only_s.value_or(-1), 0.15e-3, 1e-12);
+}
+
+// Each replica waits, after its forward and after its backward, for the latest device's
+// same phase: over two steps, device 1 ends its forwards 1 and 3 ms late, device 0 its
+// second backward 2 ms late.
+TEST(ReplicaWaits, EachDeviceWaitsForTheLatestEndOfEachPhase) {
+  constexpr int64_t ms = 1'000'000;
+  const auto span = [](const char* name, int device, int64_t b, int64_t e) {
+    trace::Interval i;
+    i.name = name;
+    i.device = device;
+    i.lane = "replica";
+    i.begin_ns = b;
+    i.end_ns = e;
+    return i;
+  };
+  std::vector<trace::Interval> host{
+      span("replica forward", 0, 0, 4 * ms),        span("replica forward", 1, 0, 5 * ms),
+      span("replica backward", 0, 6 * ms, 10 * ms), span("replica backward", 1, 6 * ms, 10 * ms),
+      span("replica forward", 0, 11 * ms, 14 * ms), span("replica forward", 1, 11 * ms, 17 * ms),
+      span("replica backward", 0, 18 * ms, 24 * ms), span("replica backward", 1, 18 * ms, 22 * ms)};
+  const auto w = replica_waits(host, {0, 1}, Window{0, 30 * ms}, 2);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_NEAR(w[0].value_or(-1), (1 + 3) * 1e-3 / 2, 1e-12);  // 4 ms over 2 steps
+  EXPECT_NEAR(w[1].value_or(-1), 2 * 1e-3 / 2, 1e-12);
+  // Spans outside the window do not count; a device with no spans: not measured.
+  EXPECT_NEAR(replica_waits(host, {0, 1}, Window{0, 12 * ms}, 1)[0].value_or(-1), 1e-3, 1e-12);
+  EXPECT_TRUE(replica_waits(host, {0, 2}, Window{0, 30 * ms}, 2).empty());
 }
 
 }  // namespace

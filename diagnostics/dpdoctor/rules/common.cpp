@@ -196,6 +196,13 @@ std::optional<SlowestRank> slowest_rank(const Evidence& e) {
   return device;
 }
 
+std::optional<SlowestRank> slowest_replica(const Evidence& e) {
+  if (!e.has_dp || e.replica_s.size() < 2 || e.replica_s.size() != e.device.size()) return std::nullopt;
+  std::vector<std::pair<int, std::vector<double>>> compute;
+  for (size_t d = 0; d < e.replica_s.size(); ++d) compute.emplace_back(static_cast<int>(d), std::vector<double>{e.replica_s[d]});
+  return slowest(compute, e.step_s, SlowestRank::slow_device);
+}
+
 std::optional<LateArrivals> late_arrivals(const Evidence& e) {
   if (!e.cross || !e.cross->clocks_agree || e.cross->collectives == 0) return std::nullopt;
   LateArrivals l;

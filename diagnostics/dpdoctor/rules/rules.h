@@ -113,6 +113,10 @@ struct SlowestRank {
   bool significant = false;
 };
 std::optional<SlowestRank> slowest_rank(const Evidence& e);
+// DataParallel: the device whose replica computes longest (`rank`: its place in
+// e.device), by the same test; the primary and the other replicas wait for it at the
+// gather and the gradient sum.
+std::optional<SlowestRank> slowest_replica(const Evidence& e);
 
 // Ranks that reach the collectives late (profiler traces whose ranks' clocks agree): the
 // others' communication kernels wait for them. `significant` when some rank waits 10% of

@@ -4,7 +4,8 @@
 // the others' collectives waited for them and why they are late (their step started
 // later, or their device had more work before the collective). Elsewhere (dpbench runs,
 // or clocks that disagree), the slowest rank by its per-step device compute, or by its
-// device's wait for its host; the others' wait for it is then this finding's time.
+// device's wait for its host; the others' wait for it is then this finding's time. In
+// DataParallel, the device whose replica computes longest.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -111,9 +112,73 @@ std::optional<Finding> late_ranks(const Evidence& e) {
   return f;
 }
 
+// DataParallel: one process, a replica per device; the primary gathers the outputs and
+// sums the gradients only when every replica is done, so a device whose replica computes
+// longer holds up the primary and, through it, every other replica.
+std::optional<Finding> slow_replica(const Evidence& e) {
+  const auto slow = slowest_replica(e);
+  if (!slow || e.step_s <= 0) return std::nullopt;
+  const auto& id = e.device[static_cast<size_t>(slow->rank)].id;
+  const double gap = slow->seconds - slow->typical_s;
+  const double pct = slow->typical_s > 0 ? 100 * (slow->seconds / slow->typical_s - 1) : 100.0;
+  // Each device's wait for the others: measured at every gather and gradient sum where
+  // the report has it, else the slowest replica's extra compute a step.
+  const bool measured = e.replica_waited_s.size() == e.device.size();
+  std::vector<Claim> claims;
+  double most = 0;
+  for (const auto& b : e.breakdown) {
+    size_t d = 0;
+    while (d < e.device.size() && e.device[d].id != b.device) ++d;
+    if (d == e.device.size()) continue;
+    const double wait = measured ? e.replica_waited_s[d] : (b.device == id ? 0.0 : gap);
+    claims.push_back({b.rank, b.device, std::clamp(wait / e.step_s, 0.0, b.idle_share.value_or(0))});
+    most = std::max(most, claims.back().share);
+  }
+  // Below the straggler's bar the waiting is still where part of the devices' idle time
+  // goes: said as info from 2% of the step, so that the budget accounts for it.
+  if (!slow->significant && most < 0.02) return std::nullopt;
+  Finding f;
+  f.severity = slow->significant ? Severity::warning : Severity::info;
+  f.title = slow->significant
+                ? fmt::format("{}'s replica is a straggler: it computes {:.1f} ms per step against {:.1f} ms on the "
+                              "other devices ({:.0f}% longer)",
+                              id, slow->seconds * 1e3, slow->typical_s * 1e3, pct)
+                : fmt::format("the replicas finish at different times: a device waits up to {:.0f}% of the step at "
+                              "the gather and the gradient sum for the latest (no device's replica is consistently "
+                              "slower: {} computes {:.0f}% longer than the others)",
+                              100 * most, id, pct);
+  nlohmann::json devices = nlohmann::json::array();
+  for (size_t d = 0; d < e.device.size(); ++d) {
+    nlohmann::json row = {{"device", e.device[d].id}, {"replica_s", e.replica_s[d]}, {"primary", d == 0}};
+    row["waited_s"] = measured ? nlohmann::json(e.replica_waited_s[d]) : nlohmann::json(nullptr);
+    devices.push_back(row);
+  }
+  f.evidence = {{"slow_device", id},
+                {"kind", "slow replica"},
+                {"typical_s", slow->typical_s},
+                {"step_time_s", e.step_s},
+                {"waits", measured ? "measured at each gather and gradient sum" : "the slowest replica's extra compute"},
+                {"time_source", trace::timeline_source_name(e.timeline_source)},
+                {"replicas", devices}};
+  f.explanation = fmt::format(
+      "DataParallel gathers the outputs and sums the gradients on the primary only when every replica has finished, "
+      "so the devices whose replica ends first wait for the last: each replica has the same share of the batch and "
+      "the same model, and {}'s computes {:.1f} ms a step longer than the others' median.",
+      id, gap * 1e3);
+  f.fix = slow->significant ? fmt::format("find what slows {} (thermal or power throttling, another process on it, a "
+                                          "slower or shared device); nvidia-smi / top on the host",
+                                          id)
+                            : "nothing to fix on one device: the replicas' times vary from phase to phase (a busy "
+                              "host, devices shared with other work); DistributedDataParallel overlaps the wait with "
+                              "communication";
+  f.explains = std::move(claims);
+  return f;
+}
+
 }  // namespace
 
 std::optional<Finding> straggler_rank(const Evidence& e) {
+  if (e.has_dp && !e.replica_s.empty()) return slow_replica(e);
   if (late_arrivals(e)) return late_ranks(e);
   const auto slow = slowest_rank(e);
   if (!slow || !slow->significant) return std::nullopt;
