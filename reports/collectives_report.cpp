@@ -22,7 +22,8 @@ json CollectivesReport::to_json() const {
                     {"algbw_gbps", num(r.algbw_gbps)},
                     {"busbw_gbps", num(r.busbw_gbps)},
                     {"wrong", r.wrong},
-                    {"load_slowdown", num(r.load_slowdown)}});
+                    {"load_slowdown", num(r.load_slowdown)},
+                    {"isolated_us", num(r.isolated_us)}});
   const auto& c = config;
   return {{"schema", kCollectivesSchema},
           {"tool", {{"name", tool.name}, {"version", tool.version}, {"git", tool.git}}},
@@ -39,7 +40,9 @@ json CollectivesReport::to_json() const {
             {"warmup", c.warmup},
             {"iters", c.iters},
             {"launcher", c.launcher},
-            {"load", c.load}}},
+            {"load", c.load},
+            {"isolated", c.isolated},
+            {"isolated_pause_us", c.isolated_pause_us}}},
           {"results", rows}};
 }
 
@@ -67,6 +70,8 @@ CollectivesReport CollectivesReport::from_json(const json& j, const std::string&
   cfg.iters = static_cast<int>(c.integer("iters", 1, 1 << 20));
   cfg.launcher = c.maybe_str("launcher", 32).value_or("none");
   cfg.load = c.has("load") ? c.choice<std::string>("load", {{"none", "none"}, {"compute", "compute"}}) : "none";
+  cfg.isolated = c.has("isolated") ? static_cast<int>(c.integer("isolated", 0, 1 << 20)) : 0;
+  cfg.isolated_pause_us = c.has("isolated_pause_us") ? c.number("isolated_pause_us", 0, 1e9) : 0.0;
   for (const auto& row : root.items("results", 1 << 20)) {
     CollectiveRow x;
     x.op = row.choice<std::string>("op", {{"allreduce", "allreduce"},
@@ -81,6 +86,7 @@ CollectivesReport CollectivesReport::from_json(const json& j, const std::string&
     x.busbw_gbps = row.maybe_number("busbw_gbps", 0, kBig);
     x.wrong = row.integer("wrong", 0, kCount);
     x.load_slowdown = row.maybe_number("load_slowdown", -1, kBig);
+    x.isolated_us = row.has("isolated_us") ? row.maybe_number("isolated_us", 0, kBig) : Num();
     r.results.push_back(std::move(x));
   }
   return r;

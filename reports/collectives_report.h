@@ -24,6 +24,9 @@ struct CollectiveRow {
   // --load: how much slower the rank's compute thread ran while this size's timed
   // collectives did than just before, alone (0.25: 25 % slower); null without --load.
   Num load_slowdown;
+  // --isolated: the median of one collective timed alone after a pause with the link idle
+  // (the slowest rank's); null where not measured.
+  Num isolated_us;
 };
 
 struct CollectivesConfig {
@@ -35,6 +38,8 @@ struct CollectivesConfig {
   int warmup = 0, iters = 1;
   std::string launcher = "none";
   std::string load = "none";  // none | compute (--load)
+  int isolated = 0;           // --isolated: collectives timed alone per size
+  double isolated_pause_us = 0;
 };
 
 struct CollectivesReport {

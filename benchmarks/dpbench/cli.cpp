@@ -375,6 +375,16 @@ void add_flags(CLI::App& app, Flags& f, BenchOptions& o) {
                  "Each rank keeps one compute thread busy while its collectives run, as DDP's backward does: the "
                  "times are a collective's under load, and each row says how much the collectives slowed that "
                  "thread (load_slowdown), what --simulate --link takes as contention");
+  coll->add_option("--isolated", o.collectives.isolated,
+                   "Per size, this many collectives more, each timed alone after a pause with the link idle (200 us; "
+                   "--isolated-pause-us): the "
+                   "cost of a collective that starts on an idle link (a DDP step's first bucket after compute) "
+                   "against one queued behind another (isolated_us; what --simulate --link takes for a bucket "
+                   "launched on an idle link)")
+      ->check(CLI::Range(0, 1000));
+  coll->add_option("--isolated-pause-us", o.collectives.isolated_pause_us,
+                   "The pause before each --isolated collective, in microseconds")
+      ->check(CLI::Range(int64_t{0}, int64_t{10'000'000}));
   coll->add_option("--kill-rank", f.kill,
                    "Fault injection, RANK:N: that rank kills itself after N collectives (to see what the others "
                    "report)");

@@ -245,7 +245,12 @@ int run_simulation(const BenchOptions& o, const std::vector<std::string>& argv, 
                         std::pow(0.5, 1.0 / opt.rank_lag.front().ranks));
   out << fmt::format("  link: {} ({}), {} per node; {}; {}{}\n", link.name, link.source, link.gpus_per_node,
                      contention, variation,
-                     link.fitted_under_load.empty() ? "" : "; all-reduces beside compute take their time under load");
+                     std::string(link.fitted_under_load.empty() ? "" : "; all-reduces beside compute take their time under load") +
+                         (link.fitted_isolated.empty()
+                              ? ""
+                              : fmt::format("; a collective with nothing queued before it takes its time alone "
+                                            "(measured after {:.1f} ms idle)",
+                                            link.isolated_pause_s * 1e3)));
   if (!so.crowded_profile_path.empty())
     out << fmt::format("  crowding: compute {:+.1f} % at 2 ranks or more (the layers with another rank computing "
                        "beside them, {}){}\n",

@@ -150,6 +150,8 @@ int run_collectives_rank(const BenchOptions& o, const std::vector<std::string>& 
     c.warmup = o.collectives.warmup;
     c.iters = o.collectives.iters;
     c.load = o.collectives.load ? "compute" : "none";
+    c.isolated = o.collectives.isolated;
+    c.isolated_pause_us = o.collectives.isolated > 0 ? static_cast<double>(o.collectives.isolated_pause_us) : 0.0;
     c.launcher = env.source;
     doc.results = rows;
     reports::write_report(o.out.json_path, doc.to_json());

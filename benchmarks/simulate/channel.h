@@ -15,14 +15,17 @@ namespace dpb::sim {
 // the order issued; compute and a running collective slow each other as under ddp.
 class Channel {
  public:
-  explicit Channel(const LinkModel& link) : link_(link) {}
+  // `ranks`: the collectives' rank count.
+  Channel(const LinkModel& link, int ranks) : link_(link), ranks_(ranks) {}
 
-  // Queues a collective of `idle_s` alone, `loaded_s` beside compute, over `bytes`;
-  // returns its id.
+  // Queues a collective of `idle_s` alone (back to back), `loaded_s` beside compute, over
+  // `bytes`; returns its id. One issued with nothing queued before it takes the link's
+  // isolated time where measured.
   size_t issue(double idle_s, double loaded_s, double bytes, std::string what,
                LinkModel::Collective op = LinkModel::Collective::allreduce, std::string unit = "") {
-    ops_.push_back({idle_s, idle_s > 0 ? loaded_s / idle_s : 1.0, link_.contention_while(bytes, loaded_s, op),
-                    std::move(what), false});
+    const double stretch = idle_s > 0 ? loaded_s / idle_s : 1.0;
+    if (pending_.empty()) idle_s = link_.on_idle_link_s(op, bytes, ranks_, idle_s);
+    ops_.push_back({idle_s, stretch, link_.contention_while(bytes, loaded_s, op), std::move(what), false});
     issued.push_back({op == LinkModel::Collective::allgather        ? "all-gather"
                       : op == LinkModel::Collective::reduce_scatter ? "reduce-scatter"
                                                                     : "all-reduce",
@@ -83,6 +86,7 @@ class Channel {
     left_ = pending_.empty() ? 0 : ops_[pending_.front()].idle_s;
   }
   const LinkModel& link_;
+  int ranks_;
   std::vector<Op> ops_;
   std::deque<size_t> pending_;
   double left_ = 0;

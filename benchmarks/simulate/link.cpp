@@ -107,6 +107,22 @@ double LinkModel::allreduce_s(double bytes, int ranks, Algorithm* chosen) const 
   return ring;
 }
 
+double LinkModel::allreduce_on_idle_link_s(double bytes, int ranks) const {
+  if (ranks <= 1) return 0;
+  return on_idle_link_s(Collective::allreduce, bytes, ranks, allreduce_s(bytes, ranks));
+}
+
+double LinkModel::on_idle_link_s(Collective op, double bytes, int ranks, double otherwise) const {
+  if (ranks <= 1 || bytes <= 0) return otherwise;
+  const auto& fits = op == Collective::allgather        ? fitted_allgather_isolated
+                     : op == Collective::reduce_scatter ? fitted_reduce_scatter_isolated
+                                                        : fitted_isolated;
+  const auto it = fits.find(ranks);
+  if (it == fits.end()) return otherwise;
+  const double s = it->second.seconds(bytes, ranks);
+  return op == Collective::allreduce ? s : s / 2;  // the half-ring ones: fitted on doubled times
+}
+
 double LinkModel::allreduce_under_load_s(double bytes, int ranks) const {
   if (ranks <= 1) return 0;
   if (auto it = fitted_under_load.find(ranks); it != fitted_under_load.end()) return it->second.seconds(bytes, ranks);
@@ -216,6 +232,10 @@ nlohmann::json LinkModel::to_json() const {
   };
   fits("fitted_allreduce", fitted);
   fits("fitted_allreduce_under_load", fitted_under_load);
+  fits("fitted_allreduce_isolated", fitted_isolated);
+  fits("fitted_allgather_isolated", fitted_allgather_isolated);
+  fits("fitted_reduce_scatter_isolated", fitted_reduce_scatter_isolated);
+  if (!fitted_isolated.empty()) j["isolated_pause_s"] = isolated_pause_s;
   fits("fitted_allgather", fitted_allgather);
   fits("fitted_reduce_scatter", fitted_reduce_scatter);
   fits("fitted_allgather_under_load", fitted_allgather_under_load);
@@ -317,6 +337,10 @@ struct Measured {
   // Under load, per size: the compute each collective took (its load slowdown times its
   // time), of the all-reduces, all-gathers and reduce-scatters.
   std::vector<std::pair<double, double>> stolen, allgather_stolen, reduce_scatter_stolen;
+  // --isolated: each size's time alone after a pause of isolated_pause_s, of the
+  // all-reduces, all-gathers and reduce-scatters.
+  std::vector<std::pair<double, double>> isolated, allgather_isolated, reduce_scatter_isolated;
+  double isolated_pause_s = 0;
   // Where it ran (dpbench: host, backend and devices); two reports from the same place are
   // repeats of one measurement. Empty (nccl-tests): never taken for a repeat.
   std::string place;
@@ -356,6 +380,17 @@ Measured merged(const std::vector<Measured>& runs) {
   m.stolen = median_per_size(ar_stolen);
   m.allgather_stolen = median_per_size(ag_stolen);
   m.reduce_scatter_stolen = median_per_size(rs_stolen);
+  std::vector<Points> iso, ag_iso, rs_iso;
+  for (const auto& r : runs) {
+    iso.push_back(r.isolated);
+    ag_iso.push_back(r.allgather_isolated);
+    rs_iso.push_back(r.reduce_scatter_isolated);
+    if (!r.isolated.empty() || !r.allgather_isolated.empty() || !r.reduce_scatter_isolated.empty())
+      m.isolated_pause_s = std::max(m.isolated_pause_s, r.isolated_pause_s);
+  }
+  m.isolated = median_per_size(iso);
+  m.allgather_isolated = median_per_size(ag_iso);
+  m.reduce_scatter_isolated = median_per_size(rs_iso);
   return m;
 }
 
@@ -392,17 +427,23 @@ Measured from_dpbench(const nlohmann::json& j, const std::string& doc) {
   m.ranks = r.config.world_size;
   m.under_load = r.config.load != "none";
   m.place = r.env.host + " " + r.config.backend + " " + (r.config.devices == DeviceKind::cuda ? "cuda" : "cpu");
+  m.isolated_pause_s = r.config.isolated_pause_us * 1e-6;
   for (const auto& row : r.results) {
     if ((row.op == "allgather" || row.op == "reduce_scatter") && row.time_us && *row.time_us > 0 && row.bytes > 0 &&
         row.wrong == 0) {
       const bool gather = row.op == "allgather";
       (gather ? m.allgather : m.reduce_scatter).emplace_back(static_cast<double>(row.bytes), *row.time_us * 1e-6);
+      if (row.isolated_us && *row.isolated_us > 0)
+        (gather ? m.allgather_isolated : m.reduce_scatter_isolated)
+            .emplace_back(static_cast<double>(row.bytes), *row.isolated_us * 1e-6);
       if (m.under_load && row.load_slowdown)
         (gather ? m.allgather_stolen : m.reduce_scatter_stolen)
             .emplace_back(static_cast<double>(row.bytes), *row.load_slowdown * *row.time_us * 1e-6);
     }
     if (row.op == "allreduce" && row.time_us && *row.time_us > 0 && row.bytes > 0 && row.wrong == 0) {
       m.points.emplace_back(static_cast<double>(row.bytes), *row.time_us * 1e-6);
+      if (row.isolated_us && *row.isolated_us > 0)
+        m.isolated.emplace_back(static_cast<double>(row.bytes), *row.isolated_us * 1e-6);
       if (m.under_load && row.load_slowdown) {
         const double duration = *row.time_us * 1e-6 * r.config.iters;
         m.slowdown_time += *row.load_slowdown * duration;
@@ -447,6 +488,10 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
   LinkModel l = base;
   l.fitted.clear();
   l.fitted_under_load.clear();
+  l.fitted_isolated.clear();
+  l.fitted_allgather_isolated.clear();
+  l.fitted_reduce_scatter_isolated.clear();
+  l.isolated_pause_s = 0;
   l.fitted_allgather.clear();
   l.fitted_reduce_scatter.clear();
   l.fitted_allgather_under_load.clear();
@@ -501,6 +546,12 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
         l.contention_source += " (all-gathers and reduce-scatters by their own)";
     } else {
       l.fitted[m.ranks] = fit_measured(m.points, m.ranks);
+      if (m.isolated.size() >= 2) l.fitted_isolated[m.ranks] = fit_measured(m.isolated, m.ranks);
+      if (m.allgather_isolated.size() >= 2)
+        l.fitted_allgather_isolated[m.ranks] = fit_doubled(m.allgather_isolated, m.ranks);
+      if (m.reduce_scatter_isolated.size() >= 2)
+        l.fitted_reduce_scatter_isolated[m.ranks] = fit_doubled(m.reduce_scatter_isolated, m.ranks);
+      l.isolated_pause_s = std::max(l.isolated_pause_s, m.isolated_pause_s);
       if (m.allgather.size() >= 2) l.fitted_allgather[m.ranks] = fit_doubled(m.allgather, m.ranks);
       if (m.reduce_scatter.size() >= 2) l.fitted_reduce_scatter[m.ranks] = fit_doubled(m.reduce_scatter, m.ranks);
     }

@@ -129,7 +129,25 @@ struct LinkModel {
   std::map<int, FittedAllReduce> fitted_allgather, fitted_reduce_scatter;
   std::map<int, FittedAllReduce> fitted_allgather_under_load, fitted_reduce_scatter_under_load;
 
+  // From measurements of all-reduces each timed alone, after a pause of isolated_pause_s
+  // with the link idle (--bench=collectives --isolated): what one costs that starts with
+  // nothing queued before it, as a DDP step's first bucket after compute, or an FSDP
+  // unit's all-gather after the last one ended, does. Over Gloo's TCP on a small VM a
+  // stream of back-to-back collectives of 256 KiB cost 4-20 times that each, while two
+  // in a row in training cost about the isolated time (measured in docs/simulate.md);
+  // where fitted, a collective that starts on an idle channel takes it, one queued behind
+  // another the back-to-back time.
+  // The same of the all-gathers and reduce-scatters (fitted on doubled times, as their
+  // back-to-back fits are).
+  std::map<int, FittedAllReduce> fitted_isolated, fitted_allgather_isolated, fitted_reduce_scatter_isolated;
+  double isolated_pause_s = 0;  // what the isolated times were measured after
+
   double allreduce_s(double bytes, int ranks, Algorithm* chosen = nullptr) const;
+  // With nothing queued before it: the isolated fit where there is one, else allreduce_s.
+  double allreduce_on_idle_link_s(double bytes, int ranks) const;
+  // Collective `op` of `bytes` with nothing queued before it: its isolated fit where there
+  // is one, else `otherwise` (its back-to-back time).
+  double on_idle_link_s(Collective op, double bytes, int ranks, double otherwise) const;
   // While compute runs beside it: the under-load fit where there is one, else the idle
   // time stretched by the contention where the two share a core (transfers scope).
   double allreduce_under_load_s(double bytes, int ranks) const;

@@ -74,9 +74,11 @@ SimPoint simulate_ddp(const StepProfile& p, const LinkModel& link, int ranks, co
     comm_time[b] = ranks > 1 ? link.allreduce_s(static_cast<double>(plan[b].bytes), ranks, &a) : 0.0;
     if (comm_time[b] > 0)
       comm_stretch[b] = link.allreduce_under_load_s(static_cast<double>(plan[b].bytes), ranks) / comm_time[b];
-    r.comm_s += comm_time[b];
     if (plan[b].bytes > largest) largest = plan[b].bytes, r.algorithm = algorithm_name(a);
   }
+  // A bucket launched with nothing queued before it (the step's first, or one after the
+  // last ended) takes an isolated all-reduce's time where the link has it; one queued
+  // behind another, the back-to-back time.
   // Buckets completed by each layer's backward (in bucket order, which is backward order).
   std::vector<std::vector<size_t>> completes(p.layers.size());
   for (size_t b = 0; b < plan.size(); ++b) completes[plan[b].ready_after_layer].push_back(b);
@@ -95,7 +97,10 @@ SimPoint simulate_ddp(const StepProfile& p, const LinkModel& link, int ranks, co
   size_t last_done = 0, done = 0;
   bool launched = false;
   auto launch = [&](size_t b) {
-    if (queue.empty()) running_left = comm_time[b];
+    if (queue.empty()) {
+      running_left = ranks > 1 ? link.allreduce_on_idle_link_s(static_cast<double>(plan[b].bytes), ranks) : 0.0;
+      r.comm_s += running_left;
+    }
     queue.push_back(b);
     launched = true;
   };
@@ -103,7 +108,10 @@ SimPoint simulate_ddp(const StepProfile& p, const LinkModel& link, int ranks, co
     last_done = queue.front();
     ++done;
     queue.pop_front();
-    if (!queue.empty()) running_left = comm_time[queue.front()];
+    if (!queue.empty()) {
+      running_left = comm_time[queue.front()];
+      r.comm_s += running_left;
+    }
   };
   const bool transfers = link.contention_scope == LinkModel::ContentionScope::transfers;
   double comm_wall = 0;
@@ -192,7 +200,7 @@ SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, c
   }
   const int units = static_cast<int>(layer_of.size());
   r.buckets = 0;
-  Channel ch(link);
+  Channel ch(link, ranks);
   // A unit's all-gather of `b` bytes; its id.
   auto issue_gather = [&](double b, const std::string& what, const std::string& unit) {
     return ch.issue(link.all_gather_s(b, ranks), link.all_gather_under_load_s(b, ranks), b, "the all-gather of " + what,
@@ -321,7 +329,7 @@ SimPoint simulate_tp(const StepProfile& p, const LinkModel& link, int ranks, con
   }
   // A layer's input gradient is the size of its input: the previous layer's output.
   auto input_bytes = [&](size_t l) { return l > 0 ? static_cast<double>(p.layers[l - 1].output_bytes) : 0.0; };
-  Channel ch(link);
+  Channel ch(link, ranks);
   auto blocking = [&](double t, const std::string& what) {
     if (ranks > 1 && t > 0) ch.wait(ch.issue(t, t, 0, what));  // waited for at once: nothing beside it
   };

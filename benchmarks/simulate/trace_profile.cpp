@@ -337,8 +337,9 @@ LinkModel calibrate_link(const LinkModel& link, const TraceProfile& t, double* f
     tier->alpha_s *= k;
     tier->bus_bandwidth /= k;
   }
-  for (auto* fits : {&l.fitted, &l.fitted_under_load, &l.fitted_allgather, &l.fitted_reduce_scatter,
-                     &l.fitted_allgather_under_load, &l.fitted_reduce_scatter_under_load})
+  for (auto* fits : {&l.fitted, &l.fitted_under_load, &l.fitted_isolated, &l.fitted_allgather,
+                     &l.fitted_reduce_scatter, &l.fitted_allgather_under_load, &l.fitted_reduce_scatter_under_load,
+                     &l.fitted_allgather_isolated, &l.fitted_reduce_scatter_isolated})
     for (auto& [n, f] : *fits) f.scale_time(k);
   l.source += fmt::format("; scaled x{:.2f} so that the trace's {} all-reduce(s) at {} ranks take what they measured "
                           "({:.3f} ms, waits for late ranks included)",

@@ -50,10 +50,12 @@ def simulate_argv(d, work, mode, model, extra, tag=None):
     own = tag and os.path.exists(os.path.join(work, f"profile_{tag}.json"))
     profile = os.path.join(work, f"profile_{tag if own else model}.json")
     crowded = os.path.join(work, f"crowded_{tag if own else model}.json")
-    # The idle link's repeats (gloo2.json, gloo2-2.json, ...): each size's median is fitted.
-    idle = [os.path.join(work, "gloo2.json")] + sorted(
-        os.path.join(work, f) for f in os.listdir(work) if re.fullmatch(r"gloo2-[0-9]+\.json", f))
-    link = ",".join(idle) + "," + os.path.join(work, "gloo2-load.json")
+    # The idle link's repeats (gloo2.json, gloo2-2.json, ...) and the loaded one's
+    # (gloo2-load.json, gloo2-load-2.json, ...): each size's median is fitted.
+    def repeats(stem):
+        return [os.path.join(work, f"{stem}.json")] + sorted(
+            os.path.join(work, f) for f in os.listdir(work) if re.fullmatch(stem + r"-[0-9]+\.json", f))
+    link = ",".join(repeats("gloo2") + repeats("gloo2-load"))
     argv = [d, "--simulate", f"--mode={mode}", "--gpus=2", "--profile=" + profile, "--link=" + link,
             "--hardware=cpu-gloo-local", *extra]
     if os.path.exists(crowded):

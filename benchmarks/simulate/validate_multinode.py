@@ -331,11 +331,31 @@ def main():
             sizes = ["--bench=collectives", "-b", "1K", "-e", top_size, "-f", "4", "-n", "5", "--warmup=2",
                      "--threads=1", "--timeout=600"]
             link = os.path.join(work, "gloo2.json")
-            on_two_nodes([d, *sizes, "--ops=allreduce,allgather,reduce_scatter", "--json=" + link])
+            # Idle, each size also timed alone after a pause (--isolated): one started with
+            # nothing queued before it, as a step's first bucket or a unit's all-gather is,
+            # cost a quarter to a third of one in a back-to-back stream at 256-512 KiB on
+            # this VM, uncapped as capped.
+            on_two_nodes([d, *sizes, "--ops=allreduce,allgather,reduce_scatter", "--isolated=5", "--json=" + link])
             # Under load up to the same largest size: the compute a large bucket takes and its
             # time beside compute come from sizes near it, not from a line beyond 4 MiB.
             on_two_nodes([d, *sizes, "--ops=allreduce,allgather,reduce_scatter", "--load",
                           "--json=" + os.path.join(work, "gloo2-load.json")])
+            # The sizes most collectives of a step have (up to 1 MiB) twice more, each a mean
+            # of 20: a size's mean of 5 came out 130 us or 850 us at 10 Gbit/s from run to run,
+            # and interpolation passed that to every small collective. Each size's median of
+            # the three is fitted.
+            small = ["--bench=collectives", "-b", "1K", "-e", "1M", "-f", "4", "-n", "20", "--warmup=2",
+                     "--threads=1", "--timeout=600", "--ops=allreduce,allgather,reduce_scatter"]
+            for k in (2, 3):
+                on_two_nodes([d, *small, "--isolated=5", "--json=" + os.path.join(work, f"gloo2-{k}.json")])
+                on_two_nodes([d, *small, "--load", "--json=" + os.path.join(work, f"gloo2-load-{k}.json")])
+            if rate == "100mbit":
+                # The all-reduce beyond 16 MiB, where a 100 MiB bucket's last 34 MiB falls (5 s
+                # each): measured, not extrapolated from the two sizes below.
+                large = ["--bench=collectives", "-b", "32M", "-e", "64M", "-f", "2", "-n", "2", "--warmup=1", "--threads=1",
+                         "--timeout=600", "--ops=allreduce"]
+                on_two_nodes([d, *large, "--isolated=2", "--json=" + os.path.join(work, "gloo2-4.json")])
+                on_two_nodes([d, *large, "--load", "--json=" + os.path.join(work, "gloo2-load-4.json")])
             big = max((r for r in json.load(open(link))["results"] if r["op"] == "allreduce"),
                       key=lambda r: r["bytes"])
             busbw_bits = big["busbw_gbps"] * 8e9

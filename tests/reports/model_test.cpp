@@ -151,8 +151,10 @@ TEST(ReportModel, CollectivesReportsRoundTripAndAreChecked) {
   c.env = collect_environment();
   c.config.world_size = 2;
   c.config.ops = {"allreduce"};
-  c.results = {{"allreduce", 1024, 256, "float32", 50.0, 0.02, 0.02, 0, 0.25}};
+  c.results = {{"allreduce", 1024, 256, "float32", 50.0, 0.02, 0.02, 0, 0.25, 31.0}};
   c.config.load = "compute";
+  c.config.isolated = 5;
+  c.config.isolated_pause_us = 2000;
   const auto j = c.to_json();
   test::expect_fits(collectives_schema(), j, "the collectives report");
   EXPECT_EQ(CollectivesReport::from_json(j, "c").to_json(), j);

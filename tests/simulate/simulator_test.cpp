@@ -14,6 +14,7 @@
 #include "engine/parallel/fully_sharded.h"
 #include "engine/parallel/reducer.h"
 #include "engine/train/trainer.h"
+#include "reports/collectives_report.h"
 #include "reports/json_view.h"
 #include "tests/support/models.h"
 #include "tests/support/ranks.h"
@@ -134,6 +135,95 @@ TEST(Link, InterpolatesBetweenMeasuredSizes) {
     ++checked;
   }
   EXPECT_GT(checked, 4);
+}
+
+// An all-reduce started with nothing queued before it costs what --isolated measured: a
+// bucket launched on an idle link (the step's first) takes it, one queued behind another
+// the back-to-back time.
+TEST(Link, ABucketOnAnIdleLinkTakesTheIsolatedTime) {
+  reports::CollectivesReport c;
+  c.config.world_size = 2;
+  c.config.ops = {"allreduce"};
+  c.config.isolated = 5;
+  c.config.isolated_pause_us = 2000;
+  for (int64_t b = 1 << 10; b <= 64 << 20; b *= 4) {
+    const double us = 100 + static_cast<double>(b) * 4e-3;  // 250 MB/s back to back
+    c.results.push_back({"allreduce", b, b / 4, "float32", us, 0.0, 0.0, 0, {}, 50 + static_cast<double>(b) * 1e-3});
+  }
+  const std::string path = ::testing::TempDir() + "isolated-link.json";
+  std::ofstream(path) << c.to_json().dump();
+  LinkModel l = fit_link({path}, load_preset("cpu-gloo-local"));
+  std::remove(path.c_str());
+  ASSERT_TRUE(l.fitted_isolated.count(2));
+  EXPECT_DOUBLE_EQ(l.isolated_pause_s, 2e-3);
+  EXPECT_NEAR(l.allreduce_on_idle_link_s(1 << 20, 2), (50 + 1048.576) * 1e-6, 1e-12);
+  EXPECT_NEAR(l.allreduce_s(1 << 20, 2), (100 + 4194.304) * 1e-6, 1e-12);  // back to back
+  EXPECT_TRUE(l.to_json().contains("fitted_allreduce_isolated"));
+
+  // One bucket a step, launched after the backward on a link idle since the last step:
+  // the isolated time is what is exposed.
+  const StepProfile p = profile_of("gpt2-tiny", 4, 0.014);
+  SimOptions one;
+  one.first_bucket_bytes = one.bucket_bytes = 1e12;
+  const SimPoint alone = simulate_point(p, l, 2, one);
+  const double bytes = static_cast<double>(p.gradient_bytes());
+  EXPECT_NEAR(alone.comm_s, l.allreduce_on_idle_link_s(bytes, 2), 1e-12);
+  // Without the isolated fit, the back-to-back time: longer here.
+  LinkModel queued = l;
+  queued.fitted_isolated.clear();
+  const SimPoint b2b = simulate_point(p, queued, 2, one);
+  EXPECT_NEAR(b2b.comm_s, queued.allreduce_s(bytes, 2), 1e-12);
+  EXPECT_GT(b2b.step_s, alone.step_s);
+  // Many small buckets: the first starts on an idle link, those queued behind it do not.
+  SimOptions many;
+  many.first_bucket_bytes = many.bucket_bytes = 16 << 10;
+  const SimPoint split = simulate_point(p, l, 2, many);
+  const SimPoint split_b2b = simulate_point(p, queued, 2, many);
+  EXPECT_LT(split.comm_s, split_b2b.comm_s);
+  double isolated_sum = 0;
+  for (const auto& b : bucket_plan(p, many.first_bucket_bytes, many.bucket_bytes))
+    isolated_sum += l.allreduce_on_idle_link_s(static_cast<double>(b.bytes), 2);
+  EXPECT_GT(split.comm_s, isolated_sum);
+}
+
+LinkModel queued_of(LinkModel l) {
+  l.fitted_allgather_isolated.clear();
+  l.fitted_reduce_scatter_isolated.clear();
+  return l;
+}
+
+// FSDP's all-gathers and reduce-scatters take their isolated times where they start on an
+// idle link (a unit's, between compute), from the rows' isolated_us of those collectives.
+TEST(Link, FsdpCollectivesOnAnIdleLinkTakeTheirIsolatedTimes) {
+  reports::CollectivesReport c;
+  c.config.world_size = 2;
+  c.config.ops = {"allreduce", "allgather", "reduce_scatter"};
+  c.config.isolated = 5;
+  c.config.isolated_pause_us = 500;
+  for (const char* op : {"allreduce", "allgather", "reduce_scatter"})
+    for (int64_t b = 1 << 10; b <= 64 << 20; b *= 4)
+      c.results.push_back({op, b, b / 4, "float32", 1000 + static_cast<double>(b) * 4e-3, 0.0, 0.0, 0, {},
+                           50 + static_cast<double>(b) * 1e-3});
+  const std::string path = ::testing::TempDir() + "isolated-fsdp-link.json";
+  std::ofstream(path) << c.to_json().dump();
+  const LinkModel l = fit_link({path}, load_preset("cpu-gloo-local"));
+  std::remove(path.c_str());
+  ASSERT_TRUE(l.fitted_allgather_isolated.count(2));
+  ASSERT_TRUE(l.fitted_reduce_scatter_isolated.count(2));
+  // As measured: the row's time alone, not half an all-reduce's.
+  EXPECT_NEAR(l.on_idle_link_s(LinkModel::Collective::allgather, 1 << 20, 2, -1), (50 + 1048.576) * 1e-6, 1e-12);
+  EXPECT_EQ(queued_of(l).on_idle_link_s(LinkModel::Collective::allgather, 1 << 20, 2, -1), -1);  // not measured
+  const StepProfile p = profile_of("gpt2-tiny", 4, 0.014);
+  SimOptions o;
+  o.mode = ParallelMode::fsdp;
+  const LinkModel queued = queued_of(l);
+  const SimPoint spaced = simulate_point(p, l, 2, o), b2b = simulate_point(p, queued, 2, o);
+  EXPECT_LT(spaced.comm_s, b2b.comm_s);
+  EXPECT_LT(spaced.step_s, b2b.step_s);
+  // The same collectives in the same order either way.
+  ASSERT_EQ(spaced.collectives.size(), b2b.collectives.size());
+  for (size_t k = 0; k < spaced.collectives.size(); ++k)
+    EXPECT_EQ(spaced.collectives[k].bytes, b2b.collectives[k].bytes);
 }
 
 TEST(Link, StolenComputeIsAPerMessageAndAPerByteCost) {

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <optional>
@@ -121,8 +122,9 @@ std::vector<reports::CollectiveRow> run_collectives(comm::ProcessGroup& pg, Devi
   std::optional<ComputeLoad> load;
   if (o.load) load.emplace();
   if (rank == 0)
-    out << fmt::format("{:<15} {:>12} {:>11} {:>6} {:>12} {:>12} {:>12} {:>8}{}\n", "# op", "size (B)", "count",
-                       "type", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong", load ? "  load slowdown" : "");
+    out << fmt::format("{:<15} {:>12} {:>11} {:>6} {:>12} {:>12} {:>12} {:>8}{}{}\n", "# op", "size (B)", "count",
+                       "type", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong", load ? "  load slowdown" : "",
+                       o.isolated > 0 ? "  isolated (us)" : "");
   for (const auto& name : o.ops) {
     const CollectiveSpec& spec = collective_spec(name);
     for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
@@ -163,6 +165,27 @@ std::vector<reports::CollectiveRow> run_collectives(comm::ProcessGroup& pg, Devi
         const std::vector<float> sums = s.to_vector();
         if (sums[1] == 0) slowdown = static_cast<double>(sums[0]) / n;
       }
+      // Alone, each after a pause with the link idle: the slowest rank's time of each, and
+      // their median.
+      reports::Num isolated;
+      if (o.isolated > 0) {
+        std::vector<double> alone_s;
+        for (int k = 0; k < o.isolated; ++k) {
+          pg.barrier()->wait();
+          std::this_thread::sleep_for(std::chrono::microseconds(o.isolated_pause_us));
+          maybe_die();
+          const int64_t s0 = now_ns();
+          spec.issue(pg, b)->wait();
+          ops::synchronize(device);
+          ++issued;
+          Tensor one = Tensor::full({1}, static_cast<float>(static_cast<double>(now_ns() - s0) * 1e-9), device);
+          pg.allreduce(one, comm::ReduceOp::max)->wait();
+          alone_s.push_back(one.to_vector()[0]);
+        }
+        std::sort(alone_s.begin(), alone_s.end());
+        const size_t m = alone_s.size();
+        isolated = (m % 2 ? alone_s[m / 2] : 0.5 * (alone_s[m / 2 - 1] + alone_s[m / 2])) * 1e6;
+      }
       // Verify on fresh inputs.
       b = spec.make(bytes, rank, n, device);
       place_as_ddp(pg, spec, device, b);
@@ -174,11 +197,12 @@ std::vector<reports::CollectiveRow> run_collectives(comm::ProcessGroup& pg, Devi
       const double algbw = static_cast<double>(b.bytes) / seconds / 1e9;
       const double busbw = algbw * spec.bus_factor(n);
       if (rank == 0) {
-        out << fmt::format("{:<15} {:>12} {:>11} {:>6} {:>12.1f} {:>12.3f} {:>12.3f} {:>8}{}\n", name, b.bytes,
+        out << fmt::format("{:<15} {:>12} {:>11} {:>6} {:>12.1f} {:>12.3f} {:>12.3f} {:>8}{}{}\n", name, b.bytes,
                            b.bytes / 4, "float", seconds * 1e6, algbw, busbw, bad,
-                           slowdown ? fmt::format("  {:>13.1f}%", 100 * *slowdown) : "")
+                           slowdown ? fmt::format("  {:>13.1f}%", 100 * *slowdown) : "",
+                           isolated ? fmt::format("  {:>12.1f}", *isolated) : "")
             << std::flush;
-        rows.push_back({name, b.bytes, b.bytes / 4, "float32", seconds * 1e6, algbw, busbw, bad, slowdown});
+        rows.push_back({name, b.bytes, b.bytes / 4, "float32", seconds * 1e6, algbw, busbw, bad, slowdown, isolated});
       }
     }
   }

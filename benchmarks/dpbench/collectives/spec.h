@@ -22,6 +22,11 @@ struct CollectiveOptions {
   // Each rank keeps one compute thread busy while its collectives run, as DDP's backward
   // does, and measures how much the collectives slow that thread (--load).
   bool load = false;
+  // --isolated N: per size, N collectives more, each timed alone after a pause with the
+  // link idle (a DDP step's first bucket after compute); their median is the row's
+  // isolated_us. 0: none.
+  int isolated = 0;
+  int64_t isolated_pause_us = 200;  // --isolated-pause-us
   // Fault injection: this rank kills itself (SIGKILL) after `kill_after` collectives,
   // to see what the others report (-1: nobody).
   int kill_rank = -1;
