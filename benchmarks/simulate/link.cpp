@@ -235,7 +235,8 @@ nlohmann::json LinkModel::to_json() const {
   fits("fitted_allreduce_isolated", fitted_isolated);
   fits("fitted_allgather_isolated", fitted_allgather_isolated);
   fits("fitted_reduce_scatter_isolated", fitted_reduce_scatter_isolated);
-  if (!fitted_isolated.empty()) j["isolated_pause_s"] = isolated_pause_s;
+  if (!fitted_isolated.empty() || !fitted_allgather_isolated.empty() || !fitted_reduce_scatter_isolated.empty())
+    j["isolated_pause_s"] = isolated_pause_s;
   fits("fitted_allgather", fitted_allgather);
   fits("fitted_reduce_scatter", fitted_reduce_scatter);
   fits("fitted_allgather_under_load", fitted_allgather_under_load);

@@ -76,9 +76,6 @@ SimPoint simulate_ddp(const StepProfile& p, const LinkModel& link, int ranks, co
       comm_stretch[b] = link.allreduce_under_load_s(static_cast<double>(plan[b].bytes), ranks) / comm_time[b];
     if (plan[b].bytes > largest) largest = plan[b].bytes, r.algorithm = algorithm_name(a);
   }
-  // A bucket launched with nothing queued before it (the step's first, or one after the
-  // last ended) takes an isolated all-reduce's time where the link has it; one queued
-  // behind another, the back-to-back time.
   // Buckets completed by each layer's backward (in bucket order, which is backward order).
   std::vector<std::vector<size_t>> completes(p.layers.size());
   for (size_t b = 0; b < plan.size(); ++b) completes[plan[b].ready_after_layer].push_back(b);
@@ -96,9 +93,12 @@ SimPoint simulate_ddp(const StepProfile& p, const LinkModel& link, int ranks, co
   double running_left = 0;   // of the front
   size_t last_done = 0, done = 0;
   bool launched = false;
+  // A bucket launched with nothing queued before it (the step's first, or one after the
+  // last ended) takes an isolated all-reduce's time where the link has it; one queued
+  // behind another, the back-to-back time.
   auto launch = [&](size_t b) {
     if (queue.empty()) {
-      running_left = ranks > 1 ? link.allreduce_on_idle_link_s(static_cast<double>(plan[b].bytes), ranks) : 0.0;
+      running_left = link.allreduce_on_idle_link_s(static_cast<double>(plan[b].bytes), ranks);
       r.comm_s += running_left;
     }
     queue.push_back(b);

@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <optional>
@@ -14,6 +13,7 @@
 #include "engine/backend/ops.h"
 #include "engine/core/clock.h"
 #include "engine/core/error.h"
+#include "engine/core/stats.h"
 
 namespace dpb::bench {
 
@@ -182,9 +182,7 @@ std::vector<reports::CollectiveRow> run_collectives(comm::ProcessGroup& pg, Devi
           pg.allreduce(one, comm::ReduceOp::max)->wait();
           alone_s.push_back(one.to_vector()[0]);
         }
-        std::sort(alone_s.begin(), alone_s.end());
-        const size_t m = alone_s.size();
-        isolated = (m % 2 ? alone_s[m / 2] : 0.5 * (alone_s[m / 2 - 1] + alone_s[m / 2])) * 1e6;
+        isolated = percentile(std::move(alone_s), 0.5) * 1e6;
       }
       // Verify on fresh inputs.
       b = spec.make(bytes, rank, n, device);
