@@ -176,7 +176,8 @@ std::unique_ptr<Model> vgg16(Generator& gen, const ModelOptions& o) {
 }
 
 // Linear 5000 -> 10000 -> 5000 with ReLU, MSE regression: ~100 M parameters, the classic
-// model to cut across two devices.
+// model to cut across two devices. Cut between the linears, the stages are not even: fc1
+// skips its input gradient (two products a pass against fc2's three).
 std::unique_ptr<Model> widemlp(Generator& gen, const ModelOptions&) {
   auto m = std::make_unique<Model>(make_spec("widemlp", Shape{5000}, 5000, LossKind::mse, false));
   m->add("fc1", std::make_unique<Linear>(5000, 10000, true, &gen));

@@ -88,11 +88,13 @@ std::vector<Scenario> scenarios() {
                            "--workers=1",
        "unbalanced-pipeline", {}},
       // Two micro-batches through two stages: a third of every step fills and drains the
-      // pipeline ((p-1)/(m+p-1)); the stages idle 34-41% here. widemlp's two linears are
-      // the same work (5000 x 10000 each way), so the stages balance on any machine:
-      // ResNet-18's cut by measured time left them 1.13-1.37x apart on a 2-vCPU EPYC, at
-      // and past unbalanced-pipeline's 1.3x, a cut no split between its layers improves.
-      {"pipeline_bubble", "--mode=mp --gpus=2 --model=widemlp --batch=32 --schedule=gpipe --micro-batches=2 "
+      // pipeline ((p-1)/(m+p-1)); the stages idle 32-43% here. The MLP cuts after fc1 into
+      // stages of the same work: fc1 (784 x 512) skips its input gradient, two products a
+      // pass; fc2 (512 x 512) has three, and fc3 is 10 wide. widemlp's two equal linears
+      // do not balance so (fc2 took 59% of the step on an AVX-512 Xeon, 1.4x the first
+      // stage), nor did ResNet-18 (its cut by measured time left the stages 1.13-1.37x
+      // apart on a 2-vCPU EPYC), both at and past unbalanced-pipeline's 1.3x.
+      {"pipeline_bubble", "--mode=mp --gpus=2 --model=mlp --batch=2048 --schedule=gpipe --micro-batches=2 "
                           "--workers=1 --steps=4 --warmup=1",
        "pipeline-bubble", {}},
       // fully sharded data parallel: prefetch off, every all-gather waited for in full; four
@@ -115,12 +117,12 @@ std::vector<Scenario> scenarios() {
       // memory and a polling wait, a small model's DDP keeps its devices busy.
       {"small_model_ddp", "--mode=ddp --gpus=2 --model=lenet --batch=64 --steps=60 --warmup=5", "", {}},
       {"healthy_ddp_syncbn", "--mode=ddp --gpus=2 --model=resnet18 --batch=8 --sync-bn --steps=3", "", {}},
-      // Stages of equal work (widemlp's two linears) and enough micro-batches that every
-      // stage idles well under a quarter of the step: 9-16% here (the 8% bubble of theory
-      // and the handoffs). ResNet-18 at 12 micro-batches of 16, cut by measured time,
-      // left its second stage idle 30% on a 2-vCPU EPYC, 1.37x the first: its layers
-      // measured alone mispredict them run side by side there.
-      {"healthy_mp", "--mode=mp --gpus=2 --model=widemlp --batch=96 --schedule=1f1b --micro-batches=12 --workers=1 "
+      // Stages of equal work (the MLP cut after fc1, as in pipeline_bubble) and enough
+      // micro-batches that every stage idles well under a quarter of the step: 10-19% here
+      // (the 8% bubble of theory and the handoffs). ResNet-18 at 12 micro-batches of 16,
+      // cut by measured time, left its second stage idle 30% on a 2-vCPU EPYC, 1.37x the
+      // first: its layers measured alone mispredict them run side by side there.
+      {"healthy_mp", "--mode=mp --gpus=2 --model=mlp --batch=3072 --schedule=1f1b --micro-batches=12 --workers=1 "
                      "--steps=4 --warmup=1",
        "", {}},
       {"healthy_fsdp", "--mode=fsdp --gpus=2 --model=gpt2-tiny --data=synthetic --batch=4 --steps=20 --warmup=3", "",
