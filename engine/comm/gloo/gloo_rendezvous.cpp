@@ -100,11 +100,16 @@ void connect_full_mesh(const std::shared_ptr<gloo::rendezvous::Context>& ctx,
           if (r != rank && !store->check("gloo/" + std::to_string(r))) absent += (absent.empty() ? "" : ", ") + std::to_string(r);
       } catch (const Error&) {
       }
+      std::string others;
+      for (int r = 0; r < size; ++r)
+        if (r != rank) others += (others.empty() ? "" : ", ") + std::to_string(r);
+      const std::string which = size == 2 ? "rank " + others : "one of ranks " + others;
       DPB_FAIL() << "gloo: rank " << rank << " of " << size << " (listening at " << listening
                  << ") did not connect to every other rank within " << timeout.count() << " ms through the "
                  << store->describe() << ": "
-                 << (absent.empty() ? "every rank published its address, so one died while connecting or cannot "
-                                      "be reached where it said (GLOO_SOCKET_IFNAME picks the interface)"
+                 << (absent.empty() ? "every rank published its address, so " + which +
+                                          " died while connecting or cannot be reached where it said "
+                                          "(GLOO_SOCKET_IFNAME picks the interface)"
                                     : "rank(s) " + absent + " never joined the group (no address published: not "
                                       "started, dead, or turned away by the store)");
     }

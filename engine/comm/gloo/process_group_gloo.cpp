@@ -244,8 +244,14 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    DPB_FAIL() << "gloo: rank " << rank << " of " << size << " could not connect to the others through the "
-               << store_->describe() << ": " << e.what();
+    // Gloo names the address that failed, not whose it is: with one peer that is that
+    // peer; otherwise every other rank is listed.
+    std::string peers;
+    for (int r = 0; r < size; ++r)
+      if (r != rank) peers += (peers.empty() ? "" : ", ") + std::to_string(r);
+    DPB_FAIL() << "gloo: rank " << rank << " of " << size << " could not connect to "
+               << (size == 2 ? "rank " + peers : "one of ranks " + peers) << " (dead, or not reachable where it said)"
+               << " through the " << store_->describe() << ": " << e.what();
   }
   health_ = std::make_unique<GroupHealth>(std::make_shared<PrefixStore>("pg/", store_), rank, size);
   if (options_.shared_memory && size > 1) {
