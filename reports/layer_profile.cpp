@@ -54,9 +54,16 @@ nlohmann::json LayerProfile::to_json() const {
   }
   nlohmann::json lags = nlohmann::json::array();
   for (const auto& l : rank_lag) lags.push_back({{"ranks", l.ranks}, {"relative", l.relative}});
-  return {{"model", model},       {"batch_per_device", batch},  {"source", source},
-          {"evidence", evidence}, {"optimizer_s", optimizer_s}, {"other_s", other_s},
-          {"step_cv", step_cv},   {"rank_lag", lags},           {"layers", layers_j}};
+  return {{"model", model},
+          {"batch_per_device", batch},
+          {"source", source},
+          {"evidence", evidence},
+          {"optimizer_s", optimizer_s},
+          {"other_s", other_s},
+          {"step_cv", step_cv},
+          {"rank_lag", lags},
+          {"copy_bytes_per_s", copy_bytes_per_s ? nlohmann::json(*copy_bytes_per_s) : nlohmann::json(nullptr)},
+          {"layers", layers_j}};
 }
 
 LayerProfile LayerProfile::from_json(const JsonView& v) {
@@ -68,6 +75,7 @@ LayerProfile LayerProfile::from_json(const JsonView& v) {
   p.optimizer_s = v.number("optimizer_s", 0, 1e6);
   p.other_s = v.number("other_s", 0, 1e6);
   p.step_cv = v.maybe_number("step_cv", 0, 100).value_or(0);
+  p.copy_bytes_per_s = v.maybe_number("copy_bytes_per_s", 1, 1e15);
   for (const auto& l : v.maybe_items("rank_lag", 64)) {
     RankLag lag{static_cast<int>(l.integer("ranks", 2, int64_t{1} << 20)), l.number("relative", 0, 100)};
     DPB_CHECK(p.rank_lag.empty() || lag.ranks > p.rank_lag.back().ranks)

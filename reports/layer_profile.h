@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,12 @@ struct LayerProfile {
   double other_s = 0;
   double step_cv = 0;  // measured: the run's step-time coefficient of variation
   std::vector<RankLag> rank_lag;  // measured: from the run's steps (rank_lags); empty if unknown
+  // The device's rate (bytes/s) copying the parameters between their own storage and one
+  // flat buffer, each tensor a slice of it: what FSDP's copy-in (gradients into the
+  // reduce-scatter's buffer) and copy-out (gathered rows into the unit's parameters) do on
+  // the training stream. Measured (or the hardware's memory bandwidth over 2, analytic);
+  // nullopt where unknown (then no copies are charged).
+  std::optional<double> copy_bytes_per_s;
 
   double compute_s() const;  // forward + backward of every layer
   double step_s() const { return compute_s() + optimizer_s + other_s; }

@@ -40,12 +40,53 @@ reports::LayerProfile measure_layer_profile(Model& model, int64_t batch, Device 
     if (r > 0) steps.push_back(marks.seconds(a, b));
   }
   p.optimizer_s = summarize(steps).median;
+  // FSDP's copies on the training stream, which one device never makes: every parameter
+  // into its slice of one flat buffer (the copy-in of gradients before a reduce-scatter)
+  // and every slice out into a tensor of its own (the copy-out of gathered rows).
+  int64_t total = 0;
+  bool f32 = true;
+  for (Parameter* q : copy->parameters()) {
+    total += q->data().numel();
+    f32 = f32 && q->data().dtype() == DType::f32;
+  }
+  std::string copy_evidence = "copy rate not measured: the parameters are not all f32";
+  if (total > 0 && f32) {
+    const Tensor flat = Tensor::empty({total}, device);
+    std::vector<Tensor> out;
+    for (Parameter* q : copy->parameters()) out.push_back(Tensor::empty({q->data().numel()}, device));
+    std::vector<double> copies;
+    for (int r = 0; r <= 5; ++r) {
+      ops::DeviceMarks marks(device);
+      const size_t a = marks.mark();
+      int64_t at = 0;
+      for (Parameter* q : copy->parameters()) {
+        const int64_t n = q->data().numel();
+        flat.slice(at, at + n).copy_from(q->data().to_plain().view({n}));
+        at += n;
+      }
+      at = 0;
+      for (Tensor& o : out) {
+        o.copy_from(flat.slice(at, at + o.numel()));
+        at += o.numel();
+      }
+      const size_t b = marks.mark();
+      if (r > 0) copies.push_back(marks.seconds(a, b));
+    }
+    const double copy_s = summarize(copies).median;
+    if (copy_s > 0) {
+      p.copy_bytes_per_s = 2.0 * static_cast<double>(total) * 4 / copy_s;
+      copy_evidence = fmt::format(
+          "copy rate: the {:.1f} MB of parameters into one flat buffer and back out, slice by slice, {:.3f} ms "
+          "(median of 5)",
+          static_cast<double>(total) * 4e-6, copy_s * 1e3);
+    }
+  }
   p.step_cv = run.cv;
   p.rank_lag = reports::rank_lags(step_times_s);
   p.evidence = std::string("each layer timed on the device's own clock (") +
                (device.is_cuda() ? "CUDA timing events around it, no wait between layers"
                                  : "host clock: the logical CPU device's own") +
-               "), median of 5 passes on a batch of " + std::to_string(batch);
+               "), median of 5 passes on a batch of " + std::to_string(batch) + "; " + copy_evidence;
   fit_layers_to_step(p, run.median);
   return p;
 }

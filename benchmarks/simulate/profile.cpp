@@ -78,8 +78,10 @@ StepProfile analytic_profile(const std::string& model_name, int64_t batch, doubl
     p.layers[i].forward_s = layers_s * weight[i] / total;
     p.layers[i].backward_s = 2 * p.layers[i].forward_s;
   }
+  p.copy_bytes_per_s = hw.memory_bandwidth / 2;  // each byte copied is read once and written once
   p.evidence = "one-device step of " + std::to_string(single_step_s) + " s split across " +
-               std::to_string(p.layers.size()) + " layers by a roofline of their FLOPs and bytes on " + hw.gpu;
+               std::to_string(p.layers.size()) + " layers by a roofline of their FLOPs and bytes on " + hw.gpu +
+               "; copies at half its memory bandwidth";
   return p;
 }
 

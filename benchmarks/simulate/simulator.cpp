@@ -214,6 +214,16 @@ SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, c
     if (previous_scatter) ch.wait(*previous_scatter);
     previous_scatter = s;
   };
+  // The training stream's copies, which one device does not make: a gathered unit's rows
+  // into its parameters (copy-out), its gradients into the reduce-scatter's buffer (copy-in),
+  // at the profile's measured copy rate; none where the profile does not have it.
+  double copy_s = 0;
+  auto copy = [&](double b) {
+    if (!p.copy_bytes_per_s) return;
+    const double s = b / *p.copy_bytes_per_s * stretch;
+    ch.compute(s);
+    copy_s += s;
+  };
   const int ahead = std::max(0, o.fsdp_prefetch);
   std::vector<std::optional<size_t>> fwd(static_cast<size_t>(units)), bwd(static_cast<size_t>(units));
   auto gather = [&](std::vector<std::optional<size_t>>& g, int u, const char* pass) {
@@ -224,12 +234,16 @@ SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, c
   // The root (parameters several layers share, or that no wrapped layer holds) is
   // gathered before the first layer and stays gathered through the backward; its
   // gradients are reduce-scattered once the backward is done.
-  if (root_bytes > 0) ch.wait(issue_gather(root_bytes, "the root unit", kFsdpRootUnit));
+  if (root_bytes > 0) {
+    ch.wait(issue_gather(root_bytes, "the root unit", kFsdpRootUnit));
+    copy(root_bytes);
+  }
   for (size_t l = 0; l < p.layers.size(); ++l) {
     const int u = unit_at[l];
     if (u >= 0) {
       gather(fwd, u, "forward");
       ch.wait(*fwd[static_cast<size_t>(u)]);
+      copy(bytes[static_cast<size_t>(u)]);
       for (int k = 1; k <= ahead; ++k) gather(fwd, u + k, "forward");
     }
     ch.compute(p.layers[l].forward_s * stretch);
@@ -240,17 +254,25 @@ SimPoint simulate_fsdp(const StepProfile& p, const LinkModel& link, int ranks, c
     if (regather) {
       gather(bwd, u, "backward");
       ch.wait(*bwd[static_cast<size_t>(u)]);
+      copy(bytes[static_cast<size_t>(u)]);
     }
     if (u >= 0 && o.fsdp_reshard)
       for (int k = 1; k <= ahead; ++k)
         if (u - k >= 0 && u - k != units - 1) gather(bwd, u - k, "backward");
     ch.compute(p.layers[l].backward_s * stretch);
-    if (u >= 0) scatter(bytes[static_cast<size_t>(u)], p.layers[l].name, p.layers[l].name);
+    if (u >= 0) {
+      copy(bytes[static_cast<size_t>(u)]);
+      scatter(bytes[static_cast<size_t>(u)], p.layers[l].name, p.layers[l].name);
+    }
   }
-  if (root_bytes > 0) scatter(root_bytes, "the root unit", kFsdpRootUnit);
+  if (root_bytes > 0) {
+    copy(root_bytes);
+    scatter(root_bytes, "the root unit", kFsdpRootUnit);
+  }
   const double exposed_before = ch.exposed_s;
   ch.wait_all();
-  r.compute_s = p.compute_s() * stretch;
+  r.compute_s = p.compute_s() * stretch + copy_s;
+  r.copy_s = copy_s;
   r.comm_s = ch.comm_s;
   r.exposed_comm_s = ch.exposed_s;
   r.overlap = ch.comm_s > 0 ? std::min(1.0, ch.overlap_s / ch.comm_s) : 0;
@@ -511,6 +533,10 @@ nlohmann::json Simulation::to_json() const {
     pts.push_back({{"world_size", r.world_size},
                    {"step_time_s", r.step_s},
                    {"compute_s", r.compute_s},
+                   // FSDP's copies (in compute_s); null where the profile has no copy rate.
+                   {"copy_s", options.mode == ParallelMode::fsdp && r.world_size > 1 && !profile.copy_bytes_per_s
+                                  ? nlohmann::json(nullptr)
+                                  : nlohmann::json(r.copy_s)},
                    {"comm_s", r.comm_s},
                    {"exposed_comm_s", r.exposed_comm_s},
                    {"overlap", r.overlap},

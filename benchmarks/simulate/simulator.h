@@ -84,6 +84,7 @@ struct SimPoint {
   int world_size = 1;
   double step_s = 0, throughput = 0, efficiency = 0;
   double compute_s = 0;     // forward + backward as they ran (contention included)
+  double copy_s = 0;        // fsdp: the copy-in and copy-out on the training stream (in compute_s)
   double comm_s = 0;        // communication kernels' total time
   double exposed_comm_s = 0;
   double overlap = 0;       // |comm ∩ compute| / |comm|; 0 without communication

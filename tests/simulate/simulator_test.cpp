@@ -467,7 +467,8 @@ TEST(Simulate, FsdpGathersUnitsAndStepsOnShards) {
   free.intra.bus_bandwidth = free.inter.bus_bandwidth = 1e30;
   free.contention = free.kernel_contention = 0;
   const SimPoint ideal = simulate_point(p, free, 4, o);
-  EXPECT_NEAR(ideal.step_s, p.compute_s() + p.optimizer_s / 4 + p.other_s, 1e-9);
+  EXPECT_GT(ideal.copy_s, 0);  // the analytic profile copies at half the memory bandwidth
+  EXPECT_NEAR(ideal.step_s, p.compute_s() + ideal.copy_s + p.optimizer_s / 4 + p.other_s, 1e-9);
   EXPECT_NEAR(ideal.exposed_comm_s, 0, 1e-12);
   // A link where every all-gather costs about a layer's compute.
   LinkModel slow = base;
@@ -496,6 +497,47 @@ TEST(Simulate, FsdpGathersUnitsAndStepsOnShards) {
     EXPECT_LT(e, previous) << "bandwidth x" << scale;
     previous = e;
   }
+}
+
+// FSDP's copies on the training stream, at the profile's copy rate: each unit's gathered
+// rows out into its parameters in the forward and again in the backward (but the last
+// unit's, which stays gathered), and its gradients into the reduce-scatter's buffer; the
+// root's once each way. A profile without a copy rate charges none, and says so (null).
+TEST(Simulate, FsdpPaysItsCopiesAtTheProfilesRate) {
+  StepProfile p = profile_of("gpt2-tiny", 4);
+  double root = 0, units = 0, last = 0;
+  for (const auto& l : p.layers) {
+    double b = 0;
+    for (const auto& q : l.params) (q.fsdp_unit == kFsdpRootUnit ? root : b) += static_cast<double>(q.bytes);
+    if (b > 0) units += b, last = b;
+  }
+  ASSERT_GT(root, 0);
+  ASSERT_GT(last, 0);
+  SimOptions o;
+  o.mode = ParallelMode::fsdp;
+  LinkModel free = load_preset("dgx-h100");
+  free.intra.alpha_s = free.inter.alpha_s = 0;
+  free.intra.bus_bandwidth = free.inter.bus_bandwidth = 1e30;
+  free.contention = free.kernel_contention = 0;
+  p.copy_bytes_per_s = 1e9;
+  const SimPoint copied = simulate_point(p, free, 2, o);
+  EXPECT_NEAR(copied.copy_s, (3 * units - last + 2 * root) / 1e9, 1e-12);
+  EXPECT_NEAR(copied.step_s, p.compute_s() + copied.copy_s + p.optimizer_s / 2 + p.other_s, 1e-9);
+  EXPECT_NEAR(copied.compute_s, p.compute_s() + copied.copy_s, 1e-12);
+  EXPECT_EQ(simulate_point(p, free, 1, o).copy_s, 0);  // one rank: its shards are its parameters
+  p.copy_bytes_per_s.reset();
+  const SimPoint unknown = simulate_point(p, free, 2, o);
+  EXPECT_EQ(unknown.copy_s, 0);
+  EXPECT_NEAR(unknown.step_s, p.compute_s() + p.optimizer_s / 2 + p.other_s, 1e-9);
+  const nlohmann::json j = simulate(p, free, {1, 2}, o).to_json();
+  EXPECT_TRUE(j["points"][1]["copy_s"].is_null()) << j["points"][1].dump();
+  // The profile carries its rate through its JSON, and an older one without it reads back
+  // without one.
+  p.copy_bytes_per_s = 2.5e9;
+  nlohmann::json pj = p.to_json();
+  EXPECT_EQ(StepProfile::from_json(reports::JsonView(pj, "profile")).copy_bytes_per_s, 2.5e9);
+  pj.erase("copy_bytes_per_s");
+  EXPECT_FALSE(StepProfile::from_json(reports::JsonView(pj, "profile")).copy_bytes_per_s);
 }
 
 // The simulated FSDP step issues the engine's collectives in the engine's order, over the

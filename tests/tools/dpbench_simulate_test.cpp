@@ -84,6 +84,12 @@ TEST(DpbenchSimulate, ALayerProfileFeedsThePredictionAndThePageShowsBoth) {
   EXPECT_GT(prof["layers"][3]["backward_s"].get<double>(), 0);
   EXPECT_GT(prof["optimizer_s"].get<double>(), 0);
   EXPECT_EQ(prof["source"], "measured");
+  // FSDP's copies: the parameters' bytes into one buffer and back, timed on the device.
+  ASSERT_TRUE(prof["copy_bytes_per_s"].is_number()) << prof.dump();
+  EXPECT_GT(prof["copy_bytes_per_s"].get<double>(), 1e7);
+  EXPECT_LT(prof["copy_bytes_per_s"].get<double>(), 1e13);
+  EXPECT_NE(prof["evidence"].get<std::string>().find("copy rate: the 0.2 MB of parameters"), std::string::npos)
+      << prof["evidence"];
   const Proc s = dpbench("--simulate --mode=ddp --gpus=2,4 --profile=" + profile + " --json=" + predicted);
   ASSERT_EQ(s.code, 0) << s.err;
   EXPECT_NE(s.out.find("profile: measured"), std::string::npos) << s.out;
