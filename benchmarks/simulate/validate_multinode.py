@@ -46,7 +46,13 @@ CASES = [
     ("ddp", "gpt2-tiny", 8, 20, ["--seq=64"], ["--data=synthetic"]),
     ("fsdp", "resnet18", 16, 8, [], []),
     ("fsdp", "gpt2-tiny", 8, 20, ["--seq=64"], ["--data=synthetic"]),
+    # GPT-2 itself (124 M parameters, 498 MB of gradients) at a short sequence: a step is
+    # a second or two of compute and then seconds of collectives at 1 Gbit/s.
+    ("ddp", "gpt2", 1, 3, ["--seq=64"], ["--data=synthetic"]),
+    ("fsdp", "gpt2", 1, 3, ["--seq=64"], ["--data=synthetic"]),
 ]
+# Cases left out at a rate, and why.
+NOT_AT = {("gpt2", "100mbit"): "a step's 498 MB all-reduce alone takes 40 s there, 10 steps a run, 6 runs a mode"}
 BUCKETS = ["1", "25", "100"]
 MIN_RUN_S = 2.0  # seconds of one-rank steps each measured run lasts at least
 
@@ -65,6 +71,9 @@ def interleaved_crowding(single, step_s, base):
     +0.130, -0.062 and +0.633 in three pairs; +0.198, -0.076, +0.148 in three more); here
     both kinds of step come from the same seconds. Returns (crowding, evidence)."""
     period = max(0.1, 4 * step_s)
+    # At least 4 windows of each kind, each with a few whole steps in it (GPT-2's 1.5 s steps
+    # need more than the 12 s that hold hundreds of ResNet-18's).
+    run_s = max(CROWDING_RUN_S, 8.5 * period)
     companion = subprocess.Popen([CLUSTER, "run", "1", "--", *single, "--steps=1000000"], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL, env={**os.environ, "DPB_CLUSTER": "val"},
                                  start_new_session=True)
@@ -83,7 +92,7 @@ def interleaved_crowding(single, step_s, base):
         toggler = threading.Thread(target=toggle)
         toggler.start()
         try:
-            on_node0([*single, f"--steps={math.ceil(CROWDING_RUN_S / step_s)}", "--trace=" + base + ".trace.json",
+            on_node0([*single, f"--steps={math.ceil(run_s / step_s)}", "--trace=" + base + ".trace.json",
                       "--json=" + base + ".json"])
         finally:
             stop.set()
@@ -282,6 +291,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement (median)")
     ap.add_argument("--tolerance", type=float, default=0.05)
     ap.add_argument("--only", help="cases whose mode/model contain this text (e.g. ddp, gpt2)")
+    ap.add_argument("--models", help="cases of these models only, comma-separated exact names (gpt2, not gpt2-tiny)")
     ap.add_argument("--out", help="Markdown results file")
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -291,7 +301,11 @@ def main():
         if r not in RATE_BITS:
             sys.exit(f"validate_multinode: rate '{r}' is not one of {', '.join(RATE_BITS)}")
     d = os.path.abspath(a.dpbench)
-    cases = [c for c in CASES if not a.only or a.only in c[0] + " " + c[1]]
+    cases = [c for c in CASES if (not a.only or a.only in c[0] + " " + c[1])
+             and (not a.models or c[1] in a.models.split(","))]
+    if not cases:
+        sys.exit(f"validate_multinode: no case matches; the cases are "
+                 + ", ".join(f"{c[0]} {c[1]}" for c in CASES))
     top = tempfile.mkdtemp(prefix="dpb-multinode-")
     common = ["--threads=1", "--warmup=3", "--progress=none"]
     cluster("up", "2")
@@ -366,6 +380,9 @@ def main():
             lines.append("| --- | --- | --- | --- | --- | --- |")
             listed, doctor_line = [], ""
             for mode, model, batch, steps, extra, data in cases:
+                if (model, rate) in NOT_AT:
+                    lines.append(f"| {mode} | {model} | not run | | | {NOT_AT[(model, rate)]} |")
+                    continue
                 tag = f"{mode}_{model}"
                 # At least MIN_RUN_S of one-rank steps a run: gpt2-tiny's 5 ms steps, 20 of them,
                 # gave two-node E(2) from 0.47 to 0.88 for the same job within the hour.
