@@ -184,10 +184,14 @@ class DoctorScenario : public ::testing::TestWithParam<Scenario> {};
 // unexpected finding fails at once.
 // unbalanced-pipeline too: where the split is by measured time, both the cut and the
 // stages' busy shares rest on timing (ResNet-18's two stages, cut so, came out 1.13-1.37x
-// apart on one machine from run to run).
-const std::set<std::string> kTiming{"straggler-rank",   "exposed-communication", "exposed-allgather",
-                                    "unexplained-idle", "pipeline-bubble",       "tp-across-slow-link",
-                                    "unbalanced-pipeline"};
+// apart on one machine from run to run). primary-device-hotspot too: its warning where the
+// replicas idle a quarter of the window and DataParallel's serial work is half of that
+// rests on the devices' busy shares (LeNet b128 on 2 of 4 requested devices, beside
+// another test: the replica 71% busy, the host's serial work 11% and the primary's 3% of a
+// 5.2 ms step, just past both thresholds; alone the replica idles under a quarter).
+const std::set<std::string> kTiming{"straggler-rank",      "exposed-communication",  "exposed-allgather",
+                                    "unexplained-idle",    "pipeline-bubble",        "tp-across-slow-link",
+                                    "unbalanced-pipeline", "primary-device-hotspot"};
 
 TEST_P(DoctorScenario, GetsItsRuleAndNoFalseAlarms) {
   const Scenario& s = GetParam();
