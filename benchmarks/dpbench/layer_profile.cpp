@@ -49,7 +49,8 @@ reports::LayerProfile measure_layer_profile(Model& model, int64_t batch, Device 
     total += q->data().numel();
     f32 = f32 && q->data().dtype() == DType::f32;
   }
-  std::string copy_evidence = "copy rate not measured: the parameters are not all f32";
+  std::string copy_evidence = total == 0 ? "copy rate not measured: the model has no parameters"
+                                         : "copy rate not measured: the parameters are not all f32";
   if (total > 0 && f32) {
     const Tensor flat = Tensor::empty({total}, device);
     std::vector<Tensor> out;
