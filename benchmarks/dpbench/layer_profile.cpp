@@ -26,11 +26,12 @@ reports::LayerProfile measure_layer_profile(Model& model, int64_t batch, Device 
   }
   // The optimizer's step, on a copy (the run's weights stay as trained).
   auto copy = model.clone();
-  for (Parameter* q : copy->parameters()) {
+  const std::vector<Parameter*> params = copy->parameters();
+  for (Parameter* q : params) {
     q->set_grad(Tensor::zeros(q->data().shape(), q->data().device()));
     q->note_grad_written();  // a gradient to step on, as after a backward
   }
-  auto opt = make_optimizer(optimizer, copy->parameters());
+  auto opt = make_optimizer(optimizer, params);
   std::vector<double> steps;
   for (int r = 0; r <= 5; ++r) {
     ops::DeviceMarks marks(device);
@@ -45,7 +46,7 @@ reports::LayerProfile measure_layer_profile(Model& model, int64_t batch, Device 
   // and every slice out into a tensor of its own (the copy-out of gathered rows).
   int64_t total = 0;
   bool f32 = true;
-  for (Parameter* q : copy->parameters()) {
+  for (Parameter* q : params) {
     total += q->data().numel();
     f32 = f32 && q->data().dtype() == DType::f32;
   }
@@ -54,13 +55,13 @@ reports::LayerProfile measure_layer_profile(Model& model, int64_t batch, Device 
   if (total > 0 && f32) {
     const Tensor flat = Tensor::empty({total}, device);
     std::vector<Tensor> out;
-    for (Parameter* q : copy->parameters()) out.push_back(Tensor::empty({q->data().numel()}, device));
+    for (Parameter* q : params) out.push_back(Tensor::empty({q->data().numel()}, device));
     std::vector<double> copies;
     for (int r = 0; r <= 5; ++r) {
       ops::DeviceMarks marks(device);
       const size_t a = marks.mark();
       int64_t at = 0;
-      for (Parameter* q : copy->parameters()) {
+      for (Parameter* q : params) {
         const int64_t n = q->data().numel();
         flat.slice(at, at + n).copy_from(q->data().to_plain().view({n}));
         at += n;

@@ -24,6 +24,14 @@ namespace {
 
 Hardware test_hardware() { return {"test", 10e12, 500e9}; }
 
+// `l` with no latency, unbounded bandwidth and no contention: every collective free.
+LinkModel free_link(LinkModel l) {
+  l.intra.alpha_s = l.inter.alpha_s = 0;
+  l.intra.bus_bandwidth = l.inter.bus_bandwidth = 1e30;
+  l.contention = l.kernel_contention = 0;
+  return l;
+}
+
 StepProfile profile_of(const std::string& model, int64_t batch = 32, double step = 0.1) {
   ModelOptions imagenet;
   imagenet.classes = 1000;
@@ -462,10 +470,7 @@ TEST(Simulate, FsdpGathersUnitsAndStepsOnShards) {
   o.mode = ParallelMode::fsdp;
   const LinkModel base = load_preset("dgx-h100");
   EXPECT_NEAR(simulate_point(p, base, 1, o).step_s, p.step_s(), 1e-12);
-  LinkModel free = base;
-  free.intra.alpha_s = free.inter.alpha_s = 0;
-  free.intra.bus_bandwidth = free.inter.bus_bandwidth = 1e30;
-  free.contention = free.kernel_contention = 0;
+  const LinkModel free = free_link(base);
   const SimPoint ideal = simulate_point(p, free, 4, o);
   EXPECT_GT(ideal.copy_s, 0);  // the analytic profile copies at half the memory bandwidth
   EXPECT_NEAR(ideal.step_s, p.compute_s() + ideal.copy_s + p.optimizer_s / 4 + p.other_s, 1e-9);
@@ -515,10 +520,7 @@ TEST(Simulate, FsdpPaysItsCopiesAtTheProfilesRate) {
   ASSERT_GT(last, 0);
   SimOptions o;
   o.mode = ParallelMode::fsdp;
-  LinkModel free = load_preset("dgx-h100");
-  free.intra.alpha_s = free.inter.alpha_s = 0;
-  free.intra.bus_bandwidth = free.inter.bus_bandwidth = 1e30;
-  free.contention = free.kernel_contention = 0;
+  const LinkModel free = free_link(load_preset("dgx-h100"));
   p.copy_bytes_per_s = 1e9;
   const SimPoint copied = simulate_point(p, free, 2, o);
   EXPECT_NEAR(copied.copy_s, (3 * units - last + 2 * root) / 1e9, 1e-12);
@@ -587,10 +589,7 @@ TEST(Simulate, TensorParallelDividesCutLayersAndWaitsForEachAllReduce) {
   SimOptions o;
   o.mode = ParallelMode::tp;
   const LinkModel base = load_preset("dgx-h100");
-  LinkModel free = base;
-  free.intra.alpha_s = free.inter.alpha_s = 0;
-  free.intra.bus_bandwidth = free.inter.bus_bandwidth = 1e30;
-  free.contention = free.kernel_contention = 0;
+  const LinkModel free = free_link(base);
   const StepProfile p = profile_of("gpt2-tiny", 4);
   EXPECT_NEAR(simulate_point(p, base, 1, o).step_s, p.step_s(), 1e-12);
   double whole = 0, cut = 0;
