@@ -264,6 +264,8 @@ def calibrated_profiles(work, model, tag, one):
             layer["backward_s"] *= k
         prof["optimizer_s"] *= k
         prof["other_s"] *= k
+        if prof.get("copy_bytes_per_s"):
+            prof["copy_bytes_per_s"] /= k  # FSDP's copies take k times as long too
         prof["evidence"] = prof.get("evidence", "") + f"; scaled by {k:.3f} to this case's one-rank runs"
         run["step_times_s"] = [t * k if t is not None else None for t in run["step_times_s"]]
         for q in ("median", "p10", "p90", "mean", "min", "max"):
