@@ -511,9 +511,11 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
     const nlohmann::json j = reports::read_json_file(path, "collectives report", size_t{64} << 20);
     const bool nccl_tests = j.is_object() && j.contains("results") && j.contains("config") && !j.contains("schema");
     const Measured m = nccl_tests ? from_nccl_tests(j, doc) : from_dpbench(j, doc);
-    DPB_CHECK(m.points.size() >= 2) << doc
-                                    << " has fewer than 2 correct all-reduce sizes to fit a link on (dpbench "
-                                       "--bench=collectives --ops=allreduce, or nccl-tests' all_reduce_perf -J)";
+    // One size is enough for a repeat (a size measured alone, the size a job's bucket has);
+    // the measurement its repeats make together needs two (below).
+    DPB_CHECK(!m.points.empty()) << doc
+                                 << " has no correct all-reduce size to fit a link on (dpbench "
+                                    "--bench=collectives --ops=allreduce, or nccl-tests' all_reduce_perf -J)";
     DPB_CHECK(m.ranks >= 2) << doc << " ran on 1 rank: a link needs at least 2";
     Repeats& group = kinds[{m.under_load, m.ranks}];
     const std::vector<Measured>& same = group.runs;
@@ -530,6 +532,10 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
   }
   for (const auto& [kind, group] : kinds) {
     const Measured m = merged(group.runs);
+    DPB_CHECK(m.points.size() >= 2)
+        << "link " << escape_untrusted(group.paths) << " (" << (m.under_load ? "under load" : "idle") << ", "
+        << m.ranks << " ranks) has fewer than 2 correct all-reduce sizes to fit a link on, in all its files together "
+        << "(dpbench --bench=collectives --ops=allreduce, or nccl-tests' all_reduce_perf -J)";
     if (m.under_load) {
       l.fitted_under_load[m.ranks] = fit_measured(m.points, m.ranks);
       l.contention = std::max(0.0, m.slowdown_time / m.time);  // each row's own is noisy, either way

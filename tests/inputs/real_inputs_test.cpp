@@ -7,7 +7,7 @@
 //                (benchmarks/pytorch_reference/write_safetensors.py), and a GPT-2 (tiny) with its
 //                gradients and a real-text batch (benchmarks/pytorch_reference/gpt2_reference.py);
 //   reports      dpbench reports of real runs (tests/data/reports, the fuzz seeds);
-//   collectives  a dpbench --bench=collectives report of 2 Gloo ranks, and the link fitted on it;
+//   collectives  dpbench --bench=collectives reports of 2 Gloo ranks, and the links fitted on them;
 //   presets      every hardware and link preset file (benchmarks/simulate/presets).
 // PyTorch profiler traces have their own corpus test (tests/scenarios/trace_corpus_test).
 // Not covered, for want of a real file here: CIFAR-10's binary batches (not packaged for
@@ -90,12 +90,20 @@ TEST(RealInputs, DpbenchReportsOfRealRuns) {
   EXPECT_GE(read, 5u);
 }
 
-TEST(RealInputs, CollectivesReportAndTheLinkFittedOnIt) {
-  const std::string path = source("tests/data/reports/collectives-gloo-2ranks.json");
-  const auto r = reports::CollectivesReport::read(path);
-  EXPECT_FALSE(r.results.empty());
-  const auto link = sim::fit_link({path}, sim::load_preset("cpu-gloo-local"));
-  EXPECT_EQ(link.fitted.count(2), 1u);
+TEST(RealInputs, CollectivesReportsAndTheLinksFittedOnThem) {
+  size_t fitted = 0;
+  for (const auto& path : files_in("tests/data/reports", ".json")) {
+    if (path.find("collectives") == std::string::npos) continue;
+    const auto r = reports::CollectivesReport::read(path);
+    EXPECT_FALSE(r.results.empty()) << path;
+    size_t sizes = 0;
+    for (const auto& row : r.results) sizes += row.op == "allreduce";
+    if (sizes < 2) continue;  // a size measured alone: fitted with its sweep (simulator_test)
+    const auto link = sim::fit_link({path}, sim::load_preset("cpu-gloo-local"));
+    EXPECT_EQ(link.fitted.count(r.config.world_size), 1u) << path;
+    ++fitted;
+  }
+  EXPECT_GE(fitted, 3u);
 }
 
 TEST(RealInputs, EveryPresetFile) {

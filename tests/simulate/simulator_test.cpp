@@ -145,6 +145,32 @@ TEST(Link, InterpolatesBetweenMeasuredSizes) {
   EXPECT_GT(checked, 4);
 }
 
+// A size measured alone (one launch, `-b S -e S`: the size a job's bucket has) is a repeat
+// of the sweep from the same nodes: the link gives that size's own time back, where it
+// interpolated before. Real reports from two network namespaces at 100 Mbit/s; one file of
+// one size alone is not enough to fit on.
+TEST(Link, ASizeMeasuredAloneJoinsTheSweepItRepeats) {
+  const std::string dir = std::string(DPB_SOURCE_DIR) + "/tests/data/reports/";
+  const std::string sweep = dir + "collectives-gloo-2nodes-100mbit.json";
+  const std::string alone = dir + "collectives-gloo-2nodes-100mbit-26494976.json";
+  const double bytes = 26494976;
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(alone));
+  ASSERT_EQ(j["results"].size(), 1u);
+  const double measured = j["results"][0]["time_us"].get<double>() * 1e-6;
+  const LinkModel interpolated = fit_link({sweep}, load_preset("cpu-gloo-local"));
+  const LinkModel both = fit_link({sweep, alone}, load_preset("cpu-gloo-local"));
+  EXPECT_NEAR(both.allreduce_s(bytes, 2), measured, 1e-12);
+  EXPECT_GT(std::abs(interpolated.allreduce_s(bytes, 2) - measured), 1e-4);  // beyond the sweep's 16 MiB
+  EXPECT_DOUBLE_EQ(both.allreduce_s(4 << 20, 2), interpolated.allreduce_s(4 << 20, 2));  // the sweep's own
+  try {
+    fit_link({alone}, load_preset("cpu-gloo-local"));
+    FAIL() << "one size alone was fitted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fewer than 2 correct all-reduce sizes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("26494976.json"), std::string::npos) << e.what();
+  }
+}
+
 // An all-reduce started with nothing queued before it costs what --isolated measured: a
 // bucket launched on an idle link (the step's first) takes it, one queued behind another
 // the back-to-back time.
