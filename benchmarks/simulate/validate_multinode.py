@@ -7,9 +7,12 @@ capped at each --rates value. Per rate:
   reduce-scatter, idle and --load), with each size's bus bandwidth against the set rate;
 - for each case, E(2) measured (the two-node run's samples/s over twice the one-rank
   run's, each the median of --repeat runs) and predicted by --simulate from the one-rank
-  --layer-profile and that link;
+  --layer-profile, that link and the crowding of two ranks in one box, measured in each
+  round beside the runs (a round: one-rank run, two-node run, crowding run); for DDP the
+  all-reduce is measured at the sizes the run's buckets had too;
 - at the slowest rate, the bucket-size sweep (--bucket-mb 1, 25, 100): the simulator's
-  order of the three against the measured one;
+  order of the three against the measured one (all steps of a size's runs, a bootstrap
+  interval on each pair's ratio), the all-reduce measured at every bucket size;
 - the doctor on the DDP run (ResNet-18): its primary finding and the link rate in its
   evidence.
 
@@ -25,6 +28,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import statistics
 import subprocess
@@ -164,21 +168,26 @@ def write_crowded(src, dst, crowding, evidence, lags):
     json.dump(doc, open(dst, "w"))
 
 
-def bucket_relations(measured, predicted):
+def bucket_relations(measured, predicted, resamples=2000):
     """Each pair of bucket sizes as the runs order them and as the simulator does: '<'
-    (the first faster), '>' or '='. Measured, '=' unless the medians differ by more than
-    both sizes' spreads (half the range of their runs) and by 1 %; predicted, '=' under 1 %."""
-    def relation(a, b, noise):
-        if abs(a - b) <= max(noise, 0.01 * min(a, b)):
-            return "="
-        return "<" if a < b else ">"
+    (the first faster), '>' or '='. Measured: the median of all the size's steps (its runs'
+    together, warm-up left out), '=' unless the medians differ by 1 % or more and the 95 %
+    bootstrap interval of their ratio leaves out 1 (half the range of three runs' medians,
+    used before, let one slow run tie every pair); predicted, '=' under 1 %. Returns
+    (x, y, measured relation, predicted relation, measured ratio, its interval)."""
+    rng = random.Random(0)
     out = []
     sizes = list(measured)
     for i, x in enumerate(sizes):
         for y in sizes[i + 1:]:
-            spread = sum((max(measured[z]) - min(measured[z])) / 2 for z in (x, y))
-            out.append((x, y, relation(statistics.median(measured[x]), statistics.median(measured[y]), spread),
-                        relation(predicted[x], predicted[y], 0.0)))
+            a, b = measured[x], measured[y]
+            ratio = statistics.median(a) / statistics.median(b)
+            boot = sorted(statistics.median(rng.choices(a, k=len(a))) / statistics.median(rng.choices(b, k=len(b)))
+                          for _ in range(resamples))
+            lo, hi = boot[int(0.025 * resamples)], boot[int(0.975 * resamples) - 1]
+            m = "=" if abs(ratio - 1) < 0.01 or lo <= 1 <= hi else ("<" if ratio < 1 else ">")
+            q = predicted[x] / predicted[y]
+            out.append((x, y, m, "=" if abs(q - 1) < 0.01 else ("<" if q < 1 else ">"), ratio, (lo, hi)))
     return out
 
 
@@ -218,18 +227,17 @@ def throughput(paths):
     return statistics.median(json.load(open(p))["runs"][0]["throughput_samples_per_s"] for p in paths)
 
 
-def alternated(launch_a, argv_a, path_a, launch_b, argv_b, path_b, repeat):
-    """`repeat` runs of a and of b, alternated (a b a b ...), each writing path.K.json: the
-    VM's drift from one minute to the next falls on both alike, where all of a's runs
-    and then all of b's made E(2) follow it (DDP ResNet-18 at 10 Gbit/s: 0.656 to 0.851
-    within fifteen minutes)."""
-    paths_a, paths_b = [], []
+def alternated(launches, repeat):
+    """`repeat` rounds of each launch in turn (a b c a b c ...): the VM's drift from one
+    minute to the next falls on all alike, where all of a's runs and then all of b's made
+    E(2) follow it (DDP ResNet-18 at 10 Gbit/s: 0.656 to 0.851 within fifteen minutes).
+    Each launch is (function, its base path): function(path.K) runs round K. Returns each
+    launch's results, in order."""
+    out = [[] for _ in launches]
     for k in range(repeat):
-        paths_a.append(f"{path_a[:-5]}.{k}.json")
-        launch_a([*argv_a, "--json=" + paths_a[-1]])
-        paths_b.append(f"{path_b[:-5]}.{k}.json")
-        launch_b([*argv_b, "--json=" + paths_b[-1]])
-    return paths_a, paths_b
+        for i, (launch, base) in enumerate(launches):
+            out[i].append(launch(f"{base}.{k}"))
+    return out
 
 
 def compute_of(path):
@@ -244,7 +252,7 @@ def profile_step(path):
 
 
 def calibrated_profiles(work, model, tag, one):
-    """The model's profiles (alone and crowded) with every time scaled by one factor, so
+    """The model's profile and the case's crowded one with every time scaled by one factor, so
     that the profile's step is the median step of this case's one-rank runs: on a VM whose
     cores run 10-20 % faster or slower from one minute to the next, a profile recorded
     minutes before made the predicted E(2) follow the machine's drift, not the model's
@@ -252,8 +260,8 @@ def calibrated_profiles(work, model, tag, one):
     The layers' shares, the optimizer's, the crowding and the ranks' lag are the profile's."""
     target = statistics.median(json.load(open(p))["runs"][0]["step_time_s"]["median"] for p in one)
     k = target / profile_step(os.path.join(work, f"profile_{model}.json"))
-    for kind in ("profile", "crowded"):
-        src = os.path.join(work, f"{kind}_{model}.json")
+    for kind, src in (("profile", os.path.join(work, f"profile_{model}.json")),
+                      ("crowded", os.path.join(work, f"crowded-alone_{tag}.json"))):
         if not os.path.exists(src):
             continue
         doc = json.load(open(src))
@@ -273,6 +281,29 @@ def calibrated_profiles(work, model, tag, one):
                 run["step_time_s"][q] *= k
         json.dump(doc, open(os.path.join(work, f"{kind}_{tag}.json"), "w"))
     return k
+
+
+def measure_bucket_sizes(d, work, reports):
+    """The all-reduce across the nodes at each size the DDP runs' buckets had (their
+    reports' `buckets`) that the link files do not hold yet: one launch a size, idle, each
+    a mean of 3 (gloo2-K.json, K = 100, 101, ...; --simulate takes each size's median of the
+    files that have it). Between the sweep's sizes the time is interpolated, and this link's
+    rate is not smooth in the size: at 100 Mbit/s an all-reduce of 16 MiB ran at 10.88 MB/s,
+    27 MiB at 11.50, 36 MiB at 10.84 (twice each, the same minutes), so ResNet-18's 26.5 MB
+    bucket was charged 130 ms too much and its 25 MiB buckets came out slower than 1 MiB's.
+    Returns the sizes measured."""
+    def sizes_in(path):
+        return {r["bytes"] for r in json.load(open(path))["results"] if r["op"] == "allreduce"}
+    files = [f for f in os.listdir(work) if f.startswith("gloo2") and "load" not in f]
+    have = set().union(*(sizes_in(os.path.join(work, f)) for f in files))
+    wanted = sorted({b["bytes"] for p in reports for b in json.load(open(p))["runs"][0].get("buckets", [])} - have)
+    k = 100 + sum(1 for f in files if re.fullmatch(r"gloo2-1[0-9][0-9]\.json", f))
+    for size in wanted:
+        on_two_nodes([d, "--bench=collectives", "-b", str(size), "-e", str(size), "-n", "3", "--warmup=1",
+                      "--threads=1", "--timeout=600", "--ops=allreduce",
+                      "--json=" + os.path.join(work, f"gloo2-{k}.json")])
+        k += 1
+    return wanted
 
 
 def measured_sweep(d, work, tag, one, two, mode):
@@ -319,28 +350,18 @@ def main():
             if model in profiles:
                 continue
             single = [d, "--mode=single", f"--model={model}", f"--batch={batch}", *extra, *data, *common]
-            # The profile alone; then the crowding (a second rank training on node 1: the nodes
-            # share this machine's cores, caches and memory bandwidth, as validate_local's
-            # ranks do) from one run with that rank stopped and resumed every few steps.
+            # The profile alone. The crowding (a second rank training on node 1) is measured
+            # per case, in the rounds of the runs it prices.
             prof = os.path.join(top, f"profile_{model}.json")
             on_node0([*single, "--layer-profile", "--json=" + prof, f"--steps={steps * 2}"])
-            runs = sorted(interleaved_crowding(single, profile_step(prof), os.path.join(top, f"crowding_{model}.{k}"))
-                          for k in range(a.repeat))
-            crowding, evidence, lags = runs[len(runs) // 2]
-            write_crowded(prof, os.path.join(top, f"crowded_{model}.json"), crowding, evidence, lags)
-            lag2 = next((l["relative"] for l in lags if l["ranks"] == 2), None)
-            lines.append(f"Crowding of {model}, {len(runs)} runs: " + ", ".join(f"{c[0]:+.3f}" for c in runs)
-                         + f"; the median is used ({evidence}); the slowest of 2 crowded steps "
-                         + (f"{lag2:+.3f}" if lag2 is not None else "not measured") + " over their median.")
-            profiles[model] = os.path.join(top, f"profile_{model}.json")
-            profiles[model + "/crowded"] = os.path.join(top, f"crowded_{model}.json")
-            step_s[model] = profile_step(profiles[model])
+            profiles[model] = prof
+            step_s[model] = profile_step(prof)
         for rate in rates:
             cluster("rate", "0", rate)
             cluster("rate", "1", rate)
             work = os.path.join(top, rate)
             os.makedirs(work)
-            for model, prof in profiles.items():
+            for prof in profiles.values():
                 os.symlink(prof, os.path.join(work, os.path.basename(prof)))
             # The link: large sizes cost seconds at 100 Mbit/s; between sizes it is interpolated.
             top_size = {"100mbit": "16M", "1gbit": "64M", "10gbit": "64M"}[rate]
@@ -380,7 +401,7 @@ def main():
                          f"{busbw_bits / 1e6:.0f} Mbit/s, {busbw_bits / RATE_BITS[rate]:.1%} of the set rate.\n")
             lines.append("| mode | case | E(2) measured | E(2) predicted | difference | profile scaled by |")
             lines.append("| --- | --- | --- | --- | --- | --- |")
-            listed, doctor_line = [], ""
+            listed, doctor_line, crowd_lines = [], "", []
             for mode, model, batch, steps, extra, data in cases:
                 if (model, rate) in NOT_AT:
                     lines.append(f"| {mode} | {model} | not run | | | {NOT_AT[(model, rate)]} |")
@@ -392,9 +413,40 @@ def main():
                 run = [d, f"--mode={mode}", f"--model={model}", f"--batch={batch}", f"--steps={steps}",
                        "--timeout=600", *extra, *data, *common]
                 doctor = ["--doctor"] if (mode, model) == ("ddp", "resnet18") else []
-                one, two = alternated(on_node0, [*run, "--gpus=1"], os.path.join(work, f"one_{tag}.json"),
-                                      on_two_nodes, [*run, *doctor], os.path.join(work, f"two_{tag}.json"), a.repeat)
+                single = [d, "--mode=single", f"--model={model}", f"--batch={batch}", *extra, *data, *common]
+
+                def one_run(base):
+                    on_node0([*run, "--gpus=1", "--json=" + base + ".json"])
+                    return base + ".json"
+
+                def two_run(base):
+                    on_two_nodes([*run, *doctor, "--json=" + base + ".json"])
+                    return base + ".json"
+
+                # The crowding (a second rank training on node 1: the nodes share this
+                # machine's cores, caches and memory bandwidth) from one run with that rank
+                # stopped and resumed every few steps, in each round beside the runs it
+                # prices: measured once before all rates, it came out -0.011, +0.106 and
+                # +0.122 for FSDP ResNet-18 in one sitting, and a slow spell of the VM later
+                # slowed the two-node runs more than the one-rank ones.
+                one, two, crowds = alternated(
+                    [(one_run, os.path.join(work, f"one_{tag}")), (two_run, os.path.join(work, f"two_{tag}")),
+                     (lambda base: interleaved_crowding(single, step_s[model], base),
+                      os.path.join(work, f"crowding_{tag}"))], a.repeat)
+                ordered = sorted(crowds, key=lambda c: c[0])
+                crowding, evidence, lags = ordered[len(ordered) // 2]
+                write_crowded(profiles[model], os.path.join(work, f"crowded-alone_{tag}.json"), crowding,
+                              evidence, lags)
+                lag2 = next((l["relative"] for l in lags if l["ranks"] == 2), None)
+                crowd_lines.append(f"- {mode} {model}: " + ", ".join(f"{c[0]:+.3f}" for c in crowds)
+                                   + f" (rounds in order); the median is used ({evidence}); the slowest of 2 "
+                                   + "crowded steps " + (f"{lag2:+.3f}" if lag2 is not None else "not measured")
+                                   + " over their median.")
                 measured = measured_sweep(d, work, tag, one, two, mode)
+                if mode == "ddp":
+                    exact = measure_bucket_sizes(d, work, two[:1])
+                    crowd_lines.append(f"- {mode} {model}: the all-reduce measured at its bucket sizes not "
+                                       f"measured before: {', '.join(f'{b / 1e6:.2f} MB' for b in exact) or 'none'}.")
                 scale = calibrated_profiles(work, model, tag, one)
                 predicted = os.path.join(work, f"predicted_{tag}.json")
                 validate_local.run([*validate_local.simulate_argv(d, work, mode, model, extra, tag),
@@ -414,7 +466,11 @@ def main():
                     doctor_line = ("\nDoctor on the DDP ResNet-18 run: "
                                    + (f"`{primary['id']}` ({primary['severity']}): {primary['title']}" if primary
                                       else "no warning") + "\n")
-            if doctor_line:  # after the table, which it would otherwise cut in two
+            if crowd_lines:  # after the table, which they would otherwise cut in two
+                lines.append(f"\nPer case at {rate}: the crowding, {a.repeat} runs a case, and the link measured at "
+                             f"its sizes:\n")
+                lines.extend(crowd_lines)
+            if doctor_line:
                 lines.append(doctor_line)
             json.dump(listed, open(os.path.join(work, "cases.json"), "w"), indent=1)
             if rate == "100mbit" and any(c[:2] == ("ddp", "resnet18") for c in cases):
@@ -423,32 +479,43 @@ def main():
                 # 100 MiB the slowest by 4 % on 2026-12-02, with the runs of 1 and 25 MiB
                 # before it).
                 measured = {mb: [] for mb in BUCKETS}
+                run_medians = {mb: [] for mb in BUCKETS}
                 for k in range(a.repeat):
                     for mb in BUCKETS[k % len(BUCKETS):] + BUCKETS[:k % len(BUCKETS)]:
-                        run = [d, "--mode=ddp", "--model=resnet18", "--batch=16", "--steps=8", f"--bucket-mb={mb}",
+                        run = [d, "--mode=ddp", "--model=resnet18", "--batch=16", "--steps=12", f"--bucket-mb={mb}",
                                "--timeout=600", *common]
                         path = os.path.join(work, f"two_bucket{mb}.{k}.json")
                         on_two_nodes([*run, "--json=" + path])
-                        measured[mb].append(json.load(open(path))["runs"][0]["step_time_s"]["median"])
+                        r = json.load(open(path))["runs"][0]
+                        measured[mb].extend(t for t in r["step_times_s"] if t is not None)
+                        run_medians[mb].append(r["step_time_s"]["median"])
+                exact = measure_bucket_sizes(d, work, [os.path.join(work, f"two_bucket{mb}.0.json") for mb in BUCKETS])
+                lines.append(f"\nThe all-reduce measured at the sweep's bucket sizes not measured before: "
+                             f"{', '.join(f'{b / 1e6:.2f} MB' for b in exact) or 'none'}.\n")
                 predicted = {}
                 for mb in BUCKETS:
                     pred = os.path.join(work, f"predicted_bucket{mb}.json")
-                    validate_local.run([*validate_local.simulate_argv(d, work, "ddp", "resnet18", [f"--bucket-mb={mb}"]),
-                                        "--json=" + pred])
+                    validate_local.run([*validate_local.simulate_argv(d, work, "ddp", "resnet18", [f"--bucket-mb={mb}"],
+                                                                      "ddp_resnet18"), "--json=" + pred])
                     predicted[mb] = next(p["step_time_s"] for p in json.load(open(pred))["sweep"] if p["world_size"] == 2)
                 verdicts = bucket_relations(measured, predicted)
-                lines.append(f"\nBucket sizes at {rate} (DDP ResNet-18 b16, {a.repeat} rounds alternated): "
-                             + "; ".join(f"{mb} MiB measured {statistics.median(measured[mb]):.3f} s "
-                                         f"(runs {', '.join(f'{t:.3f}' for t in measured[mb])}), predicted "
-                                         f"{predicted[mb]:.3f} s" for mb in BUCKETS) + ".\n")
-                lines.append("Pairwise, measured against predicted ('=' where the difference is within the runs' "
-                             "spread, or under 1 % predicted): "
-                             + ", ".join(f"{x} against {y} MiB: {m} measured, {q} predicted" for x, y, m, q in verdicts)
-                             + ".\n")
-                for x, y, m, q in verdicts:
+                lines.append(f"\nBucket sizes at {rate} (DDP ResNet-18 b16, {a.repeat} rounds alternated, 12 steps a "
+                             f"run): " + "; ".join(
+                                 f"{mb} MiB measured {statistics.median(measured[mb]):.3f} s (median of "
+                                 f"{len(measured[mb])} steps; runs' medians "
+                                 f"{', '.join(f'{t:.3f}' for t in run_medians[mb])}), predicted "
+                                 f"{predicted[mb]:.3f} s" for mb in BUCKETS) + ".\n")
+                lines.append("Pairwise, measured against predicted ('=' where the measured medians differ by under "
+                             "1 % or their ratio's 95 % bootstrap interval holds 1, or under 1 % predicted): "
+                             + ", ".join(f"{x} against {y} MiB: {m} measured (ratio {r:.3f}, {lo:.3f}-{hi:.3f}), "
+                                         f"{q} predicted ({predicted[x] / predicted[y]:.3f})"
+                                         for x, y, m, q, r, (lo, hi) in verdicts) + ".\n")
+                for x, y, m, q, _, _ in verdicts:
                     if m != q:
                         failures.append(f"bucket sizes at {rate}: {x} against {y} MiB is '{m}' measured, '{q}' predicted")
     finally:
+        # What was measured so far, where a later step failed.
+        open(os.path.join(top, "lines.md"), "w").write("\n".join(lines) + "\n")
         cluster("down")
     head = [f"# Two nodes in one box: E(2) measured against --simulate, {datetime.date.today()}", "",
             f"`python3 benchmarks/simulate/validate_multinode.py --rates={a.rates} --repeat={a.repeat}`; "
