@@ -288,9 +288,9 @@ def measure_bucket_sizes(d, work, reports):
     reports' `buckets`) that the link files do not hold yet: one launch a size, idle, each
     a mean of 3 (gloo2-K.json, K = 100, 101, ...; --simulate takes each size's median of the
     files that have it). Between the sweep's sizes the time is interpolated, and this link's
-    rate is not smooth in the size: at 100 Mbit/s an all-reduce of 16 MiB ran at 10.88 MB/s,
-    27 MiB at 11.50, 36 MiB at 10.84 (twice each, the same minutes), so ResNet-18's 26.5 MB
-    bucket was charged 130 ms too much and its 25 MiB buckets came out slower than 1 MiB's.
+    rate is not smooth in the size: at 100 Mbit/s an all-reduce of 27 MiB ran at 11.4-11.5
+    MB/s and 36 MiB at 10.8 (three and two runs within minutes), and one sweep's 16 and
+    32 MiB (10.9 both) charged ResNet-18's 26.5 MB bucket 110-130 ms more than it took alone.
     Returns the sizes measured."""
     def sizes_in(path):
         return {r["bytes"] for r in json.load(open(path))["results"] if r["op"] == "allreduce"}
