@@ -74,7 +74,8 @@ def interleaved_crowding(single, step_s, base):
     crowding is the median crowded step over the median alone, less 1. Back-to-back runs
     alone and crowded measured the VM's drift from one run to the next as well (gpt2-tiny:
     +0.130, -0.062 and +0.633 in three pairs; +0.198, -0.076, +0.148 in three more); here
-    both kinds of step come from the same seconds. Returns (crowding, evidence)."""
+    both kinds of step come from the same seconds. Returns (crowding, evidence, the
+    crowded steps' rank lags)."""
     period = max(0.1, 4 * step_s)
     # At least 4 windows of each kind, each with a few whole steps in it (GPT-2's 1.5 s steps
     # need more than the 12 s that hold hundreds of ResNet-18's).
@@ -244,11 +245,6 @@ def alternated(launches, repeat):
         for i, (launch, base) in enumerate(launches):
             out[i].append(launch(f"{base}.{k}"))
     return out
-
-
-def compute_of(path):
-    """A layer profile's forward and backward time (what --simulate's crowding compares)."""
-    return sum(l["forward_s"] + l["backward_s"] for l in json.load(open(path))["runs"][0]["layer_profile"]["layers"])
 
 
 def profile_step(path):
