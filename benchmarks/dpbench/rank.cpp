@@ -11,6 +11,7 @@
 
 #include "benchmarks/dpbench/benchmark.h"
 #include "benchmarks/dpbench/collectives/runner.h"
+#include "benchmarks/dpbench/gather.h"
 #include "benchmarks/dpbench/setup.h"
 #include "benchmarks/dpbench/verify.h"
 #include "engine/backend/cpu/cpu_context.h"
@@ -75,6 +76,65 @@ Device place_rank(const BenchOptions& o, const RankEnv& env) {
   return Device::cpu(slot);
 }
 
+// The flags that decide which collectives a rank calls, and in what order: every rank of a
+// run must take the same ones (torchrun passes each node the same command). A rank given
+// --trace where the others were not gathers its trace alone: its all-gather met the
+// others' next one (the records'), and every rank failed parsing what it got, or waited
+// out its timeout where the sizes matched. Each flag as the user spells it.
+nlohmann::json collective_flags(const BenchOptions& o) {
+  return {{"--mode", parallel_mode_name(o.mode)},
+          {"--model", o.data.model},
+          {"--dataset", o.data.dataset},
+          {"--seq", o.data.seq},
+          {"--batch", o.train.batch},
+          {"--steps", o.train.steps},
+          {"--epochs", o.train.epochs},
+          {"--warmup", o.train.warmup},
+          {"--accum-steps", o.train.accum_steps},
+          {"--eval-every", o.data.eval_every},
+          {"--eval", o.data.eval == EvalMode::on ? "on" : o.data.eval == EvalMode::off ? "off" : "auto"},
+          {"--bucket-mb", o.ddp.bucket_mb},
+          {"--sync-bn", o.ddp.sync_bn},
+          {"--tp", o.ddp.tp},
+          {"--fsdp-reshard", o.fsdp.reshard_after_forward},
+          {"--fsdp-prefetch", o.fsdp.prefetch},
+          {"--precision", precision_name(o.device.precision)},
+          {"--verify", o.verify.enabled},
+          {"--verify-steps", o.verify.steps},
+          {"--trace", !o.out.trace_path.empty()},
+          {"--doctor", o.out.doctor},
+          {"--layer-profile", o.out.layer_profile},
+          {"--save", !o.train.save_path.empty()},
+          {"--resume", !o.train.resume_path.empty()}};
+}
+
+// Fails on every rank, naming each flag where some rank differs from rank 0, before any
+// rank trains.
+void agree_on_flags(const BenchOptions& o, const RankContext& rank) {
+  const nlohmann::json mine = collective_flags(o);
+  const auto all = gather_strings(*rank.group, mine.dump(), rank.device);
+  const nlohmann::json first = nlohmann::json::parse(all[0]);
+  std::vector<std::string> differ;
+  for (size_t r = 1; r < all.size(); ++r) {
+    const nlohmann::json theirs = nlohmann::json::parse(all[r]);
+    for (const auto& [flag, value] : first.items()) {
+      if (theirs.contains(flag) && theirs[flag] == value) continue;
+      // A flag that is on or off (--trace, --doctor) is given or not; the rest have values.
+      auto said = [&](const nlohmann::json& v) {
+        return v.is_boolean() && flag != "--fsdp-reshard" ? (v.get<bool>() ? "given" : "not given") : v.dump();
+      };
+      differ.push_back(fmt::format("{} {} on rank 0, {} on rank {}", flag, said(value),
+                                   theirs.contains(flag) ? said(theirs[flag]) : "unknown", r));
+    }
+  }
+  if (differ.empty()) return;
+  std::string list;
+  for (const auto& d : differ) list += (list.empty() ? "" : "; ") + d;
+  DPB_FAIL() << "the ranks were started with different flags (" << list
+             << "): every rank of a run takes the same command (as torchrun gives each node), else their "
+                "collectives do not match";
+}
+
 }  // namespace
 
 RankEnv rank_env(const BenchOptions& o) {
@@ -106,6 +166,7 @@ int run_ddp_rank(const BenchOptions& o_in, const std::vector<std::string>& argv)
     rank.data_group = mesh.data.get();
     rank.tensor_group = mesh.tensor.get();
   }
+  agree_on_flags(o, rank);
   int code = 0;
   if (o.verify.enabled) code = run_verify(o, std::cout, &rank).passed ? 0 : 1;
   else run_benchmark(o, argv, std::cout, &rank);

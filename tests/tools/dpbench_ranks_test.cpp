@@ -172,6 +172,32 @@ TEST(DpbenchRanks, RanksStartedWithTorchrunVariables) {
   EXPECT_NE(bad.err.find("WORLD_SIZE is not set"), std::string::npos) << bad.err;
 }
 
+// Ranks started by hand with different flags: rank 0 with --trace gathered its trace where
+// rank 1 gathered its step records, and both failed parsing what they got. Now every rank
+// says which flag differs, before training, and exits.
+TEST(DpbenchRanks, RanksStartedWithDifferentFlagsAreToldWhichFlag) {
+  const std::string port = std::to_string(free_port());
+  auto env = [&](int rank) {
+    return "RANK=" + std::to_string(rank) + " LOCAL_RANK=" + std::to_string(rank) +
+           " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " ";
+  };
+  const std::string base = tmp("flags"), trace = base + ".trace.json";
+  const std::string run = " --mode=ddp --model=lenet --batch=8 --steps=2 --warmup=1 --threads=1 --progress=none --timeout=20";
+  const Proc r = sh("(" + env(1) + bin() + run + " --bucket-mb=5 > " + base + ".1 2>&1; echo \"exit $?\" >> " + base +
+                    ".1) & " + env(0) + bin() + run + " --trace=" + trace + "; code=$?; wait; exit $code");
+  EXPECT_NE(r.code, 0);
+  const std::string other = slurp(base + ".1");
+  for (const std::string& said : {r.err, other}) {
+    EXPECT_NE(said.find("the ranks were started with different flags"), std::string::npos) << said;
+    EXPECT_NE(said.find("--trace given on rank 0, not given on rank 1"), std::string::npos) << said;
+    EXPECT_NE(said.find("--bucket-mb 25.0 on rank 0, 5.0 on rank 1"), std::string::npos) << said;
+  }
+  EXPECT_EQ(other.find("exit 0"), std::string::npos) << other;
+  EXPECT_LT(r.seconds, 15) << "told at the start, not after a timeout";
+  EXPECT_FALSE(std::filesystem::exists(trace)) << "nothing written";
+  std::remove((base + ".1").c_str());
+}
+
 TEST(DpbenchRanks, TwoRanksCompleteWhileTheirStoreIsAttacked) {
   const int port = free_port();
   auto env = [&](int rank) {
