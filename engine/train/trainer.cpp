@@ -198,6 +198,12 @@ std::vector<double> Trainer::time_without_communication(int steps) {
   DPB_CHECK(last_batch_) << "time_without_communication needs a step to have run first";
   std::vector<double> out;
   for (int i = 0; i < steps; ++i) {
+    // Every rank starts each pass together, as the all-reduce keeps them together in
+    // training (the barrier is outside the timed pass). Without it a rank that finished
+    // first waited for the others with its core idle, and their last passes ran beside an
+    // idle neighbour: two nodes sharing one 2-vCPU machine timed ResNet-18's passes at 500,
+    // 600 and 690 ms in three runs minutes apart, and 542, 568 and 586 ms with the barrier.
+    ddp->group().barrier()->wait();
     const int64_t t0 = now_ns();
     Tensor y = ddp->forward(last_batch_->x);
     LossResult loss = compute_loss(model_.spec().loss, y, last_batch_->target, true, /*deferred=*/true);
