@@ -68,13 +68,13 @@ void FittedAllReduce::scale_time(double k) {
   for (auto& [bytes, t] : measured) t *= k;
 }
 
-StolenCompute fit_stolen(const std::vector<std::array<double, 3>>& rows) {
+StolenCompute fit_stolen(const std::vector<std::array<double, 4>>& rows) {
   StolenCompute f;
   f.points = static_cast<int>(rows.size());
   double sww = 0, swx = 0, swxx = 0, swy = 0, swxy = 0;
-  for (const auto& [x, t, y] : rows) {
-    if (!(t > 0)) continue;
-    const double w = 1.0 / (t * t);
+  for (const auto& [x, t, y, window] : rows) {
+    if (!(t > 0) || !(window > 0)) continue;
+    const double w = window / (t * t);
     sww += w, swx += w * x, swxx += w * x * x, swy += w * y, swxy += w * x * y;
   }
   if (sww <= 0) return f;
@@ -336,8 +336,10 @@ struct Measured {
   bool under_load = false;  // dpbench --load
   double slowdown_time = 0, time = 0;  // sum of slowdown x timed duration, and of duration
   // Under load, per size: the compute each collective took (its load slowdown times its
-  // time), of the all-reduces, all-gathers and reduce-scatters.
+  // time), of the all-reduces, all-gathers and reduce-scatters; and the seconds that
+  // slowdown was measured over (the row's timed iterations).
   std::vector<std::pair<double, double>> stolen, allgather_stolen, reduce_scatter_stolen;
+  std::vector<std::pair<double, double>> stolen_window, allgather_stolen_window, reduce_scatter_stolen_window;
   // --isolated: each size's time alone after a pause of isolated_pause_s, of the
   // all-reduces, all-gathers and reduce-scatters.
   std::vector<std::pair<double, double>> isolated, allgather_isolated, reduce_scatter_isolated;
@@ -358,12 +360,20 @@ Points median_per_size(const std::vector<Points>& runs) {
   return out;
 }
 
+// The same runs' seconds per size, summed: how long all of them measured it for.
+Points sum_per_size(const std::vector<Points>& runs) {
+  std::map<double, double> by_size;
+  for (const auto& run : runs)
+    for (const auto& [bytes, t] : run) by_size[bytes] += t;
+  return {by_size.begin(), by_size.end()};
+}
+
 // Several reports of one kind (idle, or under load) at one rank count from the same place:
 // one measurement, each size its median; the load's slowdown summed over them.
 Measured merged(const std::vector<Measured>& runs) {
   Measured m = runs.front();
   if (runs.size() == 1) return m;
-  std::vector<Points> ar, ag, rs, ar_stolen, ag_stolen, rs_stolen;
+  std::vector<Points> ar, ag, rs, ar_stolen, ag_stolen, rs_stolen, ar_window, ag_window, rs_window;
   m.slowdown_time = m.time = 0;
   for (const auto& r : runs) {
     ar.push_back(r.points);
@@ -372,6 +382,9 @@ Measured merged(const std::vector<Measured>& runs) {
     ar_stolen.push_back(r.stolen);
     ag_stolen.push_back(r.allgather_stolen);
     rs_stolen.push_back(r.reduce_scatter_stolen);
+    ar_window.push_back(r.stolen_window);
+    ag_window.push_back(r.allgather_stolen_window);
+    rs_window.push_back(r.reduce_scatter_stolen_window);
     m.slowdown_time += r.slowdown_time;
     m.time += r.time;
   }
@@ -381,6 +394,9 @@ Measured merged(const std::vector<Measured>& runs) {
   m.stolen = median_per_size(ar_stolen);
   m.allgather_stolen = median_per_size(ag_stolen);
   m.reduce_scatter_stolen = median_per_size(rs_stolen);
+  m.stolen_window = sum_per_size(ar_window);
+  m.allgather_stolen_window = sum_per_size(ag_window);
+  m.reduce_scatter_stolen_window = sum_per_size(rs_window);
   std::vector<Points> iso, ag_iso, rs_iso;
   for (const auto& r : runs) {
     iso.push_back(r.isolated);
@@ -437,9 +453,12 @@ Measured from_dpbench(const nlohmann::json& j, const std::string& doc) {
       if (row.isolated_us && *row.isolated_us > 0)
         (gather ? m.allgather_isolated : m.reduce_scatter_isolated)
             .emplace_back(static_cast<double>(row.bytes), *row.isolated_us * 1e-6);
-      if (m.under_load && row.load_slowdown)
+      if (m.under_load && row.load_slowdown) {
         (gather ? m.allgather_stolen : m.reduce_scatter_stolen)
             .emplace_back(static_cast<double>(row.bytes), *row.load_slowdown * *row.time_us * 1e-6);
+        (gather ? m.allgather_stolen_window : m.reduce_scatter_stolen_window)
+            .emplace_back(static_cast<double>(row.bytes), *row.time_us * 1e-6 * r.config.iters);
+      }
     }
     if (row.op == "allreduce" && row.time_us && *row.time_us > 0 && row.bytes > 0 && row.wrong == 0) {
       m.points.emplace_back(static_cast<double>(row.bytes), *row.time_us * 1e-6);
@@ -450,6 +469,7 @@ Measured from_dpbench(const nlohmann::json& j, const std::string& doc) {
         m.slowdown_time += *row.load_slowdown * duration;
         m.time += duration;
         m.stolen.emplace_back(static_cast<double>(row.bytes), *row.load_slowdown * *row.time_us * 1e-6);
+        m.stolen_window.emplace_back(static_cast<double>(row.bytes), duration);
       }
     }
   }
@@ -473,12 +493,16 @@ FittedAllReduce fit_doubled(std::vector<std::pair<double, double>> points, int r
   return fit_measured(std::move(points), ranks);
 }
 
-// The compute each size's collective took, beside its time (the same size's), to fit on.
-StolenCompute stolen_of(const Points& stolen, const Points& times) {
-  std::map<double, double> time_of(times.begin(), times.end());
-  std::vector<std::array<double, 3>> rows;
-  for (const auto& [bytes, s] : stolen)
-    if (auto it = time_of.find(bytes); it != time_of.end()) rows.push_back({bytes, it->second, s});
+// The compute each size's collective took, beside its time (the same size's) and the
+// seconds it was measured over, to fit on.
+StolenCompute stolen_of(const Points& stolen, const Points& times, const Points& windows) {
+  std::map<double, double> time_of(times.begin(), times.end()), window_of(windows.begin(), windows.end());
+  std::vector<std::array<double, 4>> rows;
+  for (const auto& [bytes, s] : stolen) {
+    auto t = time_of.find(bytes);
+    auto w = window_of.find(bytes);
+    if (t != time_of.end() && w != window_of.end()) rows.push_back({bytes, t->second, s, w->second});
+  }
   return fit_stolen(rows);
 }
 
@@ -539,16 +563,17 @@ LinkModel fit_link(const std::vector<std::string>& paths, const LinkModel& base)
     if (m.under_load) {
       l.fitted_under_load[m.ranks] = fit_measured(m.points, m.ranks);
       l.contention = std::max(0.0, m.slowdown_time / m.time);  // each row's own is noisy, either way
-      l.stolen = stolen_of(m.stolen, m.points);
+      l.stolen = stolen_of(m.stolen, m.points, m.stolen_window);
       l.contention_scope = LinkModel::ContentionScope::transfers;
       l.contention_source = "measured: compute slowed by the all-reduces in " + group.paths;
       // FSDP's collectives, where the report has them under load too.
       if (m.allgather.size() >= 2) l.fitted_allgather_under_load[m.ranks] = fit_doubled(m.allgather, m.ranks);
       if (m.reduce_scatter.size() >= 2)
         l.fitted_reduce_scatter_under_load[m.ranks] = fit_doubled(m.reduce_scatter, m.ranks);
-      if (!m.allgather_stolen.empty()) l.stolen_allgather = stolen_of(m.allgather_stolen, m.allgather);
+      if (!m.allgather_stolen.empty()) l.stolen_allgather = stolen_of(m.allgather_stolen, m.allgather, m.allgather_stolen_window);
       if (!m.reduce_scatter_stolen.empty())
-        l.stolen_reduce_scatter = stolen_of(m.reduce_scatter_stolen, m.reduce_scatter);
+        l.stolen_reduce_scatter =
+            stolen_of(m.reduce_scatter_stolen, m.reduce_scatter, m.reduce_scatter_stolen_window);
       if (l.stolen_allgather || l.stolen_reduce_scatter)
         l.contention_source += " (all-gathers and reduce-scatters by their own)";
     } else {
