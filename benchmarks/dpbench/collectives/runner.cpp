@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <optional>
@@ -74,8 +75,12 @@ class ComputeLoad {
   std::thread thread_;
 };
 
-// How long the load runs alone before each size's timed collectives.
-constexpr int kAloneMs = 40;
+// How long the load runs alone before each size's timed collectives: as long as they are
+// expected to take (the warm-up's time per call times the iterations), within these
+// bounds. A fixed 40 ms made the rate alone the noisiest figure in the slowdown: across
+// two nodes of a 2-vCPU VM one rank's slowdown at 64 MiB, over 2.9 s of all-reduces,
+// came out -0.33 beside the other's +0.66.
+constexpr double kAloneMinMs = 40, kAloneMaxMs = 1000;
 
 // All-reduces run on the buffers DDP's buckets live in: where the group reduces memory
 // in place (ranks on one host), its shared buffer, so that the figure is what a DDP step
@@ -130,15 +135,17 @@ std::vector<reports::CollectiveRow> run_collectives(comm::ProcessGroup& pg, Devi
     for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
       CollectiveBuffers b = spec.make(bytes, rank, n, device);
       place_as_ddp(pg, spec, device, b);
+      const int64_t w0 = now_ns();
       for (int i = 0; i < o.warmup; ++i) {
         maybe_die();
         spec.issue(pg, b)->wait();
         ++issued;
       }
+      const double warm_ms = o.warmup > 0 ? static_cast<double>(now_ns() - w0) * 1e-6 / o.warmup : 0.0;
       pg.barrier()->wait();
       double alone = 0;
       if (load) {
-        alone = load->rate_alone(kAloneMs);
+        alone = load->rate_alone(static_cast<int>(std::clamp(warm_ms * o.iters, kAloneMinMs, kAloneMaxMs)));
         pg.barrier()->wait();
       }
       const int64_t t0 = now_ns(), r0 = load ? load->rounds() : 0;
