@@ -205,12 +205,21 @@ std::vector<double> Trainer::time_without_communication(int steps) {
     // 600 and 690 ms in three runs minutes apart, and 542, 568 and 586 ms with the barrier.
     ddp->group().barrier()->wait();
     const int64_t t0 = now_ns();
-    Tensor y = ddp->forward(last_batch_->x);
+    // On the timeline as their own spans (after the run's steps), so that a trace shows
+    // what the A/B timed beside the steps' forward and backward.
+    Tensor y;
+    {
+      trace::Span span("A/B forward", trace::Category::compute, o_.device.index);
+      y = ddp->forward(last_batch_->x);
+    }
     LossResult loss = compute_loss(model_.spec().loss, y, last_batch_->target, true, /*deferred=*/true);
     ddp->set_sync(false);
-    ddp->backward(loss.grad);
-    loss.resolve();
-    ops::synchronize(o_.device);
+    {
+      trace::Span span("A/B backward (no_sync)", trace::Category::compute, o_.device.index);
+      ddp->backward(loss.grad);
+      loss.resolve();
+      ops::synchronize(o_.device);
+    }
     out.push_back(static_cast<double>(now_ns() - t0) * 1e-9);
     optimizer_->zero_grad();
   }
