@@ -77,10 +77,10 @@ Device place_rank(const BenchOptions& o, const RankEnv& env) {
 }
 
 // The flags that decide which collectives a rank calls, and in what order: every rank of a
-// run must take the same ones (torchrun passes each node the same command). A rank given
-// --trace where the others were not gathers its trace alone: its all-gather met the
-// others' next one (the records'), and every rank failed parsing what it got, or waited
-// out its timeout where the sizes matched. Each flag as the user spells it.
+// run must take the same ones (torchrun passes each node the same command). Across two
+// nodes, rank 0 given --trace and rank 1 not: rank 0's gather of the trace met rank 1's
+// gather of its step records, and both ranks died parsing what they got. Each flag as
+// the user spells it.
 nlohmann::json collective_flags(const BenchOptions& o) {
   return {{"--mode", parallel_mode_name(o.mode)},
           {"--model", o.data.model},
