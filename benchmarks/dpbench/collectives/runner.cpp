@@ -75,11 +75,13 @@ class ComputeLoad {
   std::thread thread_;
 };
 
-// How long the load runs alone before each size's timed collectives: as long as they are
-// expected to take (the warm-up's time per call times the iterations), within these
-// bounds. A fixed 40 ms made the rate alone the noisiest figure in the slowdown: across
-// two nodes of a 2-vCPU VM one rank's slowdown at 64 MiB, over 2.9 s of all-reduces,
-// came out -0.33 beside the other's +0.66.
+// How long the load runs alone before each size's timed collectives, and again after
+// them: as long as they are expected to take (the warm-up's time per call times the
+// iterations), within these bounds. A fixed 40 ms made the rate alone the noisiest figure
+// in the slowdown: across two nodes of a 2-vCPU VM one rank's slowdown at 64 MiB, over
+// 2.9 s of all-reduces, came out -0.33 beside the other's +0.66. The rate alone is the
+// mean of the windows before and after, so that a machine whose core speeds up or slows
+// down steadily over the seconds of a size does not read as the collectives' doing.
 constexpr double kAloneMinMs = 40, kAloneMaxMs = 1000;
 
 // All-reduces run on the buffers DDP's buckets live in: where the group reduces memory
@@ -144,8 +146,9 @@ std::vector<reports::CollectiveRow> run_collectives(comm::ProcessGroup& pg, Devi
       const double warm_ms = o.warmup > 0 ? static_cast<double>(now_ns() - w0) * 1e-6 / o.warmup : 0.0;
       pg.barrier()->wait();
       double alone = 0;
+      const int alone_ms = static_cast<int>(std::clamp(warm_ms * o.iters, kAloneMinMs, kAloneMaxMs));
       if (load) {
-        alone = load->rate_alone(static_cast<int>(std::clamp(warm_ms * o.iters, kAloneMinMs, kAloneMaxMs)));
+        alone = load->rate_alone(alone_ms);
         pg.barrier()->wait();
       }
       const int64_t t0 = now_ns(), r0 = load ? load->rounds() : 0;
@@ -161,12 +164,15 @@ std::vector<reports::CollectiveRow> run_collectives(comm::ProcessGroup& pg, Devi
       Tensor t = Tensor::full({1}, static_cast<float>(mine), device);
       pg.allreduce(t, comm::ReduceOp::max)->wait();
       const double seconds = t.to_vector()[0];
+      // The window after: every rank has left the timed collectives (the max above).
+      double alone_after = 0;
+      if (load) alone_after = load->rate_alone(alone_ms);
       // The ranks' mean slowdown of their compute thread; not measured (null) where a
-      // rank's thread made no round at all in one of the two windows.
+      // rank's thread made no round at all in one of the windows.
       reports::Num slowdown;
       if (load) {
-        const bool measured = alone > 0 && during > 0;
-        const float mine = measured ? static_cast<float>(alone / during - 1) : 0.0f;
+        const bool measured = alone > 0 && alone_after > 0 && during > 0;
+        const float mine = measured ? static_cast<float>(0.5 * (alone + alone_after) / during - 1) : 0.0f;
         Tensor s = Tensor::from_vector({2}, {mine, measured ? 0.0f : 1.0f}, device);
         pg.allreduce(s, comm::ReduceOp::sum)->wait();
         const std::vector<float> sums = s.to_vector();
